@@ -1,0 +1,458 @@
+/*
+ * humming.h — the public C ABI of Humming, JIT-compiled GEMM kernels for quantized inference.
+ *
+ * This is the only public header. It is C99-clean and stable within one ABI major version
+ * (HM_ABI_VERSION, carried in the library's SONAME: libhumming.so.<abi>).
+ *
+ * Conventions (every function follows them; exceptions are stated where they occur):
+ *   - Functions return hm_status_t (int32_t). HM_SUCCESS is 0. Failure codes are banded by
+ *     category (HM_STATUS_CATEGORY). On failure a thread-local message names the bad argument or
+ *     the failing step and says what to do; read it with hm_last_error_message() on the same
+ *     thread before the next Humming call. A successful call does not clear the message.
+ *   - No function throws, aborts or prints.
+ *   - Handles are pointers to incomplete structs. Every _destroy(NULL) is a no-op.
+ *   - Option and info structs start with `uint32_t struct_size`; fill it with sizeof(the struct
+ *     you compiled against), preferably through the matching _init() helper. The library accepts
+ *     any size from the first released size up to its own and ignores trailing fields it does
+ *     not know.
+ *   - Output handles (`T **out`) are written only on success; on failure *out is set to NULL.
+ *   - Strings returned as `const char *` are owned by the library and live as long as stated;
+ *     strings copied out take (buf, size) and follow the snprintf rule: the full length is
+ *     reported, at most size-1 bytes plus a NUL are written.
+ *   - Thread safety: hm_format_t is safe to read from several threads at once; a context and its
+ *     kernels may be used from several threads at once (compilation and loading are serialized
+ *     internally); launch params are not thread-safe (use one per thread).
+ */
+#ifndef HUMMING_H_
+#define HUMMING_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  if defined(HUMMING_BUILDING_LIBRARY)
+#    define HM_API __declspec(dllexport)
+#  else
+#    define HM_API __declspec(dllimport)
+#  endif
+#else
+#  define HM_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Versions                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+#define HM_VERSION_MAJOR 0
+#define HM_VERSION_MINOR 1
+#define HM_VERSION_PATCH 0
+/* major * 10000 + minor * 100 + patch */
+#define HM_VERSION (HM_VERSION_MAJOR * 10000 + HM_VERSION_MINOR * 100 + HM_VERSION_PATCH)
+/* The ABI major: bumped only on an incompatible change; it is the SONAME suffix. */
+#define HM_ABI_VERSION 0
+
+/* The version of the library actually loaded (compare with HM_VERSION). */
+HM_API uint32_t hm_version(void);
+/* "0.1.0"; static storage. */
+HM_API const char *hm_version_string(void);
+/* The ABI major of the loaded library (compare with HM_ABI_VERSION). */
+HM_API uint32_t hm_abi_version(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status codes and errors                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef int32_t hm_status_t;
+
+#define HM_SUCCESS 0
+
+/* 1000s: the caller passed something wrong. */
+#define HM_ERROR_INVALID_ARGUMENT 1000
+#define HM_ERROR_INVALID_STRUCT_SIZE 1001 /* struct_size is 0, too small, or unknown */
+#define HM_ERROR_BUFFER_TOO_SMALL 1002    /* the required size was reported; call again */
+#define HM_ERROR_PARSE 1003               /* a format or dtype string could not be parsed */
+#define HM_ERROR_INVALID_STATE 1004       /* the object is not in a state that allows this */
+#define HM_ERROR_MISALIGNED 1005          /* a pointer or size breaks an alignment rule */
+#define HM_ERROR_WRONG_DEVICE 1006        /* a pointer, stream or handle of another device */
+#define HM_ERROR_NON_FINITE 1007          /* NaN or Inf where a finite number is required */
+
+/* 2000s: well-formed, but not supported (by this build, this device, or at all). */
+#define HM_ERROR_UNSUPPORTED 2000
+#define HM_ERROR_UNSUPPORTED_ARCH 2001   /* the target architecture cannot run this */
+#define HM_ERROR_UNSUPPORTED_FORMAT 2002 /* a validation rule rejected the format */
+
+/* 3000s: the CUDA driver or the device. */
+#define HM_ERROR_DRIVER_NOT_FOUND 3000 /* no loadable CUDA driver library */
+#define HM_ERROR_DRIVER_SYMBOL 3001    /* a required driver entry point is missing */
+#define HM_ERROR_NO_DEVICE 3002        /* no device, or the ordinal is out of range */
+#define HM_ERROR_CUDA 3003             /* a driver call failed; the message names it */
+#define HM_ERROR_LAUNCH 3004           /* a kernel launch failed */
+
+/* 4000s: compiling kernels. */
+#define HM_ERROR_COMPILER_NOT_FOUND 4000 /* neither NVRTC nor NVCC could be loaded / found */
+#define HM_ERROR_COMPILE 4001            /* the compiler rejected a kernel; log in the message */
+#define HM_ERROR_JIT_DISABLED 4002       /* a cache miss while compiling is forbidden */
+
+/* 5000s: files and the kernel cache. */
+#define HM_ERROR_IO 5000
+#define HM_ERROR_CACHE_CORRUPT 5001 /* a cache entry failed its checks (it is rebuilt) */
+
+/* 6000s: memory. */
+#define HM_ERROR_OUT_OF_MEMORY 6000        /* host memory */
+#define HM_ERROR_DEVICE_OUT_OF_MEMORY 6001 /* device memory */
+
+/* 9000s: a bug in Humming; please report it with the message. */
+#define HM_ERROR_INTERNAL 9000
+
+/* The band of a status: HM_STATUS_CATEGORY(HM_ERROR_PARSE) == HM_ERROR_INVALID_ARGUMENT. */
+#define HM_STATUS_CATEGORY(s) (((s) / 1000) * 1000)
+
+/* The constant's name without the prefix ("SUCCESS", "INVALID_ARGUMENT", ...), or "UNKNOWN".
+ * Static storage. */
+HM_API const char *hm_status_name(hm_status_t status);
+
+/* Copies the calling thread's last error message into buf (snprintf rule) and returns its full
+ * length in bytes, not counting the NUL. buf may be NULL when size is 0 (to ask the length).
+ * Returns 0 when this thread has no message. */
+HM_API size_t hm_last_error_message(char *buf, size_t size);
+
+/* Clears the calling thread's last error message. */
+HM_API void hm_clear_last_error(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Number formats (dtypes)                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A dtype is a 32-bit code, stable across releases:
+ *   bits  0..7   total bits (1..32)
+ *   bits  8..11  exponent bits (floats; 0 for integers)
+ *   bits 12..15  mantissa bits (floats; value bits for integers)
+ *   bits 16..19  kind: HM_DTYPE_KIND_*
+ *   bits 20..23  float variant (HM_FLOAT_VARIANT_*) for floats; for HM_DTYPE_KIND_UINT_BIASED the
+ *                implicit zero point is 2^(bits-1)
+ * Build one with hm_dtype_parse() or the HM_DTYPE_* constants; 0 is "no dtype".
+ */
+typedef uint32_t hm_dtype_t;
+
+#define HM_DTYPE_KIND_SINT 1        /* two's complement integer */
+#define HM_DTYPE_KIND_UINT 2        /* unsigned integer */
+#define HM_DTYPE_KIND_UINT_BIASED 3 /* unsigned code with implicit zero point 2^(bits-1), "uint4b8" */
+#define HM_DTYPE_KIND_FLOAT 4       /* signed float eXmY */
+#define HM_DTYPE_KIND_UFLOAT 5      /* unsigned float (scales only: ue8m0) */
+
+#define HM_FLOAT_VARIANT_FINITE 0 /* every code is a finite number (fp4/fp6 style) */
+#define HM_FLOAT_VARIANT_FN 1     /* only the all-ones magnitude is NaN (OCP e4m3fn, ue8m0) */
+#define HM_FLOAT_VARIANT_IEEE 2   /* the all-ones exponent holds Inf and NaN (f16, bf16, e5m2) */
+
+#define HM_DTYPE_MAKE(kind, bits, ebits, mbits, variant)                                        \
+  ((hm_dtype_t)(((uint32_t)(bits)) | ((uint32_t)(ebits) << 8) | ((uint32_t)(mbits) << 12) |    \
+                ((uint32_t)(kind) << 16) | ((uint32_t)(variant) << 20)))
+
+#define HM_DTYPE_NONE ((hm_dtype_t)0)
+#define HM_DTYPE_F32 HM_DTYPE_MAKE(HM_DTYPE_KIND_FLOAT, 32, 8, 23, HM_FLOAT_VARIANT_IEEE)
+#define HM_DTYPE_F16 HM_DTYPE_MAKE(HM_DTYPE_KIND_FLOAT, 16, 5, 10, HM_FLOAT_VARIANT_IEEE)
+#define HM_DTYPE_BF16 HM_DTYPE_MAKE(HM_DTYPE_KIND_FLOAT, 16, 8, 7, HM_FLOAT_VARIANT_IEEE)
+#define HM_DTYPE_E4M3 HM_DTYPE_MAKE(HM_DTYPE_KIND_FLOAT, 8, 4, 3, HM_FLOAT_VARIANT_FN)
+#define HM_DTYPE_E5M2 HM_DTYPE_MAKE(HM_DTYPE_KIND_FLOAT, 8, 5, 2, HM_FLOAT_VARIANT_IEEE)
+#define HM_DTYPE_E2M1 HM_DTYPE_MAKE(HM_DTYPE_KIND_FLOAT, 4, 2, 1, HM_FLOAT_VARIANT_FINITE)
+#define HM_DTYPE_UE8M0 HM_DTYPE_MAKE(HM_DTYPE_KIND_UFLOAT, 8, 8, 0, HM_FLOAT_VARIANT_FN)
+#define HM_DTYPE_INT8 HM_DTYPE_MAKE(HM_DTYPE_KIND_SINT, 8, 0, 8, 0)
+#define HM_DTYPE_INT4 HM_DTYPE_MAKE(HM_DTYPE_KIND_SINT, 4, 0, 4, 0)
+#define HM_DTYPE_UINT4 HM_DTYPE_MAKE(HM_DTYPE_KIND_UINT, 4, 0, 4, 0)
+#define HM_DTYPE_UINT4B8 HM_DTYPE_MAKE(HM_DTYPE_KIND_UINT_BIASED, 4, 0, 4, 0)
+#define HM_DTYPE_UINT8 HM_DTYPE_MAKE(HM_DTYPE_KIND_UINT, 8, 0, 8, 0)
+
+/* Parses a dtype name: canonical names ("f16", "bf16", "f32", "int4", "uint4", "uint4b8",
+ * "e2m1", "e4m3", "e5m2", "ue8m0", "e3m2", ...) and common aliases ("fp16", "half", "fp8",
+ * "float8_e4m3fn", "fp4", "mxfp4", "nvfp4", ...). HM_ERROR_PARSE names the bad text. */
+HM_API hm_status_t hm_dtype_parse(const char *name, hm_dtype_t *out);
+/* The canonical name of a valid dtype, which hm_dtype_parse() maps back to the same code. */
+HM_API hm_status_t hm_dtype_name(hm_dtype_t dtype, char *buf, size_t size, size_t *length);
+/* Decodes one code of a dtype of at most 8 bits (or a 16-bit f16/bf16 pattern) exactly into a
+ * double: NaN codes give NaN, Inf codes give +-Inf. */
+HM_API hm_status_t hm_dtype_decode(hm_dtype_t dtype, uint32_t code, double *value);
+/* Encodes a value with round-to-nearest-even and saturation to the largest finite magnitude
+ * (NaN maps to the dtype's NaN code, or is HM_ERROR_NON_FINITE where the dtype has none). */
+HM_API hm_status_t hm_dtype_encode(hm_dtype_t dtype, double value, uint32_t *code);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Layer formats                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A format describes one linear (or MoE) layer: C[M,N] = A[M,K] * dequant(W)[N,K]^T (+ bias).
+ * Its canonical string, which hm_format_to_string() prints and hm_format_parse() reads, is
+ *   "w=uint4b8 a=f16 c=f16 s=f16:g128 zp=none bias=0 acc=f32 n=4096 k=4096 e=1"
+ * (see docs/format.md). Fields omitted when parsing take their defaults.
+ */
+typedef struct hm_format hm_format_t;
+
+/* Roles a dtype plays in a format. */
+#define HM_ROLE_WEIGHT 0
+#define HM_ROLE_ACTIVATION 1
+#define HM_ROLE_OUTPUT 2
+#define HM_ROLE_SCALE 3
+#define HM_ROLE_ZERO_POINT 4 /* HM_DTYPE_NONE: symmetric (no zero points) */
+#define HM_ROLE_ACCUMULATOR 5
+
+/* How weight scales are laid out. */
+#define HM_SCALE_NONE 0         /* no weight scale (unquantized f16/bf16 weights) */
+#define HM_SCALE_CHANNEL 1      /* one per output channel: [N] */
+#define HM_SCALE_GROUP 2        /* one per group of group_k along K: [N, K/group_k] */
+#define HM_SCALE_BLOCK 3        /* one per group_n x group_k block: [N/group_n, K/group_k] */
+#define HM_SCALE_TENSOR 4       /* one f32 per tensor (per expert) */
+#define HM_SCALE_GROUP_TENSOR 5 /* group scales times one f32 global scale per tensor (NVFP4) */
+
+/* Creates the default format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=0 k=0"; set the shape. */
+HM_API hm_status_t hm_format_create(hm_format_t **out);
+HM_API hm_status_t hm_format_parse(const char *text, hm_format_t **out);
+HM_API hm_status_t hm_format_clone(const hm_format_t *format, hm_format_t **out);
+HM_API void hm_format_destroy(hm_format_t *format);
+/* The canonical string (snprintf rule; *length, if not NULL, gets the full length). */
+HM_API hm_status_t hm_format_to_string(const hm_format_t *format, char *buf, size_t size,
+                                       size_t *length);
+/* 1 when both describe the same layer, else 0 (NULLs compare unequal). */
+HM_API int32_t hm_format_equal(const hm_format_t *a, const hm_format_t *b);
+
+HM_API hm_status_t hm_format_set_dtype(hm_format_t *format, int32_t role, hm_dtype_t dtype);
+HM_API hm_status_t hm_format_get_dtype(const hm_format_t *format, int32_t role, hm_dtype_t *out);
+/* group_k applies to GROUP, BLOCK and GROUP_TENSOR; group_n to BLOCK; pass 0 otherwise. */
+HM_API hm_status_t hm_format_set_scale(hm_format_t *format, int32_t kind, int32_t group_k,
+                                       int32_t group_n);
+HM_API hm_status_t hm_format_get_scale(const hm_format_t *format, int32_t *kind, int32_t *group_k,
+                                       int32_t *group_n);
+/* experts = 1 for a dense layer. */
+HM_API hm_status_t hm_format_set_shape(hm_format_t *format, int64_t n, int64_t k, int32_t experts);
+HM_API hm_status_t hm_format_get_shape(const hm_format_t *format, int64_t *n, int64_t *k,
+                                       int32_t *experts);
+HM_API hm_status_t hm_format_set_bias(hm_format_t *format, int32_t has_bias);
+HM_API hm_status_t hm_format_get_bias(const hm_format_t *format, int32_t *has_bias);
+
+/* Checks the format against the support rules, for a target ("sm_90a", "sm80", ...) or, with
+ * arch NULL, for any architecture. HM_ERROR_UNSUPPORTED_FORMAT / _ARCH name the rule. */
+HM_API hm_status_t hm_format_validate(const hm_format_t *format, const char *arch);
+
+/* The support matrix as text (the same table `humming support` prints): one line per
+ * (activation, weight family) with the rules that apply. snprintf rule. */
+HM_API hm_status_t hm_support_matrix(char *buf, size_t size, size_t *length);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Host quantization, the standard layout, packing                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Canonical (unpacked) quantized weights, all host memory owned by the caller. Shapes for a
+ * format with E experts, N outputs, K inputs, G = K_padded / group_k groups (1 for channel):
+ *   codes        uint8  [E][N][K]     one code per byte, the weight dtype's bit pattern
+ *   scales       float  [E][N][G]     (block: [E][N/group_n][G]; tensor: unused) values exactly
+ *                                     representable in the scale dtype
+ *   zero_points  float  [E][N][G]     only with zero points; integer-valued for integer zp
+ *   global_scale float  [E]           only for TENSOR and GROUP_TENSOR
+ * Query the element counts with hm_format_canonical_sizes().
+ */
+typedef struct hm_canonical_sizes {
+  uint32_t struct_size;
+  uint64_t codes;        /* elements of codes */
+  uint64_t scales;       /* elements of scales (0 when none) */
+  uint64_t zero_points;  /* elements of zero_points (0 when none) */
+  uint64_t global_scale; /* elements of global_scale (0 when none) */
+} hm_canonical_sizes_t;
+HM_API void hm_canonical_sizes_init(hm_canonical_sizes_t *sizes);
+HM_API hm_status_t hm_format_canonical_sizes(const hm_format_t *format, hm_canonical_sizes_t *out);
+
+/* Byte sizes of the standard-layout buffers the kernels read (docs/layout.md). */
+typedef struct hm_packed_sizes {
+  uint32_t struct_size;
+  uint64_t weight;       /* bytes of packed weight codes */
+  uint64_t scales;       /* bytes of packed scales, in the scale dtype */
+  uint64_t zero_points;  /* bytes of packed zero points */
+  uint64_t global_scale; /* bytes of the f32 global scales */
+  int64_t n_padded;      /* N and K after padding to the layout's tiles */
+  int64_t k_padded;
+} hm_packed_sizes_t;
+HM_API void hm_packed_sizes_init(hm_packed_sizes_t *sizes);
+HM_API hm_status_t hm_format_packed_sizes(const hm_format_t *format, hm_packed_sizes_t *out);
+
+/* Pointers to canonical buffers (for quantize, pack, unpack and dequantize). */
+typedef struct hm_canonical_weight {
+  uint32_t struct_size;
+  uint8_t *codes;
+  float *scales;
+  float *zero_points;
+  float *global_scale;
+} hm_canonical_weight_t;
+HM_API void hm_canonical_weight_init(hm_canonical_weight_t *weight);
+
+/* Pointers to standard-layout buffers. */
+typedef struct hm_packed_weight {
+  uint32_t struct_size;
+  void *weight;
+  void *scales;
+  void *zero_points;
+  float *global_scale;
+} hm_packed_weight_t;
+HM_API void hm_packed_weight_init(hm_packed_weight_t *weight);
+
+/* Quantizes a row-major host weight [E][N][K] of dtype src_dtype (F32, F16 or BF16) into
+ * canonical buffers. NaN/Inf in the weight fail with HM_ERROR_NON_FINITE naming the element. */
+HM_API hm_status_t hm_quantize(const hm_format_t *format, const void *weight, hm_dtype_t src_dtype,
+                               const hm_canonical_weight_t *out);
+/* Dequantizes canonical buffers back to a row-major f32 weight [E][N][K]. */
+HM_API hm_status_t hm_dequantize(const hm_format_t *format, const hm_canonical_weight_t *in,
+                                 float *weight);
+/* Canonical -> standard layout (exactly invertible by hm_unpack). */
+HM_API hm_status_t hm_pack(const hm_format_t *format, const hm_canonical_weight_t *in,
+                           const hm_packed_weight_t *out);
+/* Standard layout -> canonical. */
+HM_API hm_status_t hm_unpack(const hm_format_t *format, const hm_packed_weight_t *in,
+                             const hm_canonical_weight_t *out);
+
+/* Host reference GEMM with f64 accumulation: C[M,N] = A[M,K] * W[N,K]^T (+ bias[N]), all f32,
+ * row-major. Used to check kernels. bias may be NULL. */
+HM_API hm_status_t hm_reference_gemm_f32(const float *a, const float *w, const float *bias,
+                                         float *c, int64_t m, int64_t n, int64_t k);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Runtime: driver, compiler, contexts                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct hm_context hm_context_t;
+
+/* Which compiler builds kernels. DEFAULT: HUMMING_COMPILER if set, else NVRTC, else NVCC. */
+#define HM_COMPILER_DEFAULT 0
+#define HM_COMPILER_NVRTC 1
+#define HM_COMPILER_NVCC 2
+
+/* Context flags. */
+#define HM_CONTEXT_DISABLE_JIT 1u /* load-only: a cache miss is HM_ERROR_JIT_DISABLED */
+#define HM_CONTEXT_NO_CACHE 2u    /* neither read nor write the disk cache */
+
+#define HM_NO_DEVICE (-1)
+
+typedef struct hm_context_options {
+  uint32_t struct_size;
+  /* The CUDA device ordinal, or HM_NO_DEVICE to compile ahead of time for target_arch. */
+  int32_t device;
+  /* "sm_90a", "sm_80", ... Required with HM_NO_DEVICE; with a device, NULL means the device's
+   * own arch (with the "a" suffix where the arch has one). */
+  const char *target_arch;
+  /* NULL: HUMMING_CACHE_DIR, else $XDG_CACHE_HOME/humming, else ~/.cache/humming. */
+  const char *cache_dir;
+  int32_t compiler; /* HM_COMPILER_* */
+  uint32_t flags;   /* HM_CONTEXT_*; HUMMING_DISABLE_JIT=1 in the environment adds DISABLE_JIT */
+} hm_context_options_t;
+HM_API void hm_context_options_init(hm_context_options_t *options);
+
+/* Creates a context: loads the CUDA driver (unless HM_NO_DEVICE) and the compiler lazily,
+ * reads device properties, and retains the device's primary CUDA context. */
+HM_API hm_status_t hm_context_create(const hm_context_options_t *options, hm_context_t **out);
+HM_API void hm_context_destroy(hm_context_t *context);
+
+typedef struct hm_device_info {
+  uint32_t struct_size;
+  int32_t device;             /* ordinal, or HM_NO_DEVICE */
+  int32_t cc_major, cc_minor; /* compute capability (of target_arch when there is no device) */
+  char name[256];             /* device name, or "none" */
+  char arch[16];              /* the compile target, e.g. "sm_90a" */
+  int32_t multiprocessors;
+  int64_t shared_memory_per_block_optin; /* bytes */
+  int64_t l2_cache_bytes;
+  int64_t total_memory_bytes;
+} hm_device_info_t;
+HM_API void hm_device_info_init(hm_device_info_t *info);
+HM_API hm_status_t hm_context_device_info(const hm_context_t *context, hm_device_info_t *info);
+
+/* What the library found on this machine (for `humming info`). Fields that could not be
+ * determined are 0 / empty, and the matching *_error field says why. */
+typedef struct hm_runtime_info {
+  uint32_t struct_size;
+  int32_t driver_version; /* e.g. 13000 for CUDA 13.0; 0 when no driver loaded */
+  int32_t device_count;
+  char driver_path[512];
+  char driver_error[512];
+  int32_t nvrtc_version; /* major * 1000 + minor * 10, like CUDA versions */
+  char nvrtc_path[512];
+  char nvrtc_error[512];
+  char nvcc_path[512];
+  char nvcc_version[64]; /* e.g. "13.0.88"; empty when NVCC was not found */
+  char kernel_sources[512]; /* "embedded (<hash>)" or the HUMMING_KERNEL_DIR directory */
+  char cache_dir[512];
+  uint64_t cache_bytes; /* total size of the cache directory */
+  uint64_t cache_entries;
+} hm_runtime_info_t;
+HM_API void hm_runtime_info_init(hm_runtime_info_t *info);
+HM_API hm_status_t hm_runtime_info(hm_runtime_info_t *info);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Kernels and launches                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/* One compiled kernel: built (or found in the cache) for the context's arch, and loaded into the
+ * device when the context has one. */
+typedef struct hm_kernel hm_kernel_t;
+
+/* Arguments for a launch, set by slot. Not thread-safe: use one per thread. */
+typedef struct hm_launch_params hm_launch_params_t;
+
+/* Launch-parameter slots. Pointers are device addresses (CUdeviceptr) passed as uint64_t. */
+#define HM_ARG_A 0         /* [M, K] activations, row-major */
+#define HM_ARG_B 1         /* weights (reference GEMM: [N, K] row-major) */
+#define HM_ARG_C 2         /* [M, N] output, row-major */
+#define HM_ARG_BIAS 3      /* [N] in the output dtype, or 0 */
+#define HM_ARG_SCALES 4    /* packed weight scales */
+#define HM_ARG_ZEROS 5     /* packed zero points */
+#define HM_ARG_GLOBAL 6    /* f32 global scales */
+#define HM_ARG_WORKSPACE 7 /* device workspace (size from the plan) */
+#define HM_ARG_M 16        /* integers from here */
+#define HM_ARG_N 17
+#define HM_ARG_K 18
+#define HM_ARG_WORKSPACE_BYTES 19
+
+HM_API hm_status_t hm_launch_params_create(hm_launch_params_t **out);
+HM_API void hm_launch_params_destroy(hm_launch_params_t *params);
+HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t *params, int32_t slot,
+                                                uint64_t device_pointer);
+HM_API hm_status_t hm_launch_params_set_int(hm_launch_params_t *params, int32_t slot,
+                                            int64_t value);
+/* Resets every slot to 0. */
+HM_API hm_status_t hm_launch_params_clear(hm_launch_params_t *params);
+
+/* The plain reference GEMM C[M,N] = A[M,K] * B[N,K]^T with f32 accumulation: in_dtype is F16,
+ * BF16 or F32 (A and B), out_dtype F16, BF16 or F32. Compiles through the cache. */
+HM_API hm_status_t hm_kernel_create_reference_gemm(hm_context_t *context, hm_dtype_t in_dtype,
+                                                   hm_dtype_t out_dtype, hm_kernel_t **out);
+HM_API void hm_kernel_destroy(hm_kernel_t *kernel);
+/* The kernel's name and its cache key (hex), for logs. snprintf rule. */
+HM_API hm_status_t hm_kernel_name(const hm_kernel_t *kernel, char *buf, size_t size,
+                                  size_t *length);
+HM_API hm_status_t hm_kernel_cache_key(const hm_kernel_t *kernel, char *buf, size_t size,
+                                       size_t *length);
+/* Launches on `stream` (a CUstream, 0 for the legacy default stream). Uses A, B, C, M, N, K.
+ * Asynchronous: no host synchronization, no allocation; capturable in a CUDA graph. */
+HM_API hm_status_t hm_kernel_launch(const hm_kernel_t *kernel, const hm_launch_params_t *params,
+                                    void *stream);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small device helpers (for tools, tests and bindings that have no CUDA runtime of their own) */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Allocates / frees device memory on the context's device (cuMemAlloc / cuMemFree). */
+HM_API hm_status_t hm_device_alloc(hm_context_t *context, size_t bytes, uint64_t *device_pointer);
+HM_API hm_status_t hm_device_free(hm_context_t *context, uint64_t device_pointer);
+/* Synchronous copies between host and device memory. */
+HM_API hm_status_t hm_copy_to_device(hm_context_t *context, uint64_t dst, const void *src,
+                                     size_t bytes);
+HM_API hm_status_t hm_copy_to_host(hm_context_t *context, void *dst, uint64_t src, size_t bytes);
+/* Waits for all work on `stream` (0: the default stream). */
+HM_API hm_status_t hm_stream_synchronize(hm_context_t *context, void *stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HUMMING_H_ */

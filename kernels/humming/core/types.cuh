@@ -1,0 +1,60 @@
+// Storage types and scalar conversions for device code. Humming's kernels include no CUDA toolkit
+// headers (cuda_fp16.h alone costs NVRTC a large part of a one-second compile budget), so 16-bit
+// floats are plain bit containers here and conversions are a few instructions of our own.
+#pragma once
+
+namespace hm {
+
+using int64 = long long;
+using uint32 = unsigned int;
+using uint16 = unsigned short;
+
+struct f16 {
+  uint16 bits;
+};
+struct bf16 {
+  uint16 bits;
+};
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+
+__device__ __forceinline__ float to_float(f16 x) {
+  float out;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(out) : "h"(x.bits));
+  return out;
+}
+
+__device__ __forceinline__ float to_float(bf16 x) {
+  return __uint_as_float(static_cast<uint32>(x.bits) << 16);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+
+template <>
+__device__ __forceinline__ f16 from_float<f16>(float x) {
+  f16 out;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(out.bits) : "f"(x));
+  return out;
+}
+
+// Round-to-nearest-even by integer arithmetic: works on every arch (the bf16 cvt needs sm80).
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float x) {
+  uint32 u = __float_as_uint(x);
+  bf16 out;
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    out.bits = static_cast<uint16>((u >> 16) | 0x40u);  // quiet NaN, sign kept
+  } else {
+    u += 0x7fffu + ((u >> 16) & 1u);
+    out.bits = static_cast<uint16>(u >> 16);
+  }
+  return out;
+}
+
+}  // namespace hm

@@ -1,0 +1,58 @@
+// The layer format: everything that describes one linear / MoE layer, independent of the device.
+// C[M,N] = A[M,K] * dequant(W)[N,K]^T (+ bias). Parsed from and printed to the canonical string
+// (docs/format.md); validated by the rules in support.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.hpp"
+
+namespace hm::core {
+
+enum class ScaleKind : int32_t {
+  kNone = HM_SCALE_NONE,
+  kChannel = HM_SCALE_CHANNEL,
+  kGroup = HM_SCALE_GROUP,
+  kBlock = HM_SCALE_BLOCK,
+  kTensor = HM_SCALE_TENSOR,
+  kGroupTensor = HM_SCALE_GROUP_TENSOR,
+};
+
+struct Format {
+  Dtype weight = Dtype::from_code(HM_DTYPE_UINT4B8);
+  Dtype activation = Dtype::from_code(HM_DTYPE_F16);
+  Dtype output = Dtype::from_code(HM_DTYPE_F16);
+  Dtype scale = Dtype::from_code(HM_DTYPE_F16);  // none when scale_kind is kNone / kTensor
+  Dtype zero_point;                              // none: symmetric
+  Dtype accumulator = Dtype::from_code(HM_DTYPE_F32);
+  ScaleKind scale_kind = ScaleKind::kGroup;
+  int32_t group_k = 128;  // kGroup, kBlock, kGroupTensor
+  int32_t group_n = 0;    // kBlock
+  bool has_bias = false;
+  int64_t n = 0;
+  int64_t k = 0;
+  int32_t experts = 1;
+
+  // Canonical string, e.g. "w=uint4b8 a=f16 c=f16 s=f16:g128 zp=none bias=0 acc=f32 n=4096 k=4096 e=1".
+  std::string to_string() const;
+  // Throws hm::Error(HM_ERROR_PARSE) naming the bad field.
+  static Format parse(const std::string& text);
+
+  bool has_zero_point() const { return !zero_point.is_none(); }
+  bool has_group_scales() const {
+    return scale_kind == ScaleKind::kGroup || scale_kind == ScaleKind::kGroupTensor ||
+           scale_kind == ScaleKind::kBlock;
+  }
+  bool has_global_scale() const {
+    return scale_kind == ScaleKind::kTensor || scale_kind == ScaleKind::kGroupTensor;
+  }
+  // K after padding to the group size (the quantizer's and layout's view); equals k otherwise.
+  int64_t k_grouped() const;
+  // Number of scale groups along K: 1 for channel scales, ceil(k / group_k) for grouped ones.
+  int64_t groups_k() const;
+
+  friend bool operator==(const Format& a, const Format& b) { return a.to_string() == b.to_string(); }
+};
+
+}  // namespace hm::core

@@ -1,0 +1,55 @@
+// `humming compile`: ahead-of-time compilation into the kernel cache, with or without a GPU, so a
+// GPU host (or a container image) starts with every kernel it needs already built.
+#include <chrono>
+#include <string>
+
+#include "cli.hpp"
+
+namespace cli {
+
+int cmd_compile(Args& args) {
+  std::string arch = args.get("arch", "");
+  std::string cache = args.get("cache-dir", "");
+  std::string compiler = args.get("compiler", "");
+  args.finish();
+  if (arch.empty()) throw Failure{"--arch is required (e.g. --arch sm_90a)"};
+
+  hm_context_options_t options;
+  hm_context_options_init(&options);
+  options.device = HM_NO_DEVICE;
+  options.target_arch = arch.c_str();
+  if (!cache.empty()) options.cache_dir = cache.c_str();
+  if (compiler == "nvrtc") options.compiler = HM_COMPILER_NVRTC;
+  else if (compiler == "nvcc") options.compiler = HM_COMPILER_NVCC;
+  else if (!compiler.empty()) throw Failure{"--compiler must be nvrtc or nvcc"};
+  hm_context_t* ctx = nullptr;
+  check(hm_context_create(&options, &ctx), "creating the context");
+
+  // The reference GEMM for every (input, output) pair it supports.
+  const hm_dtype_t types[] = {HM_DTYPE_F16, HM_DTYPE_BF16, HM_DTYPE_F32};
+  int count = 0;
+  for (hm_dtype_t in : types) {
+    for (hm_dtype_t out : types) {
+      auto t0 = std::chrono::steady_clock::now();
+      hm_kernel_t* kernel = nullptr;
+      hm_status_t s = hm_kernel_create_reference_gemm(ctx, in, out, &kernel);
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (s != HM_SUCCESS) {
+        std::string err = last_error();
+        hm_context_destroy(ctx);
+        throw Failure{std::string("compiling a reference GEMM: ") + hm_status_name(s) + ": " + err};
+      }
+      char name[128], key[80];
+      check(hm_kernel_name(kernel, name, sizeof name, nullptr), "reading the kernel name");
+      check(hm_kernel_cache_key(kernel, key, sizeof key, nullptr), "reading the cache key");
+      std::printf("%-32s %-10s %8.1f ms  key %.16s\n", name, arch.c_str(), ms, key);
+      hm_kernel_destroy(kernel);
+      ++count;
+    }
+  }
+  hm_context_destroy(ctx);
+  std::printf("%d kernels ready in the cache for %s\n", count, arch.c_str());
+  return 0;
+}
+
+}  // namespace cli

@@ -1,0 +1,90 @@
+// `humming`: the command-line face of the library.
+#include <cstdio>
+#include <cstring>
+
+#include "cli.hpp"
+
+namespace cli {
+
+Args::Args(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) throw Failure{"unexpected argument '" + a + "' (options start with --)"};
+    a = a.substr(2);
+    auto eq = a.find('=');
+    if (eq != std::string::npos) {
+      options_.emplace_back(a.substr(0, eq), a.substr(eq + 1));
+    } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) {
+      options_.emplace_back(a, argv[++i]);
+    } else {
+      options_.emplace_back(a, "");
+    }
+  }
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) {
+  known_.push_back(name);
+  for (auto& [k, v] : options_)
+    if (k == name) return v;
+  return fallback;
+}
+
+bool Args::flag(const std::string& name) {
+  known_.push_back(name);
+  for (auto& [k, v] : options_)
+    if (k == name) return true;
+  return false;
+}
+
+void Args::finish() const {
+  for (auto& [k, v] : options_) {
+    bool ok = false;
+    for (auto& n : known_) ok |= (n == k);
+    if (!ok) throw Failure{"unknown option --" + k};
+  }
+}
+
+}  // namespace cli
+
+static void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: humming <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  info                       library, driver, NVRTC/NVCC, devices, kernel cache\n"
+               "  support                    the support matrix (from the validation rules)\n"
+               "  compile --arch sm_90a      compile kernels ahead of time into the cache\n"
+               "  demo [--format F] [--arch A] [--m M]\n"
+               "                             quantize, pack, compile, run and check a layer\n"
+               "  version                    the library version\n");
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    usage(stdout);
+    return 0;
+  }
+  try {
+    cli::Args args(argc, argv, 2);
+    if (cmd == "info") return cli::cmd_info(args);
+    if (cmd == "support") return cli::cmd_support(args);
+    if (cmd == "compile") return cli::cmd_compile(args);
+    if (cmd == "demo") return cli::cmd_demo(args);
+    if (cmd == "version") {
+      args.finish();
+      std::printf("humming %s (ABI %u)\n", hm_version_string(), hm_abi_version());
+      return 0;
+    }
+    std::fprintf(stderr, "humming: unknown command '%s'\n\n", cmd.c_str());
+    usage(stderr);
+    return 2;
+  } catch (const cli::Failure& f) {
+    std::fprintf(stderr, "humming %s: %s\n", cmd.c_str(), f.message.c_str());
+    return 1;
+  }
+}
