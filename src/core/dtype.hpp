@@ -59,7 +59,9 @@ class Dtype {
   // Exact value of a code (dtypes of <= 16 bits; f32 too). NaN codes give NaN, Inf codes Inf.
   double decode(uint32_t code) const;
   // Round-to-nearest-even, saturating to the largest finite magnitude. NaN maps to the NaN code;
-  // for a dtype without NaN, throws hm::Error(HM_ERROR_NON_FINITE).
+  // for a dtype without NaN, throws hm::Error(HM_ERROR_NON_FINITE). +-Inf gives the Inf code of
+  // IEEE dtypes and saturates elsewhere; -0 keeps its sign in signed floats; ue8m0 rejects
+  // values <= 0 (HM_ERROR_INVALID_ARGUMENT). docs/dtypes.md has the whole contract.
   uint32_t encode(double value) const;
   // Largest / smallest (most negative) finite value.
   double max_value() const;

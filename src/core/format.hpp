@@ -49,10 +49,32 @@ struct Format {
   }
   // K after padding to the group size (the quantizer's and layout's view); equals k otherwise.
   int64_t k_grouped() const;
-  // Number of scale groups along K: 1 for channel scales, ceil(k / group_k) for grouped ones.
+  // Number of scale groups along K: ceil(k / group_k) for grouped scales (the last group may be
+  // partial); 1 otherwise (channel scales, and formats without per-group scales).
   int64_t groups_k() const;
+  // Number of scale rows along N: ceil(n / group_n) for block scales; n otherwise.
+  int64_t groups_n() const;
 
+  // Same layer: the canonical strings match (fields a scale kind does not use are ignored).
   friend bool operator==(const Format& a, const Format& b) { return a.to_string() == b.to_string(); }
+  friend bool operator!=(const Format& a, const Format& b) { return !(a == b); }
 };
+
+// Element counts of the canonical (unpacked) buffers, as include/humming.h describes them:
+// codes E*N*K; scales E*N*G (block: E*ceil(N/group_n)*G; none/tensor: 0); zero points as many as
+// scales when the format has them; global scales E for tensor and group-tensor scales.
+struct CanonicalCounts {
+  uint64_t codes = 0;
+  uint64_t scales = 0;
+  uint64_t zero_points = 0;
+  uint64_t global_scale = 0;
+};
+// Throws HM_ERROR_INVALID_ARGUMENT for a negative shape, experts < 1, a group size <= 0 where the
+// scale kind uses one, or counts that do not fit 64 bits. Does not apply the support rules.
+CanonicalCounts canonical_counts(const Format& format);
+
+// The scale field of the canonical string: "none", "f16:channel", "f16:g128", "f32:b128x128",
+// "tensor", "e4m3:g16+tensor".
+std::string scale_to_string(const Format& format);
 
 }  // namespace hm::core

@@ -1,7 +1,6 @@
 // GPU tests: with no usable GPU the whole executable exits with CTest's skip code (77), so a
 // machine without a GPU reports these tests as skipped, never as passed.
 #include <cstdio>
-#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -9,9 +8,8 @@
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
-  // Test discovery (--gtest_list_tests) must work everywhere.
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--gtest_list_tests") == 0) return RUN_ALL_TESTS();
+  // Test discovery (--gtest_list_tests, consumed by InitGoogleTest) must work everywhere.
+  if (testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
   hm_runtime_info_t info;
   hm_runtime_info_init(&info);
   if (hm_runtime_info(&info) != HM_SUCCESS || info.device_count <= 0) {

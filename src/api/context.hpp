@@ -1,0 +1,55 @@
+// The objects behind the opaque handles of the runtime part of the ABI. A context's state is
+// shared (shared_ptr) with the kernels made from it, so destroying handles in any order is safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/arch.hpp"
+#include "jit/cache.hpp"
+#include "jit/compiler.hpp"
+#include "runtime/device.hpp"
+#include "runtime/module.hpp"
+
+namespace hm::api {
+
+struct ContextState {
+  core::Arch arch;        // the compile target
+  std::string arch_name;  // "sm_90a", or "compute_XX" (PTX) for a device we do not know
+  std::unique_ptr<runtime::Device> device;  // null: ahead-of-time, no device
+  int compiler_choice = HM_COMPILER_DEFAULT;
+  std::unique_ptr<jit::Cache> cache;
+
+  // The compiler is loaded on first use: a context that only loads cached kernels never needs
+  // NVRTC or NVCC to be installed.
+  const jit::Compiler& compiler();
+
+ private:
+  std::mutex compiler_mutex_;
+  std::unique_ptr<jit::Compiler> compiler_;
+};
+
+}  // namespace hm::api
+
+struct hm_context {
+  std::shared_ptr<hm::api::ContextState> state;
+};
+
+struct hm_kernel {
+  std::shared_ptr<hm::api::ContextState> context;
+  std::string name;   // "reference_gemm_f16_f16"
+  std::string entry;  // the symbol in the image
+  std::string cache_key;
+  std::unique_ptr<hm::runtime::Module> module;  // null without a device
+  hm::runtime::CUfunction function = nullptr;
+};
+
+struct hm_launch_params {
+  static constexpr int kPointerSlots = 16;  // HM_ARG_A .. (HM_ARG_M - 1)
+  static constexpr int kIntSlots = 16;      // HM_ARG_M ..
+  std::array<uint64_t, kPointerSlots> pointers{};
+  std::array<int64_t, kIntSlots> ints{};
+};

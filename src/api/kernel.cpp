@@ -1,0 +1,150 @@
+// Kernels (compile through the cache, load into the device) and launches.
+#include <cstring>
+#include <string>
+
+#include "api/context.hpp"
+#include "api/guard.hpp"
+#include "core/dtype.hpp"
+#include "jit/codegen.hpp"
+#include "runtime/launch.hpp"
+
+namespace hm::api {
+namespace {
+
+// Compiles (or finds in the cache) a generated kernel and loads it when the context has a device.
+hm_kernel* build_kernel(hm_context* context, const jit::GeneratedKernel& generated) {
+  ContextState& state = *context->state;
+  jit::Cache::Result result;
+  jit::CompiledKernel compiled;
+  // With JIT disabled the cache refuses to compile on a miss (HM_ERROR_JIT_DISABLED, saying why
+  // the key missed); the compiler is still consulted for its id, which is part of the key.
+  compiled = state.cache->get_or_compile(generated.request, state.compiler(), &result);
+  auto kernel = std::make_unique<hm_kernel>();
+  kernel->context = context->state;
+  kernel->name = generated.request.name;
+  kernel->entry = generated.entry;
+  kernel->cache_key = result.key.hex;
+  if (state.device) {
+    kernel->module = std::make_unique<runtime::Module>(*state.device, compiled.image);
+    kernel->function = kernel->module->function(generated.entry);
+  }
+  return kernel.release();
+}
+
+int64_t int_slot(const hm_launch_params* p, int32_t slot) { return p->ints[slot - HM_ARG_M]; }
+
+}  // namespace
+}  // namespace hm::api
+
+using namespace hm;
+using namespace hm::api;
+
+extern "C" {
+
+HM_API hm_status_t hm_launch_params_create(hm_launch_params_t** out) {
+  if (out) *out = nullptr;
+  return HM_API_CALL({
+    require_not_null(out, "out");
+    *out = new hm_launch_params();
+  });
+}
+
+HM_API void hm_launch_params_destroy(hm_launch_params_t* params) { delete params; }
+
+HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t* params, int32_t slot,
+                                                uint64_t device_pointer) {
+  return HM_API_CALL({
+    require_not_null(params, "params");
+    if (slot < 0 || slot >= hm_launch_params::kPointerSlots)
+      fail(HM_ERROR_INVALID_ARGUMENT, "slot " + std::to_string(slot) +
+                                          " is not a pointer slot (HM_ARG_A .. HM_ARG_WORKSPACE)");
+    params->pointers[slot] = device_pointer;
+  });
+}
+
+HM_API hm_status_t hm_launch_params_set_int(hm_launch_params_t* params, int32_t slot,
+                                            int64_t value) {
+  return HM_API_CALL({
+    require_not_null(params, "params");
+    if (slot < HM_ARG_M || slot >= HM_ARG_M + hm_launch_params::kIntSlots)
+      fail(HM_ERROR_INVALID_ARGUMENT, "slot " + std::to_string(slot) +
+                                          " is not an integer slot (HM_ARG_M, HM_ARG_N, ...)");
+    params->ints[slot - HM_ARG_M] = value;
+  });
+}
+
+HM_API hm_status_t hm_launch_params_clear(hm_launch_params_t* params) {
+  return HM_API_CALL({
+    require_not_null(params, "params");
+    *params = hm_launch_params();
+  });
+}
+
+HM_API hm_status_t hm_kernel_create_reference_gemm(hm_context_t* context, hm_dtype_t in_dtype,
+                                                   hm_dtype_t out_dtype, hm_kernel_t** out) {
+  if (out) *out = nullptr;
+  return HM_API_CALL({
+    require_not_null(context, "context");
+    require_not_null(out, "out");
+    auto generated = jit::reference_gemm_kernel(core::Dtype::from_code(in_dtype),
+                                                core::Dtype::from_code(out_dtype),
+                                                context->state->arch_name);
+    *out = build_kernel(context, generated);
+  });
+}
+
+HM_API void hm_kernel_destroy(hm_kernel_t* kernel) { delete kernel; }
+
+HM_API hm_status_t hm_kernel_name(const hm_kernel_t* kernel, char* buf, size_t size,
+                                  size_t* length) {
+  return HM_API_CALL({
+    require_not_null(kernel, "kernel");
+    copy_out_string(kernel->name, buf, size, length);
+  });
+}
+
+HM_API hm_status_t hm_kernel_cache_key(const hm_kernel_t* kernel, char* buf, size_t size,
+                                       size_t* length) {
+  return HM_API_CALL({
+    require_not_null(kernel, "kernel");
+    copy_out_string(kernel->cache_key, buf, size, length);
+  });
+}
+
+HM_API hm_status_t hm_kernel_launch(const hm_kernel_t* kernel, const hm_launch_params_t* params,
+                                    void* stream) {
+  return HM_API_CALL({
+    require_not_null(kernel, "kernel");
+    require_not_null(params, "params");
+    if (!kernel->module)
+      fail(HM_ERROR_NO_DEVICE, "kernel '" + kernel->name +
+                                   "' was compiled by a context without a device: it can be "
+                                   "cached, not launched");
+    const int64_t m = int_slot(params, HM_ARG_M), n = int_slot(params, HM_ARG_N),
+                  k = int_slot(params, HM_ARG_K);
+    if (m <= 0 || n <= 0 || k <= 0)
+      fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M, HM_ARG_N and HM_ARG_K must be positive, got M=" +
+                                          std::to_string(m) + " N=" + std::to_string(n) +
+                                          " K=" + std::to_string(k));
+    uint64_t a = params->pointers[HM_ARG_A], b = params->pointers[HM_ARG_B],
+             c = params->pointers[HM_ARG_C];
+    if (!a || !b || !c)
+      fail(HM_ERROR_INVALID_ARGUMENT, std::string("pointer slot ") +
+                                          (!a ? "HM_ARG_A" : !b ? "HM_ARG_B" : "HM_ARG_C") +
+                                          " is not set");
+    // The reference GEMM: a (ceil(N/16), ceil(M/16)) grid of 16x16 threads.
+    constexpr int64_t kTile = 16, kMaxGridY = 65535;
+    const int64_t grid_x = (n + kTile - 1) / kTile, grid_y = (m + kTile - 1) / kTile;
+    if (grid_y > kMaxGridY || grid_x > 0x7fffffff)
+      fail(HM_ERROR_UNSUPPORTED, "the reference GEMM handles M up to " +
+                                     std::to_string(kMaxGridY * kTile) + ", got " + std::to_string(m));
+    long long mm = m, nn = n, kk = k;
+    void* args[] = {&a, &b, &c, &mm, &nn, &kk};
+    runtime::launch(*kernel->context->device, kernel->function,
+                    runtime::Dim3{static_cast<uint32_t>(grid_x), static_cast<uint32_t>(grid_y), 1},
+                    runtime::Dim3{kTile, kTile, 1}, 0, static_cast<runtime::CUstream>(stream), args,
+                    kernel->entry.c_str());
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,233 @@
+// The layer format's canonical string (docs/format.md): a robust parser (any input gives a Format
+// or HM_ERROR_PARSE) and the printer, plus the derived sizes. Whether a format is *supported* is
+// not decided here but by the rules in support.cpp.
+#include "core/format.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/quote.hpp"
+
+namespace hm::core {
+namespace {
+
+const char kValidKeys[] = "w, a, c, s, zp, bias, acc, n, k, e";
+const char kScaleForms[] =
+    "none, tensor, <dtype>:channel, <dtype>:g<K>, <dtype>:b<K>x<N> or <dtype>:g<K>+tensor "
+    "(e.g. f16:g128, e4m3:g16+tensor, f32:b128x128)";
+
+class Parser {
+ public:
+  explicit Parser(const std::string& text) : text_(text) {}
+
+  [[noreturn]] void error(const std::string& why) const {
+    fail(HM_ERROR_PARSE, "cannot parse the format " + quoted(text_, 120) + ": " + why +
+                             " (the syntax is in docs/format.md)");
+  }
+
+  // A decimal number without sign in [min, max]; `what` names the field for the message.
+  int64_t number(const std::string& value, const std::string& what, int64_t min, int64_t max) const {
+    if (value.empty() || value.size() > 19) error(what + " " + quoted(value) + " is not a number");
+    int64_t n = 0;
+    for (char c : value) {
+      if (c < '0' || c > '9') error(what + " " + quoted(value) + " is not a decimal number");
+      const int digit = c - '0';
+      if (digit > max || n > (max - digit) / 10) error(what + " " + quoted(value) + " is larger than " + std::to_string(max));
+      n = n * 10 + digit;
+    }
+    if (n < min) error(what + " " + quoted(value) + " must be at least " + std::to_string(min));
+    return n;
+  }
+
+  Dtype dtype(const std::string& value, const std::string& key, bool allow_none) const {
+    Dtype d;
+    try {
+      d = Dtype::parse(value);
+    } catch (const Error& e) {
+      error("field '" + key + "': " + e.message());
+    }
+    if (d.is_none() && !allow_none) error("field '" + key + "' cannot be none");
+    return d;
+  }
+
+  void scale(const std::string& value, Format& f) const {
+    f.group_k = 0;
+    f.group_n = 0;
+    if (value == "none" || value == "tensor") {
+      f.scale_kind = value == "none" ? ScaleKind::kNone : ScaleKind::kTensor;
+      f.scale = Dtype();
+      return;
+    }
+    const size_t colon = value.find(':');
+    if (colon == std::string::npos)
+      error("field 's' is " + quoted(value) + "; expected " + kScaleForms);
+    f.scale = dtype(value.substr(0, colon), "s", false);
+    std::string layout = value.substr(colon + 1);
+    const int64_t kMax = std::numeric_limits<int32_t>::max();
+    if (layout == "channel") {
+      f.scale_kind = ScaleKind::kChannel;
+    } else if (!layout.empty() && layout[0] == 'g') {
+      static const std::string kTensorSuffix = "+tensor";
+      f.scale_kind = ScaleKind::kGroup;
+      if (layout.size() > kTensorSuffix.size() &&
+          layout.compare(layout.size() - kTensorSuffix.size(), kTensorSuffix.size(), kTensorSuffix) == 0) {
+        f.scale_kind = ScaleKind::kGroupTensor;
+        layout.resize(layout.size() - kTensorSuffix.size());
+      }
+      f.group_k = static_cast<int32_t>(number(layout.substr(1), "the group size in 's'", 1, kMax));
+    } else if (!layout.empty() && layout[0] == 'b') {
+      const size_t x = layout.find('x');
+      if (x == std::string::npos)
+        error("field 's': block scales are written <dtype>:b<K>x<N>, got " + quoted(value));
+      f.scale_kind = ScaleKind::kBlock;
+      f.group_k = static_cast<int32_t>(number(layout.substr(1, x - 1), "the block size along K in 's'", 1, kMax));
+      f.group_n = static_cast<int32_t>(number(layout.substr(x + 1), "the block size along N in 's'", 1, kMax));
+    } else {
+      error("field 's' has the scale layout " + quoted(layout) + "; expected " + kScaleForms);
+    }
+  }
+
+  Format parse() const {
+    Format f;
+    std::vector<std::string> seen;
+    size_t i = 0;
+    while (i < text_.size()) {
+      while (i < text_.size() && is_space(text_[i])) ++i;
+      size_t end = i;
+      while (end < text_.size() && !is_space(text_[end])) ++end;
+      if (end == i) break;
+      field(text_.substr(i, end - i), f, seen);
+      i = end;
+    }
+    return f;
+  }
+
+ private:
+  static bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  }
+
+  void field(const std::string& token, Format& f, std::vector<std::string>& seen) const {
+    const size_t eq = token.find('=');
+    if (eq == std::string::npos)
+      error(quoted(token) + " is not a key=value field; fields are " + kValidKeys);
+    const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
+    static const char* const kKeys[] = {"w", "a", "c", "s", "zp", "bias", "acc", "n", "k", "e"};
+    bool known = false;
+    for (const char* k : kKeys) known = known || key == k;
+    if (!known) error("unknown field " + quoted(key) + "; valid fields are " + kValidKeys);
+    for (const std::string& s : seen)
+      if (s == key) error("field '" + key + "' appears more than once");
+    seen.push_back(key);
+    if (value.empty()) error("field '" + key + "' has no value");
+
+    const int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+    if (key == "w") f.weight = dtype(value, key, false);
+    else if (key == "a") f.activation = dtype(value, key, false);
+    else if (key == "c") f.output = dtype(value, key, false);
+    else if (key == "acc") f.accumulator = dtype(value, key, false);
+    else if (key == "zp") f.zero_point = dtype(value, key, true);
+    else if (key == "s") scale(value, f);
+    else if (key == "bias") f.has_bias = number(value, "field 'bias'", 0, 1) == 1;
+    else if (key == "n") f.n = number(value, "field 'n'", 0, kInt64Max);
+    else if (key == "k") f.k = number(value, "field 'k'", 0, kInt64Max);
+    else f.experts = static_cast<int32_t>(number(value, "field 'e'", 1, std::numeric_limits<int32_t>::max()));
+  }
+
+  const std::string& text_;
+};
+
+uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
+  uint64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    fail(HM_ERROR_INVALID_ARGUMENT, std::string("the number of ") + what + " does not fit 64 bits");
+  return out;
+}
+
+}  // namespace
+
+std::string scale_to_string(const Format& f) {
+  const std::string dtype = f.scale.name();
+  switch (f.scale_kind) {
+    case ScaleKind::kNone:
+      return "none";
+    case ScaleKind::kTensor:
+      return "tensor";
+    case ScaleKind::kChannel:
+      return dtype + ":channel";
+    case ScaleKind::kGroup:
+      return dtype + ":g" + std::to_string(f.group_k);
+    case ScaleKind::kBlock:
+      return dtype + ":b" + std::to_string(f.group_k) + "x" + std::to_string(f.group_n);
+    case ScaleKind::kGroupTensor:
+      return dtype + ":g" + std::to_string(f.group_k) + "+tensor";
+  }
+  return "invalid(" + std::to_string(static_cast<int>(f.scale_kind)) + ")";
+}
+
+std::string Format::to_string() const {
+  return "w=" + weight.name() + " a=" + activation.name() + " c=" + output.name() +
+         " s=" + scale_to_string(*this) + " zp=" + zero_point.name() +
+         " bias=" + (has_bias ? "1" : "0") + " acc=" + accumulator.name() +
+         " n=" + std::to_string(n) + " k=" + std::to_string(k) + " e=" + std::to_string(experts);
+}
+
+Format Format::parse(const std::string& text) { return Parser(text).parse(); }
+
+int64_t Format::k_grouped() const {
+  if (!has_group_scales() || group_k <= 0 || k <= 0) return k;
+  int64_t out = 0;
+  // Only a k within group_k of INT64_MAX overflows; no usable layer is near (rule R2).
+  if (__builtin_mul_overflow(groups_k(), static_cast<int64_t>(group_k), &out))
+    return std::numeric_limits<int64_t>::max();
+  return out;
+}
+
+int64_t Format::groups_k() const {
+  if (!has_group_scales() || group_k <= 0) return 1;
+  if (k <= 0) return 0;
+  return k / group_k + (k % group_k != 0 ? 1 : 0);  // no k + group_k - 1: it may overflow
+}
+
+int64_t Format::groups_n() const {
+  if (scale_kind != ScaleKind::kBlock || group_n <= 0) return n;
+  if (n <= 0) return 0;
+  return n / group_n + (n % group_n != 0 ? 1 : 0);
+}
+
+CanonicalCounts canonical_counts(const Format& f) {
+  HM_REQUIRE(f.n >= 0 && f.k >= 0, HM_ERROR_INVALID_ARGUMENT,
+             "the shape n=" + std::to_string(f.n) + " k=" + std::to_string(f.k) + " is negative");
+  HM_REQUIRE(f.experts >= 1, HM_ERROR_INVALID_ARGUMENT,
+             "experts is " + std::to_string(f.experts) + ", must be at least 1 (1 for a dense layer)");
+  HM_REQUIRE(!f.has_group_scales() || f.group_k > 0, HM_ERROR_INVALID_ARGUMENT,
+             "the scale kind " + scale_to_string(f) + " needs a group size group_k > 0");
+  HM_REQUIRE(f.scale_kind != ScaleKind::kBlock || f.group_n > 0, HM_ERROR_INVALID_ARGUMENT,
+             "block scales need a block size group_n > 0, got " + std::to_string(f.group_n));
+  const auto e = static_cast<uint64_t>(f.experts);
+  CanonicalCounts c;
+  c.codes = checked_mul(checked_mul(e, static_cast<uint64_t>(f.n), "codes"), static_cast<uint64_t>(f.k), "codes");
+  switch (f.scale_kind) {
+    case ScaleKind::kNone:
+    case ScaleKind::kTensor:
+      c.scales = 0;
+      break;
+    case ScaleKind::kChannel:
+      c.scales = checked_mul(e, static_cast<uint64_t>(f.n), "scales");
+      break;
+    case ScaleKind::kGroup:
+    case ScaleKind::kBlock:
+    case ScaleKind::kGroupTensor:
+      c.scales = checked_mul(checked_mul(e, static_cast<uint64_t>(f.groups_n()), "scales"),
+                             static_cast<uint64_t>(f.groups_k()), "scales");
+      break;
+  }
+  c.zero_points = f.has_zero_point() ? c.scales : 0;
+  c.global_scale = f.has_global_scale() ? e : 0;
+  return c;
+}
+
+}  // namespace hm::core

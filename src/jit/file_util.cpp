@@ -1,0 +1,144 @@
+#include "jit/file_util.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace hm::jit {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+[[noreturn]] void fail_io(const std::string& what, const std::string& path, int err) {
+  fail(HM_ERROR_IO, what + " '" + path + "' failed: " + errno_text(err));
+}
+
+// Writes all of `data` to fd, retrying short writes and EINTR.
+bool write_all(int fd, const std::string& data, int* err) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void write_file_impl(const std::string& path, const std::string& data, bool durable) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) fail_io("creating", path, errno);
+  int err = 0;
+  bool ok = write_all(fd, data, &err);
+  if (ok && durable && ::fsync(fd) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) fail_io("writing", path, err);
+}
+
+}  // namespace
+
+std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::string(value) : std::string();
+}
+
+bool env_flag(const char* name) {
+  std::string value = env_or_empty(name);
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(value.empty() || value == "0" || value == "false" || value == "no" || value == "off");
+}
+
+bool try_read_file(const std::string& path, std::string* out, std::string* error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot open '" + path + "': " + errno_text(errno);
+    return false;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    *error = "cannot stat '" + path + "': " + errno_text(errno);
+    ::close(fd);
+    return false;
+  }
+  out->clear();
+  out->reserve(static_cast<size_t>(st.st_size));
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *error = "cannot read '" + path + "': " + errno_text(errno);
+      ::close(fd);
+      return false;
+    }
+    out->append(chunk, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return true;
+}
+
+void write_file_durably(const std::string& path, const std::string& data) {
+  write_file_impl(path, data, /*durable=*/true);
+}
+
+void write_file(const std::string& path, const std::string& data) {
+  write_file_impl(path, data, /*durable=*/false);
+}
+
+void fsync_directory(const std::string& path) noexcept {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::string make_temp_directory(const std::string& parent, const std::string& prefix) {
+  std::string templ = parent + "/" + prefix + "XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) fail_io("creating temporary directory", templ, errno);
+  return std::string(buf.data());
+}
+
+std::string temp_root() {
+  const std::string tmpdir = env_or_empty("TMPDIR");
+  return tmpdir.empty() ? std::string("/tmp") : tmpdir;
+}
+
+void remove_tree(const std::string& path) noexcept {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+std::string safe_file_name(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    out.push_back(ok ? c : '_');
+  }
+  if (out.empty() || out[0] == '.') out.insert(out.begin(), '_');
+  return out;
+}
+
+}  // namespace hm::jit

@@ -1,0 +1,41 @@
+// Small POSIX file helpers for the JIT: environment lookups, whole-file reads, durable writes
+// (write + fsync) and temporary directories. Errors throw hm::Error(HM_ERROR_IO) naming the path.
+#pragma once
+
+#include <string>
+
+namespace hm::jit {
+
+// The variable's value, or "" when it is unset.
+std::string env_or_empty(const char* name);
+
+// True when the variable is set to anything but "", "0", "false", "no" or "off" (any case).
+bool env_flag(const char* name);
+
+// Reads a whole file. Returns false (and says why in *error) instead of throwing, because the
+// cache treats unreadable entries as corrupt rather than as failures.
+bool try_read_file(const std::string& path, std::string* out, std::string* error);
+
+// Writes `data` to a new file and fsyncs it, so a published cache entry survives a crash.
+void write_file_durably(const std::string& path, const std::string& data);
+
+// Writes `data` to a new file, without fsync (scratch files for the NVCC subprocess).
+void write_file(const std::string& path, const std::string& data);
+
+// fsyncs a directory, making renames and new names in it durable. Best effort: some file
+// systems refuse fsync on directories, which is not an error for a cache.
+void fsync_directory(const std::string& path) noexcept;
+
+// Creates a fresh directory `<parent>/<prefix>XXXXXX` (mkdtemp) and returns its path.
+std::string make_temp_directory(const std::string& parent, const std::string& prefix);
+
+// The system temporary directory: $TMPDIR, else /tmp.
+std::string temp_root();
+
+// Removes a file or directory tree, ignoring errors (cleanup paths must not throw).
+void remove_tree(const std::string& path) noexcept;
+
+// `text` reduced to [A-Za-z0-9_.-] (others become '_'), non-empty, for file names.
+std::string safe_file_name(const std::string& text);
+
+}  // namespace hm::jit

@@ -1,0 +1,110 @@
+#include "quant/activation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.hpp"
+#include "quant/code_table.hpp"
+
+namespace hm::quant {
+namespace {
+
+void check_dtype(core::Dtype dtype) {
+  const bool ok = !dtype.is_none() && (dtype.bits() == 8 || dtype.bits() == 4) &&
+                  (dtype.kind() == core::DtypeKind::kFloat ||
+                   dtype.kind() == core::DtypeKind::kSignedInt);
+  HM_REQUIRE(ok, HM_ERROR_UNSUPPORTED_FORMAT,
+             "activation dtype " + dtype.name() +
+                 " cannot be quantized: use a signed float or signed integer of 8 or 4 bits "
+                 "(e4m3, e5m2, int8, int4, e2m1)");
+}
+
+void check_shape(const void* a, const void* codes, const float* scales, int64_t m, int64_t k,
+                 int64_t group_k) {
+  HM_REQUIRE(m >= 0 && k >= 0, HM_ERROR_INVALID_ARGUMENT,
+             "m and k must be >= 0, got m=" + std::to_string(m) + " k=" + std::to_string(k));
+  HM_REQUIRE(group_k >= 0, HM_ERROR_INVALID_ARGUMENT,
+             "group_k must be 0 (per token) or positive, got " + std::to_string(group_k));
+  if (m * k == 0) return;
+  HM_REQUIRE(a != nullptr && codes != nullptr && scales != nullptr, HM_ERROR_INVALID_ARGUMENT,
+             "a buffer argument is NULL");
+}
+
+void put_code(uint8_t* row, int bits, int64_t j, uint32_t code) {
+  if (bits == 8) {
+    row[j] = static_cast<uint8_t>(code);
+  } else {
+    uint8_t& byte = row[j / 2];
+    byte = (j % 2 == 0) ? static_cast<uint8_t>((byte & 0xF0u) | code)
+                        : static_cast<uint8_t>((byte & 0x0Fu) | (code << 4));
+  }
+}
+
+uint32_t get_code(const uint8_t* row, int bits, int64_t j) {
+  if (bits == 8) return row[j];
+  return (j % 2 == 0) ? row[j / 2] & 0x0Fu : row[j / 2] >> 4;
+}
+
+}  // namespace
+
+int64_t activation_row_bytes(core::Dtype dtype, int64_t k) {
+  check_dtype(dtype);
+  return (k * dtype.bits() + 7) / 8;
+}
+
+int64_t activation_groups(int64_t k, int64_t group_k) {
+  if (group_k <= 0) return 1;
+  return (k + group_k - 1) / group_k;
+}
+
+void quantize_activation(core::Dtype dtype, const float* a, int64_t m, int64_t k, int64_t group_k,
+                         uint8_t* codes, float* scales) {
+  check_dtype(dtype);
+  check_shape(a, codes, scales, m, k, group_k);
+  const CodeTable table(dtype);
+  const int bits = dtype.bits();
+  const int64_t row_bytes = activation_row_bytes(dtype, k);
+  const int64_t groups = activation_groups(k, group_k);
+  const int64_t gk = group_k > 0 ? group_k : k;
+  for (int64_t i = 0; i < m; ++i) {
+    const float* in = a + i * k;
+    uint8_t* row = codes + i * row_bytes;
+    std::fill(row, row + row_bytes, uint8_t{0});  // the pad nibble of an odd k is 0
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c0 = g * gk, c1 = std::min(k, c0 + gk);
+      float absmax = 0.0f;
+      for (int64_t j = c0; j < c1; ++j) {
+        HM_REQUIRE(std::isfinite(in[j]), HM_ERROR_NON_FINITE,
+                   "activation[" + std::to_string(i) + "][" + std::to_string(j) + "] is " +
+                       (std::isnan(in[j]) ? "NaN" : "Inf") + "; quantization needs finite values");
+        absmax = std::max(absmax, std::fabs(in[j]));
+      }
+      float scale = static_cast<float>(absmax / table.max_value());
+      if (!(scale > 0.0f)) scale = 1.0f;  // zeros (or an f32 underflow): codes come out 0
+      scales[i * groups + g] = scale;
+      for (int64_t j = c0; j < c1; ++j)
+        put_code(row, bits, j, table.encode(static_cast<double>(in[j]) / scale));
+    }
+  }
+}
+
+void dequantize_activation(core::Dtype dtype, const uint8_t* codes, const float* scales, int64_t m,
+                           int64_t k, int64_t group_k, float* out) {
+  check_dtype(dtype);
+  check_shape(out, codes, scales, m, k, group_k);
+  const CodeTable table(dtype);
+  const int bits = dtype.bits();
+  const int64_t row_bytes = activation_row_bytes(dtype, k);
+  const int64_t groups = activation_groups(k, group_k);
+  const int64_t gk = group_k > 0 ? group_k : k;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      const double scale = scales[i * groups + j / gk];
+      const uint32_t code = get_code(codes + i * row_bytes, bits, j);
+      out[i * k + j] = static_cast<float>(static_cast<double>(table.decode(code)) * scale);
+    }
+  }
+}
+
+}  // namespace hm::quant

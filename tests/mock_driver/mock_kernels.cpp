@@ -1,0 +1,185 @@
+// Kernel images and host kernels of the mock driver (see mock_kernels.hpp).
+#include "mock_kernels.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <exception>
+#include <sstream>
+
+namespace hm::mock {
+namespace {
+
+constexpr const char* kReferenceGemm = "hm_reference_gemm_f32_f32";
+
+template <typename T>
+T read(const unsigned char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+bool is_symbol_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$';
+}
+
+size_t align_up(size_t value, size_t alignment) {
+  return alignment == 0 ? value : (value + alignment - 1) / alignment * alignment;
+}
+
+// One PTX parameter declaration, e.g. ".param .u64 name", ".param .align 8 .b8 name[16]" or
+// ".param .u64 .ptr .global .align 4 name" (there .align is the pointee's, not the parameter's).
+bool parse_param(const std::string& text, size_t* size, size_t* alignment) {
+  std::istringstream in(text);
+  std::string token;
+  if (!(in >> token) || token != ".param") return false;
+  size_t element = 0, explicit_alignment = 0, count = 1;
+  bool pointer = false;
+  while (in >> token) {
+    if (token == ".align") {
+      size_t value = 0;
+      if (!(in >> value)) return false;
+      if (!pointer) explicit_alignment = value;
+    } else if (token == ".ptr") {
+      pointer = true;
+    } else if (token.size() >= 3 && token[0] == '.' && std::strchr("usbf", token[1]) &&
+               std::isdigit(static_cast<unsigned char>(token[2]))) {
+      element = std::stoul(token.substr(2)) / 8;
+    } else if (token[0] != '.') {  // the name, maybe with an array size
+      const size_t bracket = token.find('[');
+      if (bracket != std::string::npos) count = std::stoul(token.substr(bracket + 1));
+    }
+  }
+  if (element == 0 || count == 0) return false;
+  *size = element * count;
+  *alignment = explicit_alignment ? explicit_alignment : element;
+  return true;
+}
+
+// The parameter list of ".entry <name>(...)" in PTX text, or false when there is none.
+bool ptx_signature(const std::string& image, const std::string& name, KernelSignature* out) {
+  size_t at = 0;
+  while ((at = image.find(".entry", at)) != std::string::npos) {
+    at += 6;
+    size_t p = at;
+    while (p < image.size() && std::isspace(static_cast<unsigned char>(image[p]))) ++p;
+    if (image.compare(p, name.size(), name) != 0) continue;
+    p += name.size();
+    if (p < image.size() && is_symbol_char(image[p])) continue;
+    while (p < image.size() && std::isspace(static_cast<unsigned char>(image[p]))) ++p;
+    KernelSignature signature;
+    signature.known = true;
+    if (p >= image.size() || image[p] != '(') {  // a kernel without parameters
+      *out = signature;
+      return true;
+    }
+    const size_t close = image.find(')', p);
+    if (close == std::string::npos) return false;
+    std::string list = image.substr(p + 1, close - p - 1);
+    std::replace(list.begin(), list.end(), '\n', ' ');
+    std::istringstream items(list);
+    std::string item;
+    size_t offset = 0;
+    while (std::getline(items, item, ',')) {
+      if (item.find_first_not_of(" \t\r") == std::string::npos) continue;
+      size_t size = 0, alignment = 0;
+      if (!parse_param(item, &size, &alignment)) return false;
+      offset = align_up(offset, alignment);
+      signature.params.push_back({offset, size});
+      offset += size;
+    }
+    signature.buffer_size = offset;
+    *out = signature;
+    return true;
+  }
+  return false;
+}
+
+// C[m, n] = sum_k A[m, k] * B[n, k], all f32 row-major, f32 accumulation like the real kernel.
+CUresult reference_gemm(const KernelSignature& signature, const unsigned char* args,
+                        const RangeCheck& in_bounds) {
+  if (signature.params.size() != 6) return runtime::CUDA_ERROR_INVALID_VALUE;
+  for (const KernelParam& p : signature.params)
+    if (p.size != 8) return runtime::CUDA_ERROR_INVALID_VALUE;
+  const auto a = read<uint64_t>(args + signature.params[0].offset);
+  const auto b = read<uint64_t>(args + signature.params[1].offset);
+  const auto c = read<uint64_t>(args + signature.params[2].offset);
+  const auto m = read<int64_t>(args + signature.params[3].offset);
+  const auto n = read<int64_t>(args + signature.params[4].offset);
+  const auto k = read<int64_t>(args + signature.params[5].offset);
+  if (m <= 0 || n <= 0) return runtime::CUDA_SUCCESS;
+  constexpr int64_t kLimit = int64_t{1} << 28;  // keeps every byte count below 2^62
+  if (m > kLimit || n > kLimit || k > kLimit) return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  const uint64_t kk = k > 0 ? static_cast<uint64_t>(k) : 0;
+  if (!in_bounds(c, uint64_t(m) * uint64_t(n) * 4) || !in_bounds(a, uint64_t(m) * kk * 4) ||
+      !in_bounds(b, uint64_t(n) * kk * 4))
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  const float* A = reinterpret_cast<const float*>(a);
+  const float* B = reinterpret_cast<const float*>(b);
+  float* C = reinterpret_cast<float*>(c);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0.0f;
+      for (uint64_t l = 0; l < kk; ++l) sum += A[i * kk + l] * B[j * kk + l];
+      C[i * n + j] = sum;
+    }
+  return runtime::CUDA_SUCCESS;
+}
+
+}  // namespace
+
+size_t image_size(const void* image) {
+  const auto* p = static_cast<const unsigned char*>(image);
+  if (!(p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2))
+    return std::strlen(static_cast<const char*>(image));
+  // ELF64: the file ends with the last of its header, program headers, section headers and
+  // section contents.
+  const auto phoff = read<uint64_t>(p + 0x20), shoff = read<uint64_t>(p + 0x28);
+  const auto phentsize = read<uint16_t>(p + 0x36), phnum = read<uint16_t>(p + 0x38);
+  const auto shentsize = read<uint16_t>(p + 0x3A), shnum = read<uint16_t>(p + 0x3C);
+  size_t size = 0x40;
+  size = std::max<size_t>(size, phoff + size_t{phentsize} * phnum);
+  size = std::max<size_t>(size, shoff + size_t{shentsize} * shnum);
+  for (uint16_t i = 0; i < shnum && shoff != 0; ++i) {
+    const unsigned char* header = p + shoff + size_t{i} * shentsize;
+    constexpr uint32_t kNoBits = 8;  // SHT_NOBITS occupies no file space
+    if (read<uint32_t>(header + 4) == kNoBits) continue;
+    size = std::max<size_t>(size, read<uint64_t>(header + 0x18) + read<uint64_t>(header + 0x20));
+  }
+  return size;
+}
+
+bool image_has_symbol(const std::string& image, const std::string& name) {
+  if (name.empty()) return false;
+  for (size_t at = image.find(name); at != std::string::npos; at = image.find(name, at + 1)) {
+    const bool starts = at == 0 || !is_symbol_char(image[at - 1]);
+    const size_t end = at + name.size();
+    const bool ends = end == image.size() || !is_symbol_char(image[end]);
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+KernelSignature kernel_signature(const std::string& image, const std::string& name) {
+  KernelSignature signature;
+  try {
+    if (ptx_signature(image, name, &signature)) return signature;
+  } catch (const std::exception&) {  // a malformed number in the PTX
+  }
+  signature = KernelSignature();
+  if (name == kReferenceGemm) {  // (const float*, const float*, float*, long long x3)
+    signature.known = true;
+    for (size_t i = 0; i < 6; ++i) signature.params.push_back({i * 8, 8});
+    signature.buffer_size = 48;
+  }
+  return signature;
+}
+
+bool run_host_kernel(const std::string& name, const KernelSignature& signature,
+                     const unsigned char* args, const RangeCheck& in_bounds, CUresult* result) {
+  if (name != kReferenceGemm) return false;
+  *result = reference_gemm(signature, args, in_bounds);
+  return true;
+}
+
+}  // namespace hm::mock

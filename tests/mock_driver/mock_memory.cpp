@@ -1,0 +1,187 @@
+// Device memory and streams of the mock CUDA driver (see mock_cuda.cpp).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mock_state.hpp"
+
+using namespace hm::mock;
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------------
+
+HM_MOCK_REQUIRED_BUT_DROPPED CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes) {
+  HM_MOCK_REQUIRE_INIT();
+  if (pointer == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!live(current())) return CUDA_ERROR_INVALID_CONTEXT;
+  if (env_flag("HM_MOCK_FAIL_ALLOC")) return CUDA_ERROR_OUT_OF_MEMORY;
+  // 256-byte aligned, like cuMemAlloc.
+  void* memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  *pointer = reinterpret_cast<uintptr_t>(memory);
+  s.allocations[*pointer] = {bytes, current()};
+  return CUDA_SUCCESS;
+}
+
+HM_MOCK_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
+  HM_MOCK_REQUIRE_INIT();
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!live(current())) return CUDA_ERROR_INVALID_CONTEXT;
+  auto it = s.allocations.find(pointer);
+  if (it == s.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  std::free(reinterpret_cast<void*>(pointer));
+  s.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+namespace {
+CUresult copy(void* dst, const void* src, size_t bytes, uint64_t device_address, CUstream stream) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Context* context = current();
+  if (!live(context)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!stream_usable(s, stream, context)) return CUDA_ERROR_INVALID_HANDLE;
+  if (bytes > 0 && (dst == nullptr || src == nullptr || !in_bounds(s, device_address, bytes)))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+HM_MOCK_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  HM_MOCK_REQUIRE_INIT();
+  return copy(reinterpret_cast<void*>(dst), src, bytes, dst, nullptr);
+}
+
+HM_MOCK_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  HM_MOCK_REQUIRE_INIT();
+  return copy(dst, reinterpret_cast<const void*>(src), bytes, src, nullptr);
+}
+
+HM_MOCK_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes,
+                                             CUstream stream) {
+  HM_MOCK_REQUIRE_INIT();
+  return copy(reinterpret_cast<void*>(dst), src, bytes, dst, stream);
+}
+
+HM_MOCK_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes,
+                                             CUstream stream) {
+  HM_MOCK_REQUIRE_INIT();
+  return copy(dst, reinterpret_cast<const void*>(src), bytes, src, stream);
+}
+
+namespace {
+CUresult set(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Context* context = current();
+  if (!live(context)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!stream_usable(s, stream, context)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!in_bounds(s, dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes > 0) std::memset(reinterpret_cast<void*>(dst), value, bytes);
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+HM_MOCK_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t bytes) {
+  HM_MOCK_REQUIRE_INIT();
+  return set(dst, value, bytes, nullptr);
+}
+
+HM_MOCK_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes,
+                                        CUstream stream) {
+  HM_MOCK_REQUIRE_INIT();
+  return set(dst, value, bytes, stream);
+}
+
+HM_MOCK_OPTIONAL CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr pointer) {
+  HM_MOCK_REQUIRE_INIT();
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.allocations.upper_bound(pointer);
+  if (it == s.allocations.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (pointer >= it->first + it->second.bytes) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(it->second.context);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = it->second.context->ordinal;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams
+// ---------------------------------------------------------------------------------------------
+
+HM_MOCK_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
+  HM_MOCK_REQUIRE_INIT();
+  if (stream == nullptr || flags > CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!live(current())) return CUDA_ERROR_INVALID_CONTEXT;
+  auto* st = new Stream{current()};
+  s.streams.insert(st);
+  *stream = reinterpret_cast<CUstream>(st);
+  return CUDA_SUCCESS;
+}
+
+HM_MOCK_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
+  HM_MOCK_REQUIRE_INIT();
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto* st = reinterpret_cast<Stream*>(stream);
+  if (!s.streams.erase(st)) return CUDA_ERROR_INVALID_HANDLE;
+  delete st;
+  return CUDA_SUCCESS;
+}
+
+HM_MOCK_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+  HM_MOCK_REQUIRE_INIT();
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Context* context = current();
+  if (reinterpret_cast<uintptr_t>(stream) <= 2)
+    return live(context) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  return s.streams.count(reinterpret_cast<Stream*>(stream)) ? CUDA_SUCCESS
+                                                            : CUDA_ERROR_INVALID_HANDLE;
+}
+
+HM_MOCK_OPTIONAL CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
+  HM_MOCK_REQUIRE_INIT();
+  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (reinterpret_cast<uintptr_t>(stream) <= 2) {
+    if (!live(current())) return CUDA_ERROR_INVALID_CONTEXT;
+    *context = reinterpret_cast<CUcontext>(current());
+    return CUDA_SUCCESS;
+  }
+  auto* st = reinterpret_cast<Stream*>(stream);
+  if (!s.streams.count(st)) return CUDA_ERROR_INVALID_HANDLE;
+  *context = reinterpret_cast<CUcontext>(st->context);
+  return CUDA_SUCCESS;
+}
+
+// The CUDA 12.5 variant (with a green context); a runtime that asks cuGetProcAddress for
+// "cuStreamGetCtx" at 12050 or later gets this one, and the counter shows it.
+HM_MOCK_OPTIONAL CUresult cuStreamGetCtx_v2(CUstream stream, CUcontext* context, void** green) {
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    ++state().newer_abi_calls;
+  }
+  if (green != nullptr) *green = nullptr;
+  return cuStreamGetCtx(stream, context);
+}

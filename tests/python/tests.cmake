@@ -1,0 +1,16 @@
+# Python checks of the C ABI (label host): our dtype decode / encode against the ml_dtypes
+# package. Needs Python 3 with pytest, numpy and ml_dtypes (CI installs them); anything missing
+# fails the test rather than skipping it.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME python_ml_dtypes
+    COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
+            ${CMAKE_CURRENT_LIST_DIR}/test_ml_dtypes.py)
+else()
+  message(WARNING "No Python 3 interpreter: the test python_ml_dtypes will fail")
+  add_test(NAME python_ml_dtypes COMMAND ${CMAKE_COMMAND} -E false)
+endif()
+set_tests_properties(python_ml_dtypes PROPERTIES
+  ENVIRONMENT "HUMMING_LIBRARY=$<TARGET_FILE:humming>"
+  LABELS host
+  TIMEOUT 120)
