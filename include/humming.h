@@ -130,11 +130,11 @@ HM_API void hm_clear_last_error(void);
 /*
  * A dtype is a 32-bit code, stable across releases:
  *   bits  0..7   total bits (1..32)
- *   bits  8..11  exponent bits (floats; 0 for integers)
- *   bits 12..15  mantissa bits (floats; value bits for integers)
- *   bits 16..19  kind: HM_DTYPE_KIND_*
- *   bits 20..23  float variant (HM_FLOAT_VARIANT_*) for floats; for HM_DTYPE_KIND_UINT_BIASED the
- *                implicit zero point is 2^(bits-1)
+ *   bits  8..15  exponent bits (floats; 0 for integers)
+ *   bits 16..23  mantissa bits (floats; value bits for integers)
+ *   bits 24..27  kind: HM_DTYPE_KIND_* (for HM_DTYPE_KIND_UINT_BIASED the implicit zero point is
+ *                2^(bits-1))
+ *   bits 28..31  float variant (HM_FLOAT_VARIANT_*) for floats; 0 otherwise
  * Build one with hm_dtype_parse() or the HM_DTYPE_* constants; 0 is "no dtype".
  */
 typedef uint32_t hm_dtype_t;
@@ -150,8 +150,8 @@ typedef uint32_t hm_dtype_t;
 #define HM_FLOAT_VARIANT_IEEE 2   /* the all-ones exponent holds Inf and NaN (f16, bf16, e5m2) */
 
 #define HM_DTYPE_MAKE(kind, bits, ebits, mbits, variant)                                        \
-  ((hm_dtype_t)(((uint32_t)(bits)) | ((uint32_t)(ebits) << 8) | ((uint32_t)(mbits) << 12) |    \
-                ((uint32_t)(kind) << 16) | ((uint32_t)(variant) << 20)))
+  ((hm_dtype_t)(((uint32_t)(bits)) | ((uint32_t)(ebits) << 8) | ((uint32_t)(mbits) << 16) |    \
+                ((uint32_t)(kind) << 24) | ((uint32_t)(variant) << 28)))
 
 #define HM_DTYPE_NONE ((hm_dtype_t)0)
 #define HM_DTYPE_F32 HM_DTYPE_MAKE(HM_DTYPE_KIND_FLOAT, 32, 8, 23, HM_FLOAT_VARIANT_IEEE)

@@ -20,9 +20,9 @@ uint32_t field(hm_dtype_t code, int shift, int width) {
   return (code >> shift) & ((1u << width) - 1u);
 }
 
-// f32's mantissa width (23) does not fit the 4-bit field of the code layout: HM_DTYPE_F32 spills
-// into the kind field. The code is still unique, so f32 is recognized by its whole value.
-bool is_f32(hm_dtype_t code) { return code == HM_DTYPE_F32; }
+// Field positions of the code layout documented in include/humming.h (HM_DTYPE_MAKE).
+constexpr int kBitsShift = 0, kExponentShift = 8, kMantissaShift = 16, kKindShift = 24,
+              kVariantShift = 28;
 
 std::string int_name(DtypeKind kind, int bits) {
   switch (kind) {
@@ -156,22 +156,20 @@ Dtype Dtype::unsigned_floating(int exponent_bits, int mantissa_bits) {
 }
 
 Dtype Dtype::from_code(hm_dtype_t code) {
-  if (code == HM_DTYPE_NONE || is_f32(code)) return Dtype(code);
-  const int bits = static_cast<int>(field(code, 0, 8));
-  const int e = static_cast<int>(field(code, 8, 4));
-  const int m = static_cast<int>(field(code, 12, 4));
-  const uint32_t kind = field(code, 16, 4);
-  const uint32_t variant = field(code, 20, 4);
+  if (code == HM_DTYPE_NONE) return Dtype(code);
+  const int bits = static_cast<int>(field(code, kBitsShift, 8));
+  const int e = static_cast<int>(field(code, kExponentShift, 8));
+  const int m = static_cast<int>(field(code, kMantissaShift, 8));
+  const uint32_t kind = field(code, kKindShift, 4);
+  const uint32_t variant = field(code, kVariantShift, 4);
   std::string problem;
   auto hex = [](hm_dtype_t c) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "0x%08x", static_cast<unsigned>(c));
     return std::string(buf);
   };
-  if (field(code, 24, 8) != 0) {
-    problem = "bits 24..31 must be 0";
-  } else if (kind == HM_DTYPE_KIND_SINT || kind == HM_DTYPE_KIND_UINT ||
-             kind == HM_DTYPE_KIND_UINT_BIASED) {
+  if (kind == HM_DTYPE_KIND_SINT || kind == HM_DTYPE_KIND_UINT ||
+      kind == HM_DTYPE_KIND_UINT_BIASED) {
     if (bits < 1 || bits > kMaxIntBits) problem = "integers have 1..8 bits";
     else if (e != 0 || m != bits || variant != 0)
       problem = "integers have 0 exponent bits, value bits == total bits and variant 0";
@@ -193,17 +191,13 @@ Dtype Dtype::from_code(hm_dtype_t code) {
 // ---------------------------------------------------------------------------------------------
 // Fields
 
-DtypeKind Dtype::kind() const {
-  if (is_f32(code_)) return DtypeKind::kFloat;
-  return static_cast<DtypeKind>(field(code_, 16, 4));
+DtypeKind Dtype::kind() const { return static_cast<DtypeKind>(field(code_, kKindShift, 4)); }
+int Dtype::bits() const { return static_cast<int>(field(code_, kBitsShift, 8)); }
+int Dtype::exponent_bits() const { return static_cast<int>(field(code_, kExponentShift, 8)); }
+int Dtype::mantissa_bits() const { return static_cast<int>(field(code_, kMantissaShift, 8)); }
+FloatVariant Dtype::variant() const {
+  return static_cast<FloatVariant>(field(code_, kVariantShift, 4));
 }
-int Dtype::bits() const { return static_cast<int>(field(code_, 0, 8)); }
-int Dtype::exponent_bits() const { return static_cast<int>(field(code_, 8, 4)); }
-int Dtype::mantissa_bits() const {
-  if (is_f32(code_)) return 23;
-  return static_cast<int>(field(code_, 12, 4));
-}
-FloatVariant Dtype::variant() const { return static_cast<FloatVariant>(field(code_, 20, 4)); }
 bool Dtype::is_integer() const {
   const DtypeKind k = kind();
   return k == DtypeKind::kSignedInt || k == DtypeKind::kUnsignedInt ||
@@ -231,7 +225,7 @@ int Dtype::implicit_zero_point() const {
 
 std::string Dtype::name() const {
   if (is_none()) return "none";
-  if (is_f32(code_)) return "f32";
+  if (code_ == HM_DTYPE_F32) return "f32";
   if (code_ == HM_DTYPE_F16) return "f16";
   if (code_ == HM_DTYPE_BF16) return "bf16";
   if (code_ == HM_DTYPE_UE8M0) return "ue8m0";

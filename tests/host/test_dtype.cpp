@@ -450,7 +450,8 @@ TEST(DtypeCode, InvalidCodesAreRejected) {
       HM_DTYPE_MAKE(HM_DTYPE_KIND_FLOAT, 16, 5, 10, HM_FLOAT_VARIANT_FN),
       HM_DTYPE_MAKE(HM_DTYPE_KIND_UFLOAT, 8, 5, 2, HM_FLOAT_VARIANT_FN),
       HM_DTYPE_MAKE(6, 8, 0, 8, 0),
-      HM_DTYPE_INT4 | 0x01000000u,
+      HM_DTYPE_INT4 | 0x00000100u,  // an integer with an exponent bit
+      HM_DTYPE_MAKE(HM_DTYPE_KIND_FLOAT, 32, 8, 23, HM_FLOAT_VARIANT_FN),
   };
   for (hm_dtype_t code : bad) {
     try {
