@@ -168,6 +168,12 @@ TEST_P(ReferenceGemm, ExactOnSmallIntegers) {
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, ReferenceGemm,
     testing::Combine(testing::Values(HM_DTYPE_F16, HM_DTYPE_BF16, HM_DTYPE_F32),
-                     testing::Values(HM_DTYPE_F16, HM_DTYPE_BF16, HM_DTYPE_F32)));
+                     testing::Values(HM_DTYPE_F16, HM_DTYPE_BF16, HM_DTYPE_F32)),
+    [](const testing::TestParamInfo<ReferenceGemm::ParamType>& info) {
+      char in[16], out[16];
+      hm_dtype_name(std::get<0>(info.param), in, sizeof in, nullptr);
+      hm_dtype_name(std::get<1>(info.param), out, sizeof out, nullptr);
+      return std::string(in) + "_to_" + out;
+    });
 
 }  // namespace
