@@ -165,15 +165,18 @@ TEST_P(ReferenceGemm, ExactOnSmallIntegers) {
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << "element " << i;
 }
 
+std::string pair_name(const testing::TestParamInfo<ReferenceGemm::ParamType>& info) {
+  char in[16];
+  char out[16];
+  hm_dtype_name(std::get<0>(info.param), in, sizeof in, nullptr);
+  hm_dtype_name(std::get<1>(info.param), out, sizeof out, nullptr);
+  return std::string(in) + "_to_" + out;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, ReferenceGemm,
     testing::Combine(testing::Values(HM_DTYPE_F16, HM_DTYPE_BF16, HM_DTYPE_F32),
                      testing::Values(HM_DTYPE_F16, HM_DTYPE_BF16, HM_DTYPE_F32)),
-    [](const testing::TestParamInfo<ReferenceGemm::ParamType>& info) {
-      char in[16], out[16];
-      hm_dtype_name(std::get<0>(info.param), in, sizeof in, nullptr);
-      hm_dtype_name(std::get<1>(info.param), out, sizeof out, nullptr);
-      return std::string(in) + "_to_" + out;
-    });
+    pair_name);
 
 }  // namespace
