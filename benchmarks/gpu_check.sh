@@ -26,5 +26,10 @@ ctest --test-dir build-gpu -L 'api|jit' -j 8 2>&1 | tail -5
 echo "== demo"; ./build-gpu/humming demo
 echo "== bench: jit"
 ./build-gpu/bench_jit --repeat 5 --json "$OUT/jit.json"
-for b in build-gpu/bench_gemm; do [ -x "$b" ] && "$b" --json "$OUT/gemm.json"; done
+echo "== bench: dense gemm"
+./build-gpu/bench_gemm --json "$OUT/gemm_int4_g128_f16.json"
+./build-gpu/bench_gemm --format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=28672 k=4096" --ms 1,16,128,2048
+./build-gpu/bench_gemm --format "w=uint8b128 a=f16 c=f16 s=f16:channel n=8192 k=8192" --ms 1,128,2048
+echo "== bench: cublas baseline"
+python3 benchmarks/cublas_baseline.py --json "$OUT/cublas_f16.json" || true
 echo "== done"

@@ -317,6 +317,17 @@ HM_API hm_status_t hm_unpack(const hm_format_t *format, const hm_packed_weight_t
 HM_API hm_status_t hm_reference_gemm_f32(const float *a, const float *w, const float *bias,
                                          float *c, int64_t m, int64_t n, int64_t k);
 
+/* Quantizes activations a[M][K] (f32, row-major) for 8- and 4-bit activation formats: dtype is
+ * E4M3, E5M2, INT8, INT4 or E2M1; group_k = 0 gives one f32 scale per token, else one per token
+ * and group of group_k along K. codes: 8-bit dtypes [M][K] bytes; 4-bit dtypes [M][ceil(K/2)]
+ * bytes, even k in the low nibble. scales: f32 [M][G], G = 1 or ceil(K/group_k). */
+HM_API hm_status_t hm_quantize_activation(hm_dtype_t dtype, const float *a, int64_t m, int64_t k,
+                                          int32_t group_k, void *codes, float *scales);
+/* The inverse: codes and scales back to f32 [M][K]. */
+HM_API hm_status_t hm_dequantize_activation(hm_dtype_t dtype, const void *codes,
+                                            const float *scales, int64_t m, int64_t k,
+                                            int32_t group_k, float *out);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Runtime: driver, compiler, contexts                                                         */
 /* ------------------------------------------------------------------------------------------ */
@@ -438,6 +449,46 @@ HM_API hm_status_t hm_kernel_launch(const hm_kernel_t *kernel, const hm_launch_p
                                     void *stream);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Plans: one layer on one device                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A plan binds a format to a context: it picks the kernels for each range of M, compiles them all
+ * in hm_plan_prepare() (through the cache, never later), and runs hm_plan_gemm() with no host
+ * synchronization and no allocation, so a call can be captured in a CUDA graph. A prepared plan is
+ * immutable and may be used from several threads at once (each with its own launch params). */
+typedef struct hm_plan hm_plan_t;
+
+#define HM_PLAN_NONDETERMINISTIC 1u /* allow reductions whose order depends on timing */
+
+typedef struct hm_plan_options {
+  uint32_t struct_size;
+  uint32_t flags;          /* HM_PLAN_* */
+  int64_t max_m;           /* the largest M the plan will run (0: no limit) */
+  const char *tuning_json; /* NULL, or a JSON tuning override (docs/tuning.md); copied */
+} hm_plan_options_t;
+HM_API void hm_plan_options_init(hm_plan_options_t *options);
+
+/* Validates the format for the context's arch (the error names the rule). options may be NULL.
+ * The plan keeps its own copy of the format and a reference to the context's state. */
+HM_API hm_status_t hm_plan_create(hm_context_t *context, const hm_format_t *format,
+                                  const hm_plan_options_t *options, hm_plan_t **out);
+HM_API void hm_plan_destroy(hm_plan_t *plan);
+/* Compiles (or loads from the cache) every kernel the plan can choose. Call once, before serving. */
+HM_API hm_status_t hm_plan_prepare(hm_plan_t *plan);
+/* Device workspace needed for calls with M up to max_m. Allocate it once, zero it once (the
+ * kernels leave it zeroed again), and pass it with HM_ARG_WORKSPACE / HM_ARG_WORKSPACE_BYTES. */
+HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, uint64_t *bytes);
+/* Runs C[M,N] = A[M,K] * dequant(W)^T (+ bias) on `stream`. Uses HM_ARG_A (activations, row-major
+ * [M][K] in the activation dtype), HM_ARG_B (packed weight), HM_ARG_SCALES, HM_ARG_ZEROS,
+ * HM_ARG_GLOBAL (as the format needs), HM_ARG_BIAS ([N] in the output dtype, if the format has a
+ * bias), HM_ARG_C ([M][N] in the output dtype), HM_ARG_WORKSPACE(_BYTES) and HM_ARG_M. */
+HM_API hm_status_t hm_plan_gemm(const hm_plan_t *plan, const hm_launch_params_t *params,
+                                void *stream);
+/* The kernel and tiling the plan uses for M (for logs), e.g. "dense_mma bm16 ... split 4". */
+HM_API hm_status_t hm_plan_describe(const hm_plan_t *plan, int64_t m, char *buf, size_t size,
+                                    size_t *length);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Small device helpers (for tools, tests and bindings that have no CUDA runtime of their own) */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -450,6 +501,121 @@ HM_API hm_status_t hm_copy_to_device(hm_context_t *context, uint64_t dst, const 
 HM_API hm_status_t hm_copy_to_host(hm_context_t *context, void *dst, uint64_t src, size_t bytes);
 /* Waits for all work on `stream` (0: the default stream). */
 HM_API hm_status_t hm_stream_synchronize(hm_context_t *context, void *stream);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Checkpoint conversion                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Converters read one layer's tensors exactly as the producing tool wrote them (names, dtypes,
+ * shapes and bit packing: docs/convert.md) and return its format plus canonical buffers (the
+ * ones hm_dequantize / hm_pack take), a bias and, for GPTQ act-order, a K permutation.
+ * Conversion is exact: dequantizing the result gives, bit for bit in f32, the checkpoint's own
+ * dequantized weight (except where docs/convert.md says a scale had to be re-rounded).
+ */
+
+/* Checkpoint schemes (hm_scheme_parse names in parentheses). */
+#define HM_SCHEME_GPTQ 1        /* "gptq": AutoGPTQ / GPTQModel, incl. desc_act with g_idx */
+#define HM_SCHEME_AWQ 2         /* "awq": AutoAWQ GEMM packing */
+#define HM_SCHEME_CT_PACK 3     /* "ct-pack": compressed-tensors pack-quantized (int2..8) */
+#define HM_SCHEME_CT_INT8 4     /* "ct-int8": compressed-tensors int-quantized (W8A8 int8) */
+#define HM_SCHEME_CT_FP8 5      /* "ct-fp8": compressed-tensors float-quantized (e4m3) */
+#define HM_SCHEME_CT_NVFP4 6    /* "ct-nvfp4": compressed-tensors nvfp4-pack-quantized */
+#define HM_SCHEME_FP8 7         /* "fp8": HF fp8 (weight_scale_inv blocks) or per-tensor scales */
+#define HM_SCHEME_MXFP4 8       /* "mxfp4": gpt-oss *_blocks / *_scales / *_bias experts */
+#define HM_SCHEME_NVFP4 9       /* "nvfp4": ModelOpt NVFP4 (weight_scale_2 global) */
+#define HM_SCHEME_BITNET 10     /* "bitnet": BitNet b1.58 ternary, 4 codes per byte */
+
+/* Maps a scheme name (above; also "compressed-tensors-*" and "modelopt" spellings listed in
+ * docs/convert.md) to its HM_SCHEME_* constant. HM_ERROR_PARSE names the text. */
+HM_API hm_status_t hm_scheme_parse(const char *name, int32_t *out);
+
+/* One checkpoint tensor in host memory, borrowed for the duration of the call. */
+typedef struct hm_checkpoint_tensor {
+  uint32_t struct_size;
+  /* The tensor's role: the last component of its checkpoint name ("qweight", "qzeros",
+   * "scales", "g_idx", "bias", "weight_packed", "weight_scale", "gate_up_proj_blocks", ...);
+   * a full name "model.layers.0.mlp.down_proj.qweight" is accepted too. */
+  const char *name;
+  /* The safetensors dtype: "I32", "I16", "I8", "U8", "F16", "BF16", "F32", "F8_E4M3", ... */
+  const char *dtype;
+  int64_t shape[8];
+  int32_t ndim;
+  const void *data; /* row-major, little-endian */
+  uint64_t bytes;   /* must equal the product of shape times the dtype's size */
+} hm_checkpoint_tensor_t;
+HM_API void hm_checkpoint_tensor_init(hm_checkpoint_tensor_t *tensor);
+
+/* Conversion flags. */
+#define HM_CONVERT_GPTQ_V2 1u         /* GPTQ zeros stored as is (checkpoint_format gptq_v2);
+                                       * default v1 stores zero - 1 */
+#define HM_CONVERT_SPLIT_GATE_UP 2u   /* MXFP4 gate_up: de-interleave rows (even rows = gate,
+                                       * odd rows = up) into [gate rows..., up rows...] */
+#define HM_CONVERT_KEEP_K_ORDER 4u    /* GPTQ/CT act-order: fail instead of permuting K */
+
+/* How an NVFP4 global scale g is applied: dequant = e2m1 * block_scale * g (MULTIPLY, ModelOpt
+ * weight_scale_2) or e2m1 * block_scale / g (DIVIDE, compressed-tensors weight_global_scale). */
+#define HM_GLOBAL_SCALE_DEFAULT 0 /* the scheme's own convention */
+#define HM_GLOBAL_SCALE_MULTIPLY 1
+#define HM_GLOBAL_SCALE_DIVIDE 2
+
+/* Called by hm_convert_file after each tensor it writes; done/total count payload bytes. */
+typedef void (*hm_convert_progress_fn)(void *user_data, const char *tensor_name, uint64_t done,
+                                       uint64_t total);
+
+typedef struct hm_convert_options {
+  uint32_t struct_size;
+  hm_dtype_t activation; /* the serving activation dtype; HM_DTYPE_NONE: f16 */
+  hm_dtype_t output;     /* HM_DTYPE_NONE: the checkpoint's 16-bit scale dtype, else f16 */
+  int32_t bits;          /* GPTQ / ct-pack: 0 = derive from the shapes */
+  int32_t group_size;    /* GPTQ / AWQ / ct-pack: 0 = derive from the shapes, -1 = per channel */
+  uint32_t flags;        /* HM_CONVERT_* */
+  int32_t global_scale_convention; /* HM_GLOBAL_SCALE_* */
+  /* Per-tensor scales of a fused layer (QKV, gate/up): weight_scale holds shard_count scalars,
+   * shard i covering shard_rows[i] consecutive rows. NULL: equal shards. Not copied. */
+  const int64_t *shard_rows;
+  int32_t shard_count;
+  hm_convert_progress_fn progress; /* hm_convert_file only; may be NULL */
+  void *progress_user_data;
+} hm_convert_options_t;
+HM_API void hm_convert_options_init(hm_convert_options_t *options);
+
+/* The result of converting one layer; owns its buffers. */
+typedef struct hm_converted_layer hm_converted_layer_t;
+
+/* Converts one layer from `count` tensors (options may be NULL). Unknown or missing tensors,
+ * inconsistent shapes and values the format cannot hold fail with a message naming the tensor. */
+HM_API hm_status_t hm_convert_layer(int32_t scheme, const hm_checkpoint_tensor_t *tensors,
+                                    size_t count, const hm_convert_options_t *options,
+                                    hm_converted_layer_t **out);
+HM_API void hm_converted_layer_destroy(hm_converted_layer_t *layer);
+/* A new copy of the layer's format (valid for options->activation); destroy it yourself. */
+HM_API hm_status_t hm_converted_layer_format(const hm_converted_layer_t *layer,
+                                             hm_format_t **out);
+
+/* Pointers into the layer's own buffers, valid until hm_converted_layer_destroy(). */
+typedef struct hm_converted_layer_info {
+  uint32_t struct_size;
+  /* Canonical buffers (element counts from hm_format_canonical_sizes of the layer's format);
+   * pass `weight` straight to hm_pack / hm_dequantize. */
+  hm_canonical_weight_t weight;
+  const float *bias; /* f32 [E][N], or NULL when the format has no bias */
+  /* int32 [K], or NULL when K keeps its order. Row k of the converted weight is checkpoint input
+   * column k_permutation[k]: gather the activations with it, A'[:, k] = A[:, k_permutation[k]]. */
+  const int32_t *k_permutation;
+} hm_converted_layer_info_t;
+HM_API void hm_converted_layer_info_init(hm_converted_layer_info_t *info);
+HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t *layer,
+                                           hm_converted_layer_info_t *info);
+
+/* Converts every quantized layer of the safetensors file in_path that `scheme` recognizes and
+ * writes out_path: per layer "<prefix>.weight", ".weight_scale", ".weight_zero_point",
+ * ".global_scale", ".bias" and ".k_permutation" in the standard layout, and the layer's format
+ * string in the header metadata under "<prefix>" (docs/convert.md). Other tensors are copied
+ * unchanged. Refuses (HM_ERROR_UNSUPPORTED) a file with quantized tensors it does not
+ * understand. options may be NULL. */
+HM_API hm_status_t hm_convert_file(const char *scheme, const char *in_path, const char *out_path,
+                                   const hm_convert_options_t *options);
 
 #ifdef __cplusplus
 } /* extern "C" */

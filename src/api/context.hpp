@@ -10,6 +10,7 @@
 
 #include "core/arch.hpp"
 #include "jit/cache.hpp"
+#include "jit/codegen.hpp"
 #include "jit/compiler.hpp"
 #include "runtime/device.hpp"
 #include "runtime/module.hpp"
@@ -46,6 +47,12 @@ struct hm_kernel {
   std::unique_ptr<hm::runtime::Module> module;  // null without a device
   hm::runtime::CUfunction function = nullptr;
 };
+
+namespace hm::api {
+// Compiles (or finds in the cache) a generated kernel and, with a device, loads it.
+std::unique_ptr<hm_kernel> build_kernel(const std::shared_ptr<ContextState>& context,
+                                        const jit::GeneratedKernel& generated);
+}  // namespace hm::api
 
 struct hm_launch_params {
   static constexpr int kPointerSlots = 16;  // HM_ARG_A .. (HM_ARG_M - 1)

@@ -9,18 +9,17 @@
 #include "runtime/launch.hpp"
 
 namespace hm::api {
-namespace {
 
-// Compiles (or finds in the cache) a generated kernel and loads it when the context has a device.
-hm_kernel* build_kernel(hm_context* context, const jit::GeneratedKernel& generated) {
-  ContextState& state = *context->state;
+std::unique_ptr<hm_kernel> build_kernel(const std::shared_ptr<ContextState>& context,
+                                        const jit::GeneratedKernel& generated) {
+  ContextState& state = *context;
   jit::Cache::Result result;
   jit::CompiledKernel compiled;
   // With JIT disabled the cache refuses to compile on a miss (HM_ERROR_JIT_DISABLED, saying why
   // the key missed); the compiler is still consulted for its id, which is part of the key.
   compiled = state.cache->get_or_compile(generated.request, state.compiler(), &result);
   auto kernel = std::make_unique<hm_kernel>();
-  kernel->context = context->state;
+  kernel->context = context;
   kernel->name = generated.request.name;
   kernel->entry = generated.entry;
   kernel->cache_key = result.key.hex;
@@ -28,8 +27,10 @@ hm_kernel* build_kernel(hm_context* context, const jit::GeneratedKernel& generat
     kernel->module = std::make_unique<runtime::Module>(*state.device, compiled.image);
     kernel->function = kernel->module->function(generated.entry);
   }
-  return kernel.release();
+  return kernel;
 }
+
+namespace {
 
 int64_t int_slot(const hm_launch_params* p, int32_t slot) { return p->ints[slot - HM_ARG_M]; }
 
@@ -89,7 +90,7 @@ HM_API hm_status_t hm_kernel_create_reference_gemm(hm_context_t* context, hm_dty
     auto generated = jit::reference_gemm_kernel(core::Dtype::from_code(in_dtype),
                                                 core::Dtype::from_code(out_dtype),
                                                 context->state->arch_name);
-    *out = build_kernel(context, generated);
+    *out = build_kernel(context->state, generated).release();
   });
 }
 

@@ -6,6 +6,7 @@
 #include "api/canonical.hpp"
 #include "api/format.hpp"
 #include "api/guard.hpp"
+#include "quant/activation.hpp"
 #include "quant/quantize.hpp"
 #include "quant/reference_gemm.hpp"
 #include "quant/scalar_codec.hpp"
@@ -70,6 +71,48 @@ HM_API hm_status_t hm_dequantize(const hm_format_t* format, const hm_canonical_w
 HM_API hm_status_t hm_reference_gemm_f32(const float* a, const float* w, const float* bias,
                                          float* c, int64_t m, int64_t n, int64_t k) {
   return HM_API_CALL(hm::quant::reference_gemm_f32(a, w, bias, c, m, n, k));
+}
+
+}  // extern "C"
+
+// ---- activations ------------------------------------------------------------------------------
+
+namespace {
+
+void check_activation_args(int64_t m, int64_t k, int32_t group_k) {
+  HM_REQUIRE(m > 0 && k > 0, HM_ERROR_INVALID_ARGUMENT,
+             "m and k must be positive, got m=" + std::to_string(m) + " k=" + std::to_string(k));
+  HM_REQUIRE(group_k >= 0, HM_ERROR_INVALID_ARGUMENT,
+             "group_k must be 0 (per token) or positive, got " + std::to_string(group_k));
+}
+
+}  // namespace
+
+extern "C" {
+
+HM_API hm_status_t hm_quantize_activation(hm_dtype_t dtype, const float* a, int64_t m, int64_t k,
+                                          int32_t group_k, void* codes, float* scales) {
+  return HM_API_CALL({
+    require_not_null(a, "a");
+    require_not_null(codes, "codes");
+    require_not_null(scales, "scales");
+    check_activation_args(m, k, group_k);
+    hm::quant::quantize_activation(hm::core::Dtype::from_code(dtype), a, m, k, group_k,
+                                   static_cast<uint8_t*>(codes), scales);
+  });
+}
+
+HM_API hm_status_t hm_dequantize_activation(hm_dtype_t dtype, const void* codes,
+                                            const float* scales, int64_t m, int64_t k,
+                                            int32_t group_k, float* out) {
+  return HM_API_CALL({
+    require_not_null(codes, "codes");
+    require_not_null(scales, "scales");
+    require_not_null(out, "out");
+    check_activation_args(m, k, group_k);
+    hm::quant::dequantize_activation(hm::core::Dtype::from_code(dtype),
+                                     static_cast<const uint8_t*>(codes), scales, m, k, group_k, out);
+  });
 }
 
 }  // extern "C"

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "core/dtype.hpp"
+#include "core/format.hpp"
+#include "tune/dense.hpp"
 #include "jit/compiler.hpp"
 
 namespace hm::jit {
@@ -18,5 +20,11 @@ struct GeneratedKernel {
 // The plain reference GEMM (kernels/humming/reference/gemm.cuh) for (in, out) in {f16, bf16, f32}.
 // Throws HM_ERROR_UNSUPPORTED for other dtypes.
 GeneratedKernel reference_gemm_kernel(core::Dtype in, core::Dtype out, const std::string& arch);
+
+// The dense mma.sync GEMM (kernels/humming/gemm/dense_mma.cuh) for a 16-bit-activation format
+// and one tile. aligned_k: K % 8 == 0, so activation rows load in 16-byte units.
+// Throws HM_ERROR_UNSUPPORTED for formats this kernel does not cover yet (named).
+GeneratedKernel dense_mma_kernel(const core::Format& format, const tune::DenseTile& tile,
+                                 bool aligned_k, const std::string& arch);
 
 }  // namespace hm::jit

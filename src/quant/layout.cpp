@@ -1,6 +1,6 @@
 // Host pack / unpack of the Humming standard layout (docs/layout.md). The chunk kernels are
 // templates over (weight bits, activation bits) so the per-value work is a few constant shifts;
-// the positions come from layout_spec.hpp, and unpack extracts registers with the very recipe a
+// the positions come from humming/layout/spec.h, and unpack extracts registers with the very recipe a
 // GPU kernel runs (extract_register).
 #include "quant/layout.hpp"
 

@@ -1,12 +1,12 @@
 // The Humming standard layout at tensor level (docs/layout.md): padded shapes and buffer sizes of a
 // format, and the exact host pack (canonical buffers -> the buffers the kernels read) and unpack.
-// Positions inside a chunk come from layout_spec.hpp, which the GPU code shares.
+// Positions inside a chunk come from humming/layout/spec.h, which the GPU code shares.
 #pragma once
 
 #include <cstdint>
 
 #include "core/format.hpp"
-#include "quant/layout_spec.hpp"
+#include <humming/layout/spec.h>
 #include "quant/quantize.hpp"
 
 namespace hm::quant {

@@ -1,4 +1,4 @@
-// The standard layout's index arithmetic (src/quant/layout_spec.hpp) against independent
+// The standard layout's index arithmetic (kernels/humming/layout/spec.h) against independent
 // statements of the same rules: the PTX ISA fragment formulas, the bit-stream definition of
 // docs/layout.md §4 written as a bit loop, and words computed by hand.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "quant/layout_spec.hpp"
+#include <humming/layout/spec.h>
 
 namespace hm::quant {
 namespace {

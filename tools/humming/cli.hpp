@@ -47,5 +47,6 @@ int cmd_info(Args& args);
 int cmd_support(Args& args);
 int cmd_compile(Args& args);
 int cmd_demo(Args& args);
+int cmd_convert(Args& args);
 
 }  // namespace cli

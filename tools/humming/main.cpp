@@ -56,6 +56,8 @@ static void usage(FILE* out) {
                "  compile --arch sm_90a      compile kernels ahead of time into the cache\n"
                "  demo [--format F] [--arch A] [--m M]\n"
                "                             quantize, pack, compile, run and check a layer\n"
+               "  convert --scheme S --in F --out F [--act DTYPE] ...\n"
+               "                             a quantized checkpoint into the standard layout\n"
                "  version                    the library version\n");
 }
 
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
     if (cmd == "support") return cli::cmd_support(args);
     if (cmd == "compile") return cli::cmd_compile(args);
     if (cmd == "demo") return cli::cmd_demo(args);
+    if (cmd == "convert") return cli::cmd_convert(args);
     if (cmd == "version") {
       args.finish();
       std::printf("humming %s (ABI %u)\n", hm_version_string(), hm_abi_version());

@@ -3,6 +3,17 @@
 // floats are plain bit containers here and conversions are a few instructions of our own.
 #pragma once
 
+#if defined(__CUDACC_RTC__)
+// NVRTC compiles without the C library headers: the fixed-width integers the shared host/device
+// headers use (humming/layout/spec.h) are defined here, as <stdint.h> would on our targets.
+typedef unsigned int uint32_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+typedef unsigned short uint16_t;
+typedef unsigned char uint8_t;
+#endif
+
 namespace hm {
 
 using int64 = long long;

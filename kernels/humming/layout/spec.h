@@ -9,8 +9,10 @@
 // b 32-bit words.
 #pragma once
 
-// Under NVRTC the including kernel header supplies the fixed-width integer types.
-#if !defined(__CUDACC_RTC__)
+// Under NVRTC (no standard headers) humming/core/types.cuh supplies the fixed-width integers.
+#if defined(__CUDACC_RTC__)
+#include <humming/core/types.cuh>
+#else
 #include <stdint.h>
 #endif
 

@@ -1,0 +1,166 @@
+"""Checkpoint conversion: one layer's tensors as the producing tool wrote them -> a Format plus
+canonical buffers (then Format.pack), or a whole safetensors file -> the standard layout."""
+import ctypes
+
+import numpy as np
+
+from . import raw
+from ._dtype import as_dtype
+from ._errors import argument_error, check
+from ._format import CanonicalWeight, Format
+from ._handle import Handle
+from ._host import as_array, host_array
+
+# numpy dtype name -> safetensors dtype string.
+_SAFETENSORS = {"int8": "I8", "uint8": "U8", "int16": "I16", "uint16": "U16", "int32": "I32",
+                "uint32": "U32", "int64": "I64", "uint64": "U64", "float16": "F16",
+                "float32": "F32", "float64": "F64", "bfloat16": "BF16", "bool": "BOOL",
+                "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2"}
+_CONVENTIONS = {"default": raw.HM_GLOBAL_SCALE_DEFAULT, "multiply": raw.HM_GLOBAL_SCALE_MULTIPLY,
+                "divide": raw.HM_GLOBAL_SCALE_DIVIDE}
+
+_PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
+                             ctypes.c_uint64)
+
+
+def scheme_parse(name):
+    """The HM_SCHEME_* constant of a scheme name ("gptq", "awq", "ct-fp8", ...)."""
+    status, scheme = raw.hm_scheme_parse(str(name))
+    check(status)
+    return scheme
+
+
+def _scheme(scheme):
+    return scheme_parse(scheme) if isinstance(scheme, str) else int(scheme)
+
+
+def _options(activation=None, output=None, bits=0, group_size=0, gptq_v2=False,
+             split_gate_up=False, keep_k_order=False, global_scale="default", shard_rows=None):
+    """A filled hm_convert_options_t and what must stay alive while it is used."""
+    options = raw.hm_convert_options_t()
+    raw.hm_convert_options_init(options)
+    keep = []
+    if activation is not None:
+        options.activation = int(as_dtype(activation))
+    if output is not None:
+        options.output = int(as_dtype(output))
+    options.bits = int(bits)
+    options.group_size = int(group_size)
+    options.flags = ((raw.HM_CONVERT_GPTQ_V2 if gptq_v2 else 0)
+                     | (raw.HM_CONVERT_SPLIT_GATE_UP if split_gate_up else 0)
+                     | (raw.HM_CONVERT_KEEP_K_ORDER if keep_k_order else 0))
+    if global_scale not in _CONVENTIONS:
+        raise argument_error(f"argument 'global_scale' is {global_scale!r}; expected one of "
+                             f"{', '.join(_CONVENTIONS)}")
+    options.global_scale_convention = _CONVENTIONS[global_scale]
+    if shard_rows is not None:
+        rows, address = host_array(np.ascontiguousarray(shard_rows, dtype=np.int64),
+                                   "shard_rows", np.int64)
+        keep.append(rows)
+        options.shard_rows = address
+        options.shard_count = rows.size
+    return options, keep
+
+
+def _tensor(name, value):
+    """A hm_checkpoint_tensor_t over a host array; value may be (array, "F8_E4M3") to name a
+    safetensors dtype numpy cannot express."""
+    dtype = None
+    if isinstance(value, tuple):
+        value, dtype = value
+    arr = as_array(value, name)
+    if dtype is None:
+        dtype = _SAFETENSORS.get(arr.dtype.name)
+        if dtype is None:
+            raise argument_error(f"tensor '{name}' has dtype {arr.dtype.name}, which has no "
+                                 "safetensors name; pass (array, 'F8_E4M3')-style tuples")
+    if arr.ndim > 8:
+        raise argument_error(f"tensor '{name}' has {arr.ndim} dimensions; at most 8")
+    arr, address = host_array(arr, name, arr.dtype)
+    t = raw.hm_checkpoint_tensor_t()
+    raw.hm_checkpoint_tensor_init(t)
+    t.name = str(name)
+    t.dtype = str(dtype)
+    t.shape = tuple(int(d) for d in arr.shape)
+    t.ndim = arr.ndim
+    t.data = address
+    t.bytes = arr.nbytes
+    return t, arr
+
+
+def _copy(address, ctype, count, dtype):
+    if not address or not count:
+        return None
+    buffer = (ctype * count).from_address(address)
+    return np.frombuffer(buffer, dtype=dtype, count=count).copy()
+
+
+class ConvertedLayer(Handle):
+    """One converted layer: `format`, `canonical` (CanonicalWeight, host copies), `bias`
+    (float32 [E*N] or None) and `k_permutation` (int32 [K] or None: gather the activations with
+    it, A'[:, k] = A[:, k_permutation[k]])."""
+
+    _destroy = staticmethod(raw.hm_converted_layer_destroy)
+
+    def __init__(self, handle):
+        super().__init__(handle)
+        status, fmt = raw.hm_converted_layer_format(self.handle)
+        check(status)
+        self.format = Format._adopt(fmt)
+        info = raw.hm_converted_layer_info_t()
+        raw.hm_converted_layer_info_init(info)
+        check(raw.hm_converted_layer_info(self.handle, info))
+        sizes = self.format.canonical_sizes()
+        n, k, e = self.format.shape
+        w = info.weight
+        self.canonical = CanonicalWeight(
+            codes=_copy(w.codes, ctypes.c_uint8, sizes.codes, np.uint8),
+            scales=_copy(w.scales, ctypes.c_float, sizes.scales, np.float32),
+            zero_points=_copy(w.zero_points, ctypes.c_float, sizes.zero_points, np.float32),
+            global_scale=_copy(w.global_scale, ctypes.c_float, sizes.global_scale, np.float32))
+        self.bias = _copy(info.bias, ctypes.c_float, e * n, np.float32)
+        self.k_permutation = _copy(info.k_permutation, ctypes.c_int32, k, np.int32)
+
+    def pack(self):
+        return self.format.pack(self.canonical)
+
+
+def convert_layer(scheme, tensors, **options):
+    """Converts one layer. scheme: a name or HM_SCHEME_*; tensors: {name: host array}, names as
+    in the checkpoint ("qweight", "scales", ... or full names). Options: activation, output,
+    bits, group_size, gptq_v2, split_gate_up, keep_k_order, global_scale ("default",
+    "multiply", "divide"), shard_rows."""
+    opts, keep = _options(**options)
+    items = tensors.items() if isinstance(tensors, dict) else tensors
+    structs = []
+    for name, value in items:
+        struct, arr = _tensor(name, value)
+        structs.append(struct)
+        keep.append(arr)
+    status, handle = raw.hm_convert_layer(_scheme(scheme), structs, opts)
+    check(status)
+    return ConvertedLayer(handle)
+
+
+def convert_file(scheme, in_path, out_path, progress=None, **options):
+    """Converts a safetensors file into the standard layout (docs/convert.md). progress, if
+    given, is called as progress(tensor_name, done_bytes, total_bytes); an exception it raises
+    is re-raised when the conversion returns."""
+    opts, keep = _options(**options)
+    raised = []
+    if progress is not None:
+        def trampoline(_user, name, done, total):
+            if raised:
+                return
+            try:
+                progress(name.decode("utf-8", "replace") if name else "", done, total)
+            except BaseException as e:  # noqa: B902 — carried back to the caller
+                raised.append(e)
+        callback = _PROGRESS(trampoline)
+        keep.append(callback)
+        opts.progress = ctypes.cast(callback, ctypes.c_void_p).value
+    status = raw.hm_convert_file(str(scheme), str(in_path), str(out_path), opts)
+    if status != raw.HM_SUCCESS:
+        check(status)
+    if raised:
+        raise raised[0]

@@ -1,0 +1,144 @@
+"""Plans: one layer (a Format) on one context, prepared once and then run many times."""
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from . import raw
+from ._device import check_device_tensor
+from ._errors import argument_error, check, copy_out
+from ._format import Format, PackedWeight
+from ._handle import Handle
+from ._runtime import LaunchParams
+
+NONDETERMINISTIC = raw.HM_PLAN_NONDETERMINISTIC
+
+
+@dataclass
+class DevicePackedWeight:
+    """Standard-layout buffers in device memory: any device tensors (torch, CuPy, DeviceArray).
+    Fields the format does not use stay None."""
+    weight: Any
+    scales: Optional[Any] = None
+    zero_points: Optional[Any] = None
+    global_scale: Optional[Any] = None
+
+    @classmethod
+    def upload(cls, context, packed: PackedWeight):
+        """Copies host standard-layout buffers (Format.pack's result) to the context's device."""
+        def up(value):
+            return None if value is None else context.to_device(value)
+        return cls(up(packed.weight), up(packed.scales), up(packed.zero_points),
+                   up(packed.global_scale))
+
+    def close(self):
+        for value in (self.weight, self.scales, self.zero_points, self.global_scale):
+            if hasattr(value, "close"):
+                value.close()
+
+
+class Plan(Handle):
+    """Binds a format to a context: validates it for the context's arch on creation, compiles
+    every kernel it may pick in prepare(), then gemm() runs with no host synchronization and no
+    allocation (CUDA-graph capturable). A prepared plan may be used from several threads."""
+
+    _destroy = staticmethod(raw.hm_plan_destroy)
+
+    def __init__(self, context, format, *, max_m=0, nondeterministic=False, tuning_json=None):
+        if not isinstance(format, Format):
+            format = Format(format)
+        options = raw.hm_plan_options_t()
+        raw.hm_plan_options_init(options)
+        options.flags = NONDETERMINISTIC if nondeterministic else 0
+        options.max_m = int(max_m)
+        if tuning_json is not None:
+            options.tuning_json = str(tuning_json)
+        status, handle = raw.hm_plan_create(context.handle, format.handle, options)
+        check(status)
+        super().__init__(handle)
+        self.context = context
+        self.format = format.clone()  # for the checks below; the plan has its own copy
+        self.max_m = int(max_m)
+        self._packed = self.format.packed_sizes()
+        # What every gemm() checks against, read once (the plan's format never changes).
+        self._n, self._k, _ = self.format.shape
+        self._activation, self._output = self.format.activation, self.format.output
+        self._bias = self.format.bias
+        self._local = threading.local()
+
+    def prepare(self):
+        """Compiles (or loads from the cache) every kernel the plan can choose. The GIL is
+        released while it runs."""
+        check(raw.hm_plan_prepare(self.handle))
+        return self
+
+    def workspace_size(self, max_m=None):
+        """Bytes of device workspace for calls with M up to max_m (default: the plan's max_m,
+        which must then be set)."""
+        if max_m is None:
+            if not self.max_m:
+                raise argument_error("argument 'max_m' is needed: the plan has no max_m")
+            max_m = self.max_m
+        status, nbytes = raw.hm_plan_workspace_size(self.handle, int(max_m))
+        check(status)
+        return nbytes
+
+    def allocate_workspace(self, max_m=None):
+        """A zeroed DeviceArray of workspace_size(max_m) bytes (the kernels leave it zeroed
+        again, so it is allocated and cleared once), or None when no workspace is needed."""
+        nbytes = self.workspace_size(max_m)
+        if nbytes == 0:
+            return None
+        return self.context.to_device(np.zeros(nbytes, np.uint8))
+
+    def describe(self, m):
+        """The kernel and tiling used for M, for logs."""
+        return copy_out(raw.hm_plan_describe, self.handle, int(m))
+
+    def gemm(self, a, weight, c, *, bias=None, workspace=None, stream=0, params=None):
+        """C[M,N] = A[M,K] * dequant(W)^T (+ bias) on `stream` (an int CUstream; 0 is the
+        default stream). a, c, bias and workspace are device tensors; weight is a
+        DevicePackedWeight (or any object with the same attributes). Every tensor is checked for
+        device, dtype, shape and contiguity first. Asynchronous."""
+        device = self.context.device
+        n, k = self._n, self._k
+        act, out = self._activation, self._output
+        ta = check_device_tensor(a, "a", device, act, stream=stream)
+        a_cols = k if (int(act) & 0xFF) >= 8 else (k * (int(act) & 0xFF) + 7) // 8
+        if len(ta.shape) != 2 or ta.shape[1] != a_cols:
+            raise argument_error(f"argument 'a' has shape {ta.shape}, expected [M, {a_cols}] "
+                                 f"(K = {k} in {act.name})")
+        m = ta.shape[0]
+        tc = check_device_tensor(c, "c", device, out, shape=(m, n), stream=stream, writable=True)
+        if params is None:
+            params = getattr(self._local, "params", None)
+            if params is None:
+                params = self._local.params = LaunchParams()
+        params.clear()
+        params.set(a=ta.ptr, c=tc.ptr, m=m)
+        for field, slot in (("weight", raw.HM_ARG_B), ("scales", raw.HM_ARG_SCALES),
+                            ("zero_points", raw.HM_ARG_ZEROS), ("global_scale", raw.HM_ARG_GLOBAL)):
+            nbytes = getattr(self._packed, field)
+            value = getattr(weight, field, None)
+            if not nbytes:
+                continue
+            if value is None:
+                raise argument_error(f"weight.{field} is None, but this format needs "
+                                     f"{nbytes} bytes of it")
+            t = check_device_tensor(value, "weight." + field, device, min_bytes=nbytes,
+                                    stream=stream)
+            params.set_pointer(slot, t.ptr)
+        if self._bias:
+            if bias is None:
+                raise argument_error("argument 'bias' is None, but the format has a bias")
+            tb = check_device_tensor(bias, "bias", device, out, shape=(n,), stream=stream)
+            params.set_pointer(raw.HM_ARG_BIAS, tb.ptr)
+        elif bias is not None:
+            raise argument_error("argument 'bias' was given, but the format has no bias "
+                                 "(set Format.bias = True)")
+        if workspace is not None:
+            # Its size is checked by the library against what this M needs (and named there).
+            tw = check_device_tensor(workspace, "workspace", device, stream=stream)
+            params.set(workspace=tw.ptr, workspace_bytes=tw.nbytes)
+        check(raw.hm_plan_gemm(self.handle, params.handle, int(stream)))

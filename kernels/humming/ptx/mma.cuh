@@ -1,0 +1,105 @@
+// Thin wrappers over the PTX instructions the GEMM templates use: tensor-core MMA, ldmatrix,
+// cp.async. One function per instruction form; the callers own the fragment bookkeeping.
+#pragma once
+
+#include <humming/core/types.cuh>
+
+namespace hm::ptx {
+
+// D = A * B + D with f16 inputs and f32 accumulators. sm80+: one m16n8k16; sm75: two m16n8k8
+// (the k16 A fragment is registers {0,1} and {2,3} of two k8 fragments; B likewise).
+__device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32 (&a)[4],
+                                              const uint32 (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[2]), "r"(a[3]), "r"(b[1]));
+#endif
+}
+
+// The same with bf16 inputs (sm80+).
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32 (&a)[4],
+                                               const uint32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ uint32 smem_address(const void* p) {
+  return static_cast<uint32>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 matrices of 16-bit elements; lane i gives the row address of matrix i / 8, row i % 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32 (&r)[4], uint32 address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// 16-byte asynchronous copy global -> shared; bytes past src_bytes (0 or 16) are zero-filled.
+// sm75 has no cp.async: the copy is a plain load and store there (and commit / wait are no-ops).
+__device__ __forceinline__ void cp_async_16(uint32 smem, const void* global, int src_bytes) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(global),
+               "r"(src_bytes));
+#else
+  uint32 v[4] = {0, 0, 0, 0};
+  if (src_bytes > 0)
+    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "l"(global));
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(smem), "r"(v[0]), "r"(v[1]),
+               "r"(v[2]), "r"(v[3]));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
+
+// Three-input logic op: lop3(a, b, c, LUT) (LUT from the truth table of a=0xF0, b=0xCC, c=0xAA).
+template <int kLut>
+__device__ __forceinline__ uint32 lop3(uint32 a, uint32 b, uint32 c) {
+  uint32 d;
+  asm("lop3.b32 %0, %1, %2, %3, %4;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(kLut));
+  return d;
+}
+
+// Weight loads are streamed once: keep them out of L1 and mark them first to evict from L2.
+__device__ __forceinline__ void load_global_stream(uint32 (&r)[4], const void* p) {
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "l"(p));
+}
+__device__ __forceinline__ void load_global_stream(uint32 (&r)[2], const void* p) {
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "l"(p));
+}
+__device__ __forceinline__ void load_global_stream(uint32 (&r)[1], const void* p) {
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(r[0]) : "l"(p));
+}
+
+}  // namespace hm::ptx

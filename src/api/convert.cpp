@@ -1,0 +1,187 @@
+// C entry points for checkpoint conversion (hm_convert_layer, hm_convert_file, ...). Argument
+// checks live here; the converters are src/schema/, the file reader/writer src/io/.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/format.hpp"
+#include "api/guard.hpp"
+#include "schema/convert.hpp"
+
+struct hm_converted_layer {
+  hm::schema::Layer layer;
+};
+
+namespace {
+
+using hm::api::require_not_null;
+using hm::api::require_struct_size;
+
+// The first released layouts (today's): struct_size must cover them.
+constexpr size_t kTensorSize = sizeof(hm_checkpoint_tensor_t);
+constexpr size_t kOptionsSize = sizeof(hm_convert_options_t);
+constexpr size_t kInfoSize = sizeof(hm_converted_layer_info_t);
+
+constexpr uint32_t kKnownFlags = HM_CONVERT_GPTQ_V2 | HM_CONVERT_SPLIT_GATE_UP | HM_CONVERT_KEEP_K_ORDER;
+
+hm::core::Dtype optional_dtype(hm_dtype_t code, const char* name) {
+  if (code == HM_DTYPE_NONE) return {};
+  try {
+    return hm::core::Dtype::from_code(code);
+  } catch (const hm::Error& e) {
+    hm::fail(HM_ERROR_INVALID_ARGUMENT, std::string("'options->") + name + "': " + e.message());
+  }
+}
+
+hm::schema::Options options_of(const hm_convert_options_t* o) {
+  hm::schema::Options out;
+  if (o == nullptr) return out;
+  require_struct_size(o->struct_size, kOptionsSize, "options");
+  out.activation = optional_dtype(o->activation, "activation");
+  out.output = optional_dtype(o->output, "output");
+  if (o->bits < 0 || o->bits > 8)
+    hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->bits' is " + std::to_string(o->bits) + "; use 0 (derive) or 1..8");
+  out.bits = o->bits;
+  if (o->group_size < -1)
+    hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->group_size' is " + std::to_string(o->group_size) +
+                                            "; use 0 (derive), -1 (per channel) or a group size");
+  out.group_size = o->group_size;
+  if (o->flags & ~kKnownFlags)
+    hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->flags' has unknown bits " + std::to_string(o->flags & ~kKnownFlags) +
+                                            "; use HM_CONVERT_* flags");
+  out.gptq_v2 = (o->flags & HM_CONVERT_GPTQ_V2) != 0;
+  out.split_gate_up = (o->flags & HM_CONVERT_SPLIT_GATE_UP) != 0;
+  out.keep_k_order = (o->flags & HM_CONVERT_KEEP_K_ORDER) != 0;
+  if (o->global_scale_convention < HM_GLOBAL_SCALE_DEFAULT || o->global_scale_convention > HM_GLOBAL_SCALE_DIVIDE)
+    hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->global_scale_convention' is " +
+                                            std::to_string(o->global_scale_convention) + "; use HM_GLOBAL_SCALE_*");
+  out.global_scale = static_cast<hm::schema::GlobalScaleConvention>(o->global_scale_convention);
+  if (o->shard_count < 0) hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->shard_count' is negative");
+  if (o->shard_count > 0) {
+    require_not_null(o->shard_rows, "options->shard_rows");
+    out.shard_rows.assign(o->shard_rows, o->shard_rows + o->shard_count);
+  }
+  return out;
+}
+
+std::vector<hm::io::TensorView> tensors_of(const hm_checkpoint_tensor_t* tensors, size_t count) {
+  if (count > 0) require_not_null(tensors, "tensors");
+  std::vector<hm::io::TensorView> out;
+  for (size_t i = 0; i < count; ++i) {
+    const hm_checkpoint_tensor_t& t = tensors[i];
+    const std::string which = "tensors[" + std::to_string(i) + "]";
+    require_struct_size(t.struct_size, kTensorSize, which.c_str());
+    require_not_null(t.name, (which + ".name").c_str());
+    require_not_null(t.dtype, (which + ".dtype").c_str());
+    if (t.ndim < 0 || t.ndim > 8)
+      hm::fail(HM_ERROR_INVALID_ARGUMENT, "'" + which + ".ndim' is " + std::to_string(t.ndim) + "; use 0..8");
+    hm::io::TensorView v;
+    v.name = t.name;
+    v.dtype = t.dtype;
+    v.shape.assign(t.shape, t.shape + t.ndim);
+    v.data = static_cast<const uint8_t*>(t.data);
+    v.bytes = t.bytes;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+const hm::schema::Layer& layer_of(const hm_converted_layer_t* layer) {
+  require_not_null(layer, "layer");
+  return layer->layer;
+}
+
+}  // namespace
+
+extern "C" {
+
+HM_API hm_status_t hm_scheme_parse(const char* name, int32_t* out) {
+  return HM_API_CALL({
+    require_not_null(name, "name");
+    require_not_null(out, "out");
+    *out = static_cast<int32_t>(hm::schema::parse_scheme(name));
+  });
+}
+
+HM_API void hm_checkpoint_tensor_init(hm_checkpoint_tensor_t* tensor) {
+  if (tensor == nullptr) return;
+  std::memset(tensor, 0, sizeof *tensor);
+  tensor->struct_size = sizeof *tensor;
+}
+
+HM_API void hm_convert_options_init(hm_convert_options_t* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+}
+
+HM_API void hm_converted_layer_info_init(hm_converted_layer_info_t* info) {
+  if (info == nullptr) return;
+  std::memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+  info->weight.struct_size = sizeof info->weight;
+}
+
+HM_API hm_status_t hm_convert_layer(int32_t scheme, const hm_checkpoint_tensor_t* tensors, size_t count,
+                                    const hm_convert_options_t* options, hm_converted_layer_t** out) {
+  if (out != nullptr) *out = nullptr;
+  return HM_API_CALL({
+    require_not_null(out, "out");
+    const hm::schema::Scheme s = hm::schema::scheme_from_int(scheme);
+    const hm::schema::Options o = options_of(options);
+    auto result = std::make_unique<hm_converted_layer>();
+    result->layer = hm::schema::convert_layer(s, tensors_of(tensors, count), o);
+    *out = result.release();
+  });
+}
+
+HM_API void hm_converted_layer_destroy(hm_converted_layer_t* layer) { delete layer; }
+
+HM_API hm_status_t hm_converted_layer_format(const hm_converted_layer_t* layer, hm_format_t** out) {
+  if (out != nullptr) *out = nullptr;
+  return HM_API_CALL({
+    const hm::schema::Layer& l = layer_of(layer);
+    require_not_null(out, "out");
+    auto f = std::make_unique<hm_format>();
+    f->value = l.format;
+    *out = f.release();
+  });
+}
+
+HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t* layer, hm_converted_layer_info_t* info) {
+  return HM_API_CALL({
+    const hm::schema::Layer& l = layer_of(layer);
+    require_not_null(info, "info");
+    require_struct_size(info->struct_size, kInfoSize, "info");
+    // The canonical buffers belong to the layer; callers may modify them in place (the C struct
+    // has non-const pointers so that it passes straight to hm_pack / hm_dequantize).
+    auto& m = const_cast<hm::schema::Layer&>(l);
+    hm_canonical_weight_t w;
+    std::memset(&w, 0, sizeof w);
+    w.struct_size = sizeof w;
+    const hm::quant::CanonicalWeight c = m.canonical();
+    w.codes = c.codes;
+    w.scales = c.scales;
+    w.zero_points = c.zero_points;
+    w.global_scale = c.global_scale;
+    info->weight = w;
+    info->bias = l.bias.empty() ? nullptr : l.bias.data();
+    info->k_permutation = l.k_permutation.empty() ? nullptr : l.k_permutation.data();
+  });
+}
+
+HM_API hm_status_t hm_convert_file(const char* scheme, const char* in_path, const char* out_path,
+                                   const hm_convert_options_t* options) {
+  return HM_API_CALL({
+    require_not_null(scheme, "scheme");
+    require_not_null(in_path, "in_path");
+    require_not_null(out_path, "out_path");
+    const hm::schema::Scheme s = hm::schema::parse_scheme(scheme);
+    const hm::schema::Options o = options_of(options);
+    hm::schema::convert_file(s, in_path, out_path, o, options ? options->progress : nullptr,
+                             options ? options->progress_user_data : nullptr);
+  });
+}
+
+}  // extern "C"

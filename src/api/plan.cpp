@@ -1,0 +1,247 @@
+// Plans: a format bound to a context, its kernels chosen per range of M, compiled up front, and
+// launched with no host synchronization and no allocation.
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/context.hpp"
+#include "api/format.hpp"
+#include "api/guard.hpp"
+#include "core/support.hpp"
+#include "quant/layout.hpp"
+#include "runtime/launch.hpp"
+#include "tune/dense.hpp"
+#include <humming/gemm/params.h>
+
+struct hm_plan {
+  std::shared_ptr<hm::api::ContextState> context;
+  hm::core::Format format;
+  hm::quant::PackedShape shape;
+  std::vector<hm::tune::DenseRange> ranges;
+  uint32_t flags = 0;
+  int64_t max_m = 0;
+  bool aligned_k = false;  // K % 8 == 0: activation rows load in 16-byte units
+  bool prepared = false;
+  // One kernel per distinct tile, and the kernel each range uses.
+  std::vector<std::unique_ptr<hm_kernel>> kernels;
+  std::vector<size_t> kernel_of_range;
+};
+
+namespace hm::api {
+namespace {
+
+size_t range_index(const hm_plan* plan, int64_t m) {
+  for (size_t i = 0; i < plan->ranges.size(); ++i)
+    if (m <= plan->ranges[i].max_m) return i;
+  return plan->ranges.size() - 1;
+}
+
+int multiprocessors(const hm_plan* plan) {
+  return plan->context->device ? plan->context->device->properties().multiprocessors : 132;
+}
+
+void require_aligned(uint64_t pointer, uint64_t alignment, const char* slot) {
+  if (pointer % alignment != 0)
+    fail(HM_ERROR_MISALIGNED, std::string(slot) + " must be " + std::to_string(alignment) +
+                                  "-byte aligned, got 0x" + [&] {
+                                    char buf[32];
+                                    std::snprintf(buf, sizeof buf, "%llx",
+                                                  static_cast<unsigned long long>(pointer));
+                                    return std::string(buf);
+                                  }());
+}
+
+std::string describe(const hm_plan* plan, int64_t m) {
+  const tune::DenseTile& tile = tune::tile_for(plan->ranges, m);
+  const auto launch = tune::plan_dense_launch(tile, m, plan->shape.n_padded, plan->shape.k_padded,
+                                              multiprocessors(plan));
+  return "dense_mma " + tile.name() + (plan->aligned_k ? "" : " unaligned-k") + " grid " +
+         std::to_string(launch.grid_x) + "x" + std::to_string(launch.grid_y) + "x" +
+         std::to_string(launch.splits) + " (split-K " + std::to_string(launch.splits) + " x " +
+         std::to_string(launch.k_chunks_per_split) + " chunks of 64), workspace " +
+         std::to_string(tune::dense_workspace_bytes(launch, m, plan->shape.n_padded)) + " bytes";
+}
+
+}  // namespace
+}  // namespace hm::api
+
+using namespace hm;
+using namespace hm::api;
+
+extern "C" {
+
+HM_API void hm_plan_options_init(hm_plan_options_t* options) {
+  if (!options) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+}
+
+HM_API hm_status_t hm_plan_create(hm_context_t* context, const hm_format_t* format,
+                                  const hm_plan_options_t* options, hm_plan_t** out) {
+  if (out) *out = nullptr;
+  return HM_API_CALL({
+    require_not_null(context, "context");
+    require_not_null(out, "out");
+    const core::Format& f = format_of(format);
+    hm_plan_options_t o;
+    hm_plan_options_init(&o);
+    if (options) {
+      require_struct_size(options->struct_size, sizeof(hm_plan_options_t), "options");
+      o = *options;
+    }
+    if (o.flags & ~HM_PLAN_NONDETERMINISTIC)
+      fail(HM_ERROR_INVALID_ARGUMENT, "options->flags has unknown bits");
+    if (o.max_m < 0) fail(HM_ERROR_INVALID_ARGUMENT, "options->max_m must be >= 0 (0: no limit)");
+    core::validate(f, context->state->arch);
+    auto plan = std::make_unique<hm_plan>();
+    plan->context = context->state;
+    plan->format = f;
+    plan->shape = quant::packed_shape(f);
+    plan->flags = o.flags;
+    plan->max_m = o.max_m;
+    plan->aligned_k = f.k % 8 == 0;
+    plan->ranges = o.tuning_json ? tune::parse_dense_ranges(o.tuning_json)
+                                 : tune::default_dense_ranges(context->state->arch.compute_capability());
+    // Generate every kernel now (cheap, and it rejects what the kernels do not cover yet, at
+    // creation rather than at the first call); compile them in hm_plan_prepare().
+    for (const auto& r : plan->ranges)
+      jit::dense_mma_kernel(f, r.tile, plan->aligned_k, context->state->arch_name);
+    *out = plan.release();
+  });
+}
+
+HM_API void hm_plan_destroy(hm_plan_t* plan) { delete plan; }
+
+HM_API hm_status_t hm_plan_prepare(hm_plan_t* plan) {
+  return HM_API_CALL({
+    require_not_null(plan, "plan");
+    if (plan->prepared) return;
+    std::vector<std::unique_ptr<hm_kernel>> kernels;
+    std::vector<size_t> of_range;
+    std::map<std::string, size_t> by_tile;
+    for (const auto& r : plan->ranges) {
+      const std::string key = r.tile.name();
+      auto it = by_tile.find(key);
+      if (it == by_tile.end()) {
+        auto generated = jit::dense_mma_kernel(plan->format, r.tile, plan->aligned_k,
+                                               plan->context->arch_name);
+        kernels.push_back(build_kernel(plan->context, generated));
+        it = by_tile.emplace(key, kernels.size() - 1).first;
+      }
+      of_range.push_back(it->second);
+    }
+    plan->kernels = std::move(kernels);
+    plan->kernel_of_range = std::move(of_range);
+    plan->prepared = true;
+  });
+}
+
+HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t* plan, int64_t max_m, uint64_t* bytes) {
+  if (bytes) *bytes = 0;
+  return HM_API_CALL({
+    require_not_null(plan, "plan");
+    require_not_null(bytes, "bytes");
+    if (max_m <= 0) fail(HM_ERROR_INVALID_ARGUMENT, "max_m must be positive");
+    if (max_m > (int64_t{1} << 24))
+      fail(HM_ERROR_INVALID_ARGUMENT, "max_m above 2^24 is not supported by the size query");
+    uint64_t most = 0;
+    for (int64_t m = 1; m <= max_m; ++m) {
+      const auto launch = tune::plan_dense_launch(tune::tile_for(plan->ranges, m), m,
+                                                  plan->shape.n_padded, plan->shape.k_padded,
+                                                  multiprocessors(plan));
+      if (launch.splits <= 1 && m > 4096) break;  // larger M never splits K (more tiles)
+      most = std::max(most, tune::dense_workspace_bytes(launch, m, plan->shape.n_padded));
+    }
+    *bytes = most;
+  });
+}
+
+HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t* params,
+                                void* stream) {
+  return HM_API_CALL({
+    require_not_null(plan, "plan");
+    require_not_null(params, "params");
+    if (!plan->prepared)
+      fail(HM_ERROR_INVALID_STATE, "the plan is not prepared: call hm_plan_prepare() first");
+    const ContextState& ctx = *plan->context;
+    if (!ctx.device)
+      fail(HM_ERROR_NO_DEVICE, "the plan's context has no device (ahead-of-time context)");
+    const core::Format& f = plan->format;
+    const int64_t m = params->ints[HM_ARG_M - HM_ARG_M];
+    if (m <= 0) fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M must be positive, got " + std::to_string(m));
+    if (plan->max_m > 0 && m > plan->max_m)
+      fail(HM_ERROR_INVALID_ARGUMENT, "M = " + std::to_string(m) + " exceeds the plan's max_m " +
+                                          std::to_string(plan->max_m));
+    auto ptr = [&](int slot, const char* name, bool needed) -> uint64_t {
+      const uint64_t p = params->pointers[slot];
+      if (needed && p == 0) fail(HM_ERROR_INVALID_ARGUMENT, std::string(name) + " is not set");
+      if (!needed && p != 0)
+        fail(HM_ERROR_INVALID_ARGUMENT, std::string(name) + " is set but the format " +
+                                            f.to_string() + " has no use for it");
+      return p;
+    };
+    const bool scales = f.scale_kind != core::ScaleKind::kNone && f.scale_kind != core::ScaleKind::kTensor;
+    gemm::DenseParams p{};
+    p.a = reinterpret_cast<const void*>(ptr(HM_ARG_A, "HM_ARG_A", true));
+    p.w = reinterpret_cast<const void*>(ptr(HM_ARG_B, "HM_ARG_B", true));
+    p.c = reinterpret_cast<void*>(ptr(HM_ARG_C, "HM_ARG_C", true));
+    p.scales = reinterpret_cast<const void*>(ptr(HM_ARG_SCALES, "HM_ARG_SCALES", scales));
+    p.zeros = reinterpret_cast<const void*>(ptr(HM_ARG_ZEROS, "HM_ARG_ZEROS", f.has_zero_point()));
+    p.global = reinterpret_cast<const float*>(ptr(HM_ARG_GLOBAL, "HM_ARG_GLOBAL", f.has_global_scale()));
+    p.bias = reinterpret_cast<const void*>(ptr(HM_ARG_BIAS, "HM_ARG_BIAS", f.has_bias));
+    require_aligned(params->pointers[HM_ARG_A], plan->aligned_k ? 16 : 2, "HM_ARG_A");
+    require_aligned(params->pointers[HM_ARG_B], 16, "HM_ARG_B");
+    require_aligned(params->pointers[HM_ARG_C], 2, "HM_ARG_C");
+
+    const size_t r = range_index(plan, m);
+    const tune::DenseTile& tile = plan->ranges[r].tile;
+    const hm_kernel& kernel = *plan->kernels[plan->kernel_of_range[r]];
+    const auto launch = tune::plan_dense_launch(tile, m, plan->shape.n_padded,
+                                                plan->shape.k_padded,
+                                                ctx.device->properties().multiprocessors);
+    const uint64_t need = tune::dense_workspace_bytes(launch, m, plan->shape.n_padded);
+    if (need > 0) {
+      const uint64_t ws = params->pointers[HM_ARG_WORKSPACE];
+      const int64_t have = params->ints[HM_ARG_WORKSPACE_BYTES - HM_ARG_M];
+      if (ws == 0 || have < static_cast<int64_t>(need))
+        fail(HM_ERROR_INVALID_ARGUMENT,
+             "M = " + std::to_string(m) + " needs a zero-initialized workspace of " +
+                 std::to_string(need) + " bytes (HM_ARG_WORKSPACE / HM_ARG_WORKSPACE_BYTES; " +
+                 "hm_plan_workspace_size gives the size for a largest M), got " +
+                 std::to_string(have) + " bytes");
+      require_aligned(ws, 16, "HM_ARG_WORKSPACE");
+      p.counters = reinterpret_cast<int32_t*>(ws);
+      p.partials = reinterpret_cast<float*>(ws + tune::kSplitCounterBytes);
+    }
+    if (launch.grid_y > 65535)
+      fail(HM_ERROR_UNSUPPORTED, "M = " + std::to_string(m) + " needs more than 65535 token blocks");
+    p.m = m;
+    p.n = f.n;
+    p.k = f.k;
+    p.n_pad = plan->shape.n_padded;
+    p.k_pad = plan->shape.k_padded;
+    p.scale_cols = plan->shape.scale_columns;
+    p.k_chunks_per_split = launch.k_chunks_per_split;
+    p.splits = launch.splits;
+    void* args[] = {&p};
+    const uint32_t smem = static_cast<uint32_t>(gemm::dense_smem_bytes(tile.block_m, tile.block_n()));
+    runtime::launch(*ctx.device, kernel.function,
+                    runtime::Dim3{static_cast<uint32_t>(launch.grid_x),
+                                  static_cast<uint32_t>(launch.grid_y),
+                                  static_cast<uint32_t>(launch.splits)},
+                    runtime::Dim3{static_cast<uint32_t>(32 * tile.warps), 1, 1}, smem,
+                    static_cast<runtime::CUstream>(stream), args, kernel.entry.c_str());
+  });
+}
+
+HM_API hm_status_t hm_plan_describe(const hm_plan_t* plan, int64_t m, char* buf, size_t size,
+                                    size_t* length) {
+  return HM_API_CALL({
+    require_not_null(plan, "plan");
+    if (m <= 0) fail(HM_ERROR_INVALID_ARGUMENT, "m must be positive");
+    copy_out_string(describe(plan, m), buf, size, length);
+  });
+}
+
+}  // extern "C"

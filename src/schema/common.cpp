@@ -1,0 +1,243 @@
+// Shared converter steps (see common.hpp).
+#include "schema/common.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/support.hpp"
+#include "quant/quantize.hpp"
+
+namespace hm::schema {
+
+using core::Dtype;
+
+Dtype dtype(hm_dtype_t code) { return Dtype::from_code(code); }
+
+namespace {
+bool is_16bit_float(Dtype d) { return d.code() == HM_DTYPE_F16 || d.code() == HM_DTYPE_BF16; }
+}  // namespace
+
+Dtype preferred_16bit(std::initializer_list<const io::TensorView*> tensors) {
+  for (const io::TensorView* t : tensors)
+    if (t && t->dtype == "BF16") return dtype(HM_DTYPE_BF16);
+  return dtype(HM_DTYPE_F16);
+}
+
+void choose_activation_output(Layer& layer, const Options& options, Dtype preferred) {
+  core::Format& f = layer.format;
+  f.activation = options.activation.is_none() ? preferred : options.activation;
+  if (!options.output.is_none()) f.output = options.output;
+  else f.output = is_16bit_float(f.activation) ? f.activation : preferred;
+  f.accumulator = dtype(HM_DTYPE_F32);
+}
+
+void set_scale_dtype(Layer& layer, Dtype stored) {
+  core::Format& f = layer.format;
+  f.scale = stored;
+  const bool applied_in_activation = is_16bit_float(f.activation) && f.has_group_scales();
+  if (!applied_in_activation || core::float_fits_exactly(stored, f.activation)) return;
+  // R19: on 16-bit activations group scales multiply the weight before the MMA, in the
+  // activation's type. Round them into it (nearest even, saturating); zero stays zero.
+  f.scale = f.activation;
+  for (float& s : layer.scales) {
+    HM_REQUIRE(std::isfinite(s), HM_ERROR_NON_FINITE, "a weight scale is not finite");
+    s = static_cast<float>(f.scale.decode(f.scale.encode(s)));
+  }
+}
+
+void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,
+                        const io::TensorView& zero_tensor) {
+  core::Format& f = layer.format;
+  const float mid = static_cast<float>(1 << (bits - 1));
+  const float top = static_cast<float>((1 << bits) - 1);
+  const bool symmetric =
+      std::all_of(zero_points.begin(), zero_points.end(), [&](float z) { return z == mid; });
+  if (symmetric) {
+    f.weight = Dtype::biased_integer(bits);
+    f.zero_point = Dtype();
+    layer.zero_points.clear();
+    return;
+  }
+  f.weight = Dtype::integer(false, bits);
+  const bool fits = std::all_of(zero_points.begin(), zero_points.end(),
+                                [&](float z) { return z >= 0 && z <= top && z == std::floor(z); });
+  if (fits) {
+    f.zero_point = Dtype::integer(false, bits);
+  } else {
+    // GPTQ v1 stores zero - 1 in `bits` bits, so a zero point of 0 comes back as 2^bits: only a
+    // float zero point (subtracted in the 16-bit activation type) can hold it.
+    if (!is_16bit_float(f.activation))
+      bad_tensor(zero_tensor,
+                 "a zero point lies outside 0.." + std::to_string((1 << bits) - 1) +
+                     " (a GPTQ v1 zero of 0 reads back as " + std::to_string(1 << bits) +
+                     "); only f16/bf16 activations take such zero points (float zero points, rule R14)",
+                 HM_ERROR_UNSUPPORTED_FORMAT);
+    f.zero_point = f.activation;
+  }
+  layer.zero_points = std::move(zero_points);
+}
+
+std::vector<int32_t> act_order_permutation(const io::TensorView& g_idx, int64_t k, int64_t group_k,
+                                           int64_t groups, bool keep_k_order) {
+  if (g_idx.numel() != k) bad_tensor(g_idx, "expected " + std::to_string(k) + " entries (one per input column)");
+  const std::vector<int64_t> gi = read_integers(g_idx);
+  bool in_order = true;
+  for (int64_t i = 0; i < k; ++i) {
+    if (gi[i] < 0 || gi[i] >= groups)
+      bad_tensor(g_idx, "entry " + std::to_string(i) + " is " + std::to_string(gi[i]) + ", outside the " +
+                            std::to_string(groups) + " scale groups");
+    in_order &= gi[i] == i / group_k;
+  }
+  if (in_order) return {};
+  if (keep_k_order)
+    bad_tensor(g_idx, "is an act-order (desc_act) g_idx and HM_CONVERT_KEEP_K_ORDER forbids permuting K",
+               HM_ERROR_UNSUPPORTED);
+  std::vector<int64_t> count(static_cast<size_t>(groups), 0);
+  for (int64_t g : gi) ++count[g];
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t expected = std::min(group_k, k - g * group_k);
+    if (count[g] != expected)
+      bad_tensor(g_idx, "group " + std::to_string(g) + " has " + std::to_string(count[g]) + " columns, expected " +
+                            std::to_string(expected) +
+                            "; act-order is converted by sorting K by group, which needs equal groups",
+                 HM_ERROR_UNSUPPORTED);
+  }
+  std::vector<int32_t> perm(static_cast<size_t>(k));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [&](int32_t a, int32_t b) { return gi[a] < gi[b]; });
+  return perm;
+}
+
+void permute_columns(std::vector<uint8_t>& codes, int64_t rows, int64_t k, const std::vector<int32_t>& perm) {
+  parallel_for(rows, k, [&](int64_t r0, int64_t r1) {
+    std::vector<uint8_t> row(static_cast<size_t>(k));
+    for (int64_t r = r0; r < r1; ++r) {
+      uint8_t* p = codes.data() + r * k;
+      std::copy(p, p + k, row.begin());
+      for (int64_t i = 0; i < k; ++i) p[i] = row[perm[i]];
+    }
+  });
+}
+
+int64_t derive_group(const Options& options, int64_t k, int64_t groups, const io::TensorView& scales) {
+  if (options.group_size == -1 || (options.group_size == 0 && groups == 1)) {
+    if (groups != 1) bad_tensor(scales, "has " + std::to_string(groups) + " groups, but group_size -1 means one");
+    return k;
+  }
+  int64_t g = options.group_size;
+  if (g == 0) {
+    if (k % groups != 0)
+      bad_tensor(scales, "has " + std::to_string(groups) + " groups for K = " + std::to_string(k) +
+                             "; pass the group size (--group-size / options.group_size)");
+    g = k / groups;
+  }
+  if (g <= 0 || (k + g - 1) / g != groups)
+    bad_tensor(scales, "has " + std::to_string(groups) + " groups, but K = " + std::to_string(k) +
+                           " with group size " + std::to_string(g) + " needs " +
+                           std::to_string(g > 0 ? (k + g - 1) / g : 0));
+  return g;
+}
+
+RowScales shard_scales(const std::vector<float>& scalars, int64_t n, const Options& options,
+                       const io::TensorView& t) {
+  RowScales out;
+  if (scalars.empty()) bad_tensor(t, "holds no scale");
+  for (float s : scalars)
+    if (!std::isfinite(s)) bad_tensor(t, "holds a scale that is not finite", HM_ERROR_NON_FINITE);
+  const int64_t shards = static_cast<int64_t>(scalars.size());
+  if (std::all_of(scalars.begin(), scalars.end(), [&](float s) { return s == scalars[0]; })) {
+    out.per_row = {scalars[0]};
+    return out;
+  }
+  std::vector<int64_t> rows = options.shard_rows;
+  if (rows.empty()) {
+    if (n % shards != 0)
+      bad_tensor(t, "has " + std::to_string(shards) + " shard scales for N = " + std::to_string(n) +
+                        " rows; pass the rows of each shard (options.shard_rows / --shard-rows)");
+    rows.assign(static_cast<size_t>(shards), n / shards);
+  }
+  if (static_cast<int64_t>(rows.size()) != shards)
+    bad_tensor(t, "has " + std::to_string(shards) + " shard scales but shard_rows lists " +
+                      std::to_string(rows.size()) + " shards");
+  int64_t total = 0;
+  for (int64_t r : rows) {
+    if (r <= 0) bad_tensor(t, "shard_rows holds a count <= 0");
+    total += r;
+  }
+  if (total != n)
+    bad_tensor(t, "shard_rows sums to " + std::to_string(total) + " rows, the weight has " + std::to_string(n));
+  out.uniform = false;
+  out.per_row.reserve(static_cast<size_t>(n));
+  for (int64_t s = 0; s < shards; ++s) out.per_row.insert(out.per_row.end(), static_cast<size_t>(rows[s]), scalars[s]);
+  return out;
+}
+
+Layer integer_layer(IntegerParts parts, const Options& options, Dtype preferred,
+                    const io::TensorView& zero_tensor) {
+  Layer layer;
+  core::Format& f = layer.format;
+  f.n = parts.n;
+  f.k = parts.k;
+  f.experts = 1;
+  f.has_bias = false;
+  choose_activation_output(layer, options, preferred);
+  if (parts.group_k >= parts.k) {
+    f.scale_kind = core::ScaleKind::kChannel;
+    f.group_k = 0;
+  } else {
+    f.scale_kind = core::ScaleKind::kGroup;
+    f.group_k = static_cast<int32_t>(parts.group_k);
+  }
+  f.group_n = 0;
+  layer.codes = std::move(parts.codes);
+  layer.scales = std::move(parts.scales);
+  set_scale_dtype(layer, parts.scale_dtype);
+  if (parts.zero_points.empty()) {
+    f.weight = Dtype::biased_integer(parts.bits);
+    f.zero_point = Dtype();
+  } else {
+    set_integer_weight(layer, parts.bits, std::move(parts.zero_points), zero_tensor);
+  }
+  return layer;
+}
+
+void set_bias(Layer& layer, const io::TensorView* bias, int64_t experts, int64_t n) {
+  layer.format.has_bias = bias != nullptr;
+  layer.bias.clear();
+  if (!bias) return;
+  if (bias->numel() != experts * n)
+    bad_tensor(*bias, "expected " + std::to_string(experts * n) + " values (" +
+                          (experts > 1 ? std::to_string(experts) + " experts x " : std::string()) +
+                          std::to_string(n) + " outputs)");
+  layer.bias = read_floats(*bias);
+  for (float b : layer.bias)
+    if (!std::isfinite(b)) bad_tensor(*bias, "holds a value that is not finite", HM_ERROR_NON_FINITE);
+}
+
+void allocate(Layer& layer) {
+  const quant::CanonicalShape sh = quant::canonical_shape(layer.format);
+  layer.codes.assign(sh.codes, 0);
+  layer.scales.assign(sh.scales, 0.0f);
+  layer.zero_points.assign(sh.zero_points, 0.0f);
+  layer.global_scale.assign(sh.global_scale, 1.0f);
+}
+
+void finish(Layer& layer) {
+  core::validate(layer.format, std::nullopt);
+  const quant::CanonicalShape sh = quant::canonical_shape(layer.format);
+  auto check = [](uint64_t have, uint64_t want, const char* what) {
+    HM_REQUIRE(have == want, HM_ERROR_INTERNAL,
+               std::string("converter produced ") + std::to_string(have) + " " + what + ", the format needs " +
+                   std::to_string(want));
+  };
+  check(layer.codes.size(), sh.codes, "codes");
+  check(layer.scales.size(), sh.scales, "scales");
+  check(layer.zero_points.size(), sh.zero_points, "zero points");
+  check(layer.global_scale.size(), sh.global_scale, "global scales");
+  check(layer.bias.size(), layer.format.has_bias ? static_cast<uint64_t>(sh.experts * sh.n) : 0, "bias values");
+  check(layer.k_permutation.size(), layer.k_permutation.empty() ? 0 : static_cast<uint64_t>(sh.k), "permutation entries");
+}
+
+}  // namespace hm::schema

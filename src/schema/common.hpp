@@ -1,0 +1,124 @@
+// Steps several converters share: choosing the activation / output / scale dtypes, integer weight
+// dtypes from zero points, act-order K permutations, per-shard scales, bit-stream reads, a small
+// parallel loop and the final validation.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "schema/convert.hpp"
+#include "schema/tensors.hpp"
+
+namespace hm::schema {
+
+core::Dtype dtype(hm_dtype_t code);
+
+// The activation: options.activation, else `preferred` (the scheme's 16-bit default).
+// The output: options.output, else the activation when it is 16-bit, else `preferred`.
+void choose_activation_output(Layer& layer, const Options& options, core::Dtype preferred);
+// The 16-bit float a checkpoint speaks (its 16-bit scales' or bias's dtype), else f16.
+core::Dtype preferred_16bit(std::initializer_list<const io::TensorView*> tensors);
+
+// Sets layer.format.scale for scales read from a checkpoint of dtype `stored`: kept when the
+// format allows it (16-bit activations need group / block scales exact in the activation, R19),
+// else the activation's dtype, and then every scale value is rounded into it (the one lossy
+// step, docs/convert.md). Call after the scale kind and activation are set.
+void set_scale_dtype(Layer& layer, core::Dtype stored);
+
+// Integer weights with `bits`-bit unsigned codes and real zero points [E][N][G] (empty:
+// symmetric around 2^(bits-1)): uint{b}b{2^(b-1)} when every zero point is 2^(bits-1), else
+// uint{b} with uint{b} zero points, or 16-bit float zero points (16-bit activations only) when
+// one lies outside [0, 2^bits - 1]. Moves the zero points into the layer as needed.
+void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,
+                        const io::TensorView& zero_tensor_for_messages);
+
+// Act-order: from g_idx [K] (group of each input column), the permutation that makes the groups
+// contiguous (empty when g_idx already is k / group_k). Fails naming g_idx when a group id is out
+// of range or a group does not have group_k members (the last may be smaller).
+std::vector<int32_t> act_order_permutation(const io::TensorView& g_idx, int64_t k, int64_t group_k,
+                                           int64_t groups, bool keep_k_order);
+// codes [rows][K]: column k' of the result is column perm[k'] of the input.
+void permute_columns(std::vector<uint8_t>& codes, int64_t rows, int64_t k, const std::vector<int32_t>& perm);
+
+// The group size of a K-grouped scale with `groups` columns: options.group_size, else derived
+// (K / groups). -1 or groups == 1 with no option mean per channel (returns k).
+int64_t derive_group(const Options& options, int64_t k, int64_t groups, const io::TensorView& scales);
+
+// Several per-tensor scales of a fused layer over row ranges -> one value per row ([N]), or one
+// value when they are all equal (uniform = true).
+struct RowScales {
+  bool uniform = true;
+  std::vector<float> per_row;  // [N] when not uniform; [1] when uniform
+};
+RowScales shard_scales(const std::vector<float>& scalars, int64_t n, const Options& options,
+                       const io::TensorView& scale_tensor);
+
+// Value `index` of a little-endian bit stream of `bits`-bit values held in 32-bit words, word i
+// at words + i * word_stride_bytes (a stream may cross word boundaries: GPTQ's 3-bit packing).
+inline uint32_t stream_value(const uint8_t* words, int64_t word_stride_bytes, int64_t index, int bits) {
+  const int64_t bit = index * bits;
+  const int64_t w = bit >> 5;
+  const int shift = static_cast<int>(bit & 31);
+  uint32_t lo;
+  std::memcpy(&lo, words + w * word_stride_bytes, 4);
+  uint64_t v = lo >> shift;
+  if (shift + bits > 32) {
+    uint32_t hi;
+    std::memcpy(&hi, words + (w + 1) * word_stride_bytes, 4);
+    v |= uint64_t{hi} << (32 - shift);
+  }
+  return static_cast<uint32_t>(v) & ((1u << bits) - 1u);
+}
+
+// Runs fn(begin, end) over [0, count) on the usable cores when the work is big enough.
+template <typename Fn>
+void parallel_for(int64_t count, int64_t work_per_item, Fn fn) {
+  const int64_t by_work = std::max<int64_t>(1, count * work_per_item / (int64_t{1} << 20));
+  const int64_t threads = std::min<int64_t>({usable_threads(), by_work, count, 64});
+  if (threads <= 1) {
+    if (count > 0) fn(int64_t{0}, count);
+    return;
+  }
+  std::vector<std::thread> pool;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      try {
+        fn(count * t / threads, count * (t + 1) / threads);
+      } catch (...) {
+        errors[static_cast<size_t>(t)] = std::current_exception();
+      }
+    });
+  for (std::thread& th : pool) th.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// The common end of the integer schemes (GPTQ, AWQ, compressed-tensors pack-quantized): codes
+// [N][K] (unsigned `bits`-bit), scales [N][G] of dtype scale_dtype, real zero points [N][G]
+// (empty: symmetric around 2^(bits-1)). group_k == k means one group (channel scales).
+struct IntegerParts {
+  int bits = 0;
+  int64_t n = 0, k = 0, group_k = 0;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<float> zero_points;
+  core::Dtype scale_dtype;
+};
+Layer integer_layer(IntegerParts parts, const Options& options, core::Dtype preferred,
+                    const io::TensorView& zero_tensor_for_messages);
+
+// Reads an optional bias ([N] or [E][N], any float dtype) into the layer and sets has_bias.
+void set_bias(Layer& layer, const io::TensorView* bias, int64_t experts, int64_t n);
+
+// Sizes the layer's buffers for its format (codes, scales, zero points, global scale).
+void allocate(Layer& layer);
+// Validates the format (core::validate for any architecture) and checks every buffer size
+// against quant::canonical_shape: the last step of every converter.
+void finish(Layer& layer);
+
+}  // namespace hm::schema

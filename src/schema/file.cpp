@@ -1,0 +1,228 @@
+// Whole-file conversion (hm_convert_file, `humming convert`): find the scheme's layers in a
+// safetensors file, convert and pack each one, copy every other tensor, and stream the result
+// to a new safetensors file with each layer's format string in the metadata (docs/convert.md).
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/quote.hpp"
+#include "quant/layout.hpp"
+#include "schema/common.hpp"
+#include "schema/convert.hpp"
+
+namespace hm::schema {
+
+namespace {
+
+struct FoundLayer {
+  std::string prefix;
+  std::vector<const io::TensorView*> members;
+};
+
+// A tensor only a quantized checkpoint has: if no layer claims it, the file holds something the
+// scheme does not describe, and converting the rest would silently drop it.
+bool looks_quantized(const io::TensorView& t) {
+  static const std::set<std::string> kRoles = {
+      "qweight", "qzeros", "g_idx", "weight_packed", "weight_scale", "weight_scale_inv", "weight_scale_2",
+      "weight_global_scale", "weight_zero_point", "weight_shape", "weight_g_idx", "input_global_scale"};
+  const size_t dot = t.name.rfind('.');
+  const std::string last = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
+  if (kRoles.count(last)) return true;
+  if (last == "scales" && t.dtype != "F32") return true;  // GPTQ/AWQ scales, MXFP4 "_scales" below
+  auto ends = [&](const char* s) {
+    const size_t n = std::strlen(s);
+    return t.name.size() >= n && t.name.compare(t.name.size() - n, n, s) == 0;
+  };
+  if (ends("_blocks") || (ends("_scales") && t.dtype == "U8")) return true;
+  if (t.dtype.rfind("F8_", 0) == 0) return true;
+  if (last == "weight" && (t.dtype == "I32" || t.dtype == "U32" || t.dtype == "I8" || t.dtype == "U8")) return true;
+  return false;
+}
+
+// Companion roles: a layer is claimed when its anchor and one of these exist (so an unquantized
+// "...weight" of a bf16 embedding is not taken for an FP8 weight).
+std::vector<std::string> companions(Scheme scheme) {
+  switch (scheme) {
+    case Scheme::kGptq:
+    case Scheme::kAwq: return {"scales"};
+    case Scheme::kFp8: return {"weight_scale_inv", "weight_scale"};
+    case Scheme::kMxfp4: return {"scales"};
+    case Scheme::kNvfp4: return {"weight_scale_2"};
+    default: return {"weight_scale"};
+  }
+}
+
+std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& file,
+                                    std::set<const io::TensorView*>& claimed) {
+  const SchemeRoles& r = scheme_roles(scheme);
+  const std::string anchor_suffix = std::string(1, r.separator) + r.anchor;
+  std::vector<FoundLayer> layers;
+  for (const io::TensorView& t : file.tensors()) {
+    if (t.name.size() <= anchor_suffix.size() ||
+        t.name.compare(t.name.size() - anchor_suffix.size(), anchor_suffix.size(), anchor_suffix) != 0)
+      continue;
+    FoundLayer layer;
+    layer.prefix = t.name.substr(0, t.name.size() - anchor_suffix.size());
+    bool has_companion = false;
+    for (const std::string& c : companions(scheme))
+      has_companion |= file.find(layer.prefix + r.separator + c) != nullptr;
+    if (!has_companion) continue;
+    for (const std::string& role : r.roles)
+      if (const io::TensorView* m = file.find(layer.prefix + r.separator + role)) layer.members.push_back(m);
+    for (const io::TensorView* m : layer.members) claimed.insert(m);
+    layers.push_back(std::move(layer));
+  }
+  return layers;
+}
+
+std::string safetensors_dtype(core::Dtype d) {
+  switch (d.code()) {
+    case HM_DTYPE_F16: return "F16";
+    case HM_DTYPE_BF16: return "BF16";
+    case HM_DTYPE_F32: return "F32";
+    case HM_DTYPE_E4M3: return "F8_E4M3";
+    case HM_DTYPE_E5M2: return "F8_E5M2";
+    default: return "U8";
+  }
+}
+
+std::vector<uint8_t> encode_bias(const Layer& layer) {
+  const core::Dtype out = layer.format.output;
+  std::vector<uint8_t> bytes(layer.bias.size() * 2);
+  for (size_t i = 0; i < layer.bias.size(); ++i) {
+    const uint32_t code = out.encode(layer.bias[i]);
+    bytes[2 * i] = static_cast<uint8_t>(code);
+    bytes[2 * i + 1] = static_cast<uint8_t>(code >> 8);
+  }
+  return bytes;
+}
+
+void write_layer(io::SafetensorsStreamWriter& w, const std::string& prefix, const Layer& layer) {
+  const core::Format& f = layer.format;
+  const quant::PackedShape ps = quant::packed_shape(f);
+  std::vector<uint8_t> weight(ps.weight_bytes), scales(ps.scale_bytes), zeros(ps.zero_point_bytes);
+  std::vector<float> global(ps.global_scale_bytes / 4);
+  quant::PackedWeight out;
+  out.weight = weight.data();
+  out.scales = scales.empty() ? nullptr : scales.data();
+  out.zero_points = zeros.empty() ? nullptr : zeros.data();
+  out.global_scale = global.empty() ? nullptr : global.data();
+  quant::pack(f, layer.canonical(), out);
+
+  const int64_t e = f.experts;
+  w.append(prefix + ".weight", "U8", {static_cast<int64_t>(weight.size())}, weight.data(), weight.size());
+  if (!scales.empty()) {
+    const std::string dt = safetensors_dtype(f.scale);
+    if (io::dtype_size(dt) == ps.scale_element_bytes && dt != "U8")
+      w.append(prefix + ".weight_scale", dt, {e, ps.groups, ps.scale_columns}, scales.data(), scales.size());
+    else
+      w.append(prefix + ".weight_scale", "U8", {static_cast<int64_t>(scales.size())}, scales.data(), scales.size());
+  }
+  if (!zeros.empty())
+    w.append(prefix + ".weight_zero_point", "U8", {static_cast<int64_t>(zeros.size())}, zeros.data(), zeros.size());
+  if (!global.empty()) w.append(prefix + ".global_scale", "F32", {e}, global.data(), global.size() * 4);
+  if (f.has_bias) {
+    const std::vector<uint8_t> b = encode_bias(layer);
+    std::vector<int64_t> shape = e > 1 ? std::vector<int64_t>{e, f.n} : std::vector<int64_t>{f.n};
+    w.append(prefix + ".bias", safetensors_dtype(f.output), shape, b.data(), b.size());
+  }
+  if (!layer.k_permutation.empty())
+    w.append(prefix + ".k_permutation", "I32", {f.k}, layer.k_permutation.data(), layer.k_permutation.size() * 4);
+}
+
+const char* const kOutputSuffixes[] = {".weight", ".weight_scale", ".weight_zero_point", ".global_scale", ".bias",
+                                       ".k_permutation"};
+
+}  // namespace
+
+FileResult convert_file(Scheme scheme, const std::string& in_path, const std::string& out_path,
+                        const Options& options, FileProgress progress, void* user) {
+  HM_REQUIRE(in_path != out_path, HM_ERROR_INVALID_ARGUMENT, "the output path is the input path; write a new file");
+  const io::SafetensorsFile file(in_path);
+  std::set<const io::TensorView*> claimed;
+  const std::vector<FoundLayer> layers = find_layers(scheme, file, claimed);
+
+  std::vector<std::string> refused;
+  for (const io::TensorView& t : file.tensors())
+    if (!claimed.count(&t) && looks_quantized(t)) refused.push_back(core::quoted(t.name, 120) + " (" + t.dtype + ")");
+  if (!refused.empty()) {
+    std::string list;
+    for (size_t i = 0; i < refused.size() && i < 5; ++i) list += (i ? ", " : "") + refused[i];
+    if (refused.size() > 5) list += " and " + std::to_string(refused.size() - 5) + " more";
+    fail(HM_ERROR_UNSUPPORTED, core::quoted(in_path, 200) + " holds quantized tensors that the " + scheme_name(scheme) +
+                                   " scheme does not describe: " + list +
+                                   "; check --scheme (docs/convert.md lists each scheme's tensors)");
+  }
+  if (layers.empty())
+    fail(HM_ERROR_UNSUPPORTED, core::quoted(in_path, 200) + " holds no " + scheme_name(scheme) + " layer (no '" +
+                                   std::string(1, scheme_roles(scheme).separator) + scheme_roles(scheme).anchor +
+                                   "' tensor with its scales); check --scheme");
+
+  // Which layer each claimed tensor belongs to, and the output names (to refuse collisions).
+  std::map<const io::TensorView*, size_t> layer_of;
+  std::set<std::string> out_names;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (const io::TensorView* m : layers[i].members) layer_of[m] = i;
+    for (const char* s : kOutputSuffixes) out_names.insert(layers[i].prefix + s);
+  }
+  for (const io::TensorView& t : file.tensors())
+    if (!claimed.count(&t) && out_names.count(t.name))
+      fail(HM_ERROR_UNSUPPORTED, "tensor " + core::quoted(t.name, 120) +
+                                     " would collide with a converted layer's output tensor of the same name");
+
+  // The header is written last, into space reserved now from bounds on every entry.
+  std::map<std::string, std::string> metadata;
+  for (const auto& [k, v] : file.metadata())
+    if (k.rfind("humming.", 0) != 0) metadata[k] = v;
+  metadata["humming.scheme"] = scheme_name(scheme);
+  metadata["humming.layout"] = "1";
+  uint64_t reserve = 64;
+  for (const auto& [k, v] : metadata) reserve += io::SafetensorsStreamWriter::metadata_bound(k, v);
+  for (const FoundLayer& l : layers) {
+    reserve += io::SafetensorsStreamWriter::metadata_bound("humming.format." + l.prefix, std::string(400, 'x'));
+    for (const char* s : kOutputSuffixes) reserve += io::SafetensorsStreamWriter::entry_bound(l.prefix + s, 3);
+  }
+  for (const io::TensorView& t : file.tensors())
+    if (!claimed.count(&t)) reserve += io::SafetensorsStreamWriter::entry_bound(t.name, t.shape.size());
+
+  io::SafetensorsStreamWriter writer(out_path, reserve);
+  for (const auto& [k, v] : metadata) writer.set_metadata(k, v);
+  uint64_t total = 0, done = 0;
+  for (const io::TensorView& t : file.tensors()) total += t.bytes;
+  std::vector<bool> written(layers.size(), false);
+  FileResult result;
+  for (const io::TensorView& t : file.tensors()) {
+    auto it = layer_of.find(&t);
+    if (it == layer_of.end()) {
+      writer.append(t.name, t.dtype, t.shape, t.data, t.bytes);
+      ++result.copied;
+      done += t.bytes;
+      if (progress) progress(user, t.name.c_str(), done, total);
+      continue;
+    }
+    if (written[it->second]) continue;
+    written[it->second] = true;
+    const FoundLayer& fl = layers[it->second];
+    std::vector<io::TensorView> members;
+    for (const io::TensorView* m : fl.members) members.push_back(*m);
+    Options layer_options = options;
+    // gate/up de-interleaving only applies to the fused gate_up projection.
+    if (fl.prefix.find("gate_up") == std::string::npos) layer_options.split_gate_up = false;
+    Layer layer;
+    try {
+      layer = convert_layer(scheme, members, layer_options);
+    } catch (const Error& e) {
+      fail(e.status(), "layer " + core::quoted(fl.prefix, 120) + ": " + e.message());
+    }
+    write_layer(writer, fl.prefix, layer);
+    writer.set_metadata("humming.format." + fl.prefix, layer.format.to_string());
+    ++result.layers;
+    for (const io::TensorView* m : fl.members) done += m->bytes;
+    if (progress) progress(user, fl.prefix.c_str(), done, total);
+  }
+  writer.finish();
+  return result;
+}
+
+}  // namespace hm::schema

@@ -1,0 +1,85 @@
+"""Checkpoint conversion through the bindings (a GPTQ layer built the way GPTQ packs it), and
+the GIL being released around long C calls."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import humming
+
+RNG = np.random.default_rng(99)
+
+
+def gptq_layer(n=64, k=256, group=128):
+    """Random 4-bit GPTQ tensors (v1 zeros) and the weight they stand for."""
+    groups = k // group
+    q = RNG.integers(0, 16, (n, k), dtype=np.uint32)
+    z = RNG.integers(1, 16, (groups, n), dtype=np.uint32)
+    s = (2.0 ** RNG.integers(-6, -2, (groups, n))).astype(np.float16)
+    shifts = (4 * np.arange(8, dtype=np.uint32))
+    # qweight [K/8, N]: column n is a little-endian stream of its K codes, 8 per word.
+    qweight = (q.T.reshape(k // 8, 8, n) << shifts[None, :, None]).sum(axis=1, dtype=np.uint32)
+    # qzeros [G, N/8]: row g is a stream of N zero points, stored minus one (GPTQ v1).
+    qzeros = ((z - 1).reshape(groups, n // 8, 8) << shifts[None, None, :]).sum(axis=2, dtype=np.uint32)
+    gi = np.arange(k) // group
+    w = (q.astype(np.float32) - z[gi, :].T) * s[gi, :].T.astype(np.float32)
+    tensors = {"qweight": np.ascontiguousarray(qweight).view(np.int32),
+               "qzeros": np.ascontiguousarray(qzeros).view(np.int32), "scales": s}
+    return tensors, w
+
+
+def test_scheme_names():
+    assert humming.scheme_parse("gptq") == humming.SCHEME_GPTQ
+    assert humming.scheme_parse("awq") == humming.SCHEME_AWQ
+    with pytest.raises(humming.InvalidArgumentError) as info:
+        humming.scheme_parse("not-a-scheme")
+    assert info.value.status == humming.ERROR_PARSE and "not-a-scheme" in info.value.message
+
+
+def test_gptq_layer_converts_exactly():
+    tensors, w = gptq_layer()
+    with humming.convert_layer("gptq", tensors) as layer:
+        assert layer.format.shape == (64, 256, 1)
+        assert layer.bias is None and layer.k_permutation is None
+        np.testing.assert_array_equal(layer.format.dequantize(layer.canonical), w)
+        packed = layer.pack()
+        np.testing.assert_array_equal(layer.format.dequantize(layer.format.unpack(packed)), w)
+
+
+def test_conversion_errors_name_the_tensor():
+    tensors, _ = gptq_layer()
+    del tensors["scales"]
+    with pytest.raises(humming.Error) as info:
+        humming.convert_layer(humming.SCHEME_GPTQ, tensors)
+    assert "scales" in info.value.message
+    with pytest.raises(humming.InvalidArgumentError, match="no safetensors name"):
+        humming.convert_layer("gptq", {"qweight": np.zeros(4, np.complex64)})
+
+
+def test_convert_file_reports_a_missing_input(tmp_path):
+    with pytest.raises(humming.Error) as info:
+        humming.convert_file("gptq", tmp_path / "missing.safetensors", tmp_path / "out.safetensors",
+                             progress=lambda *a: None)
+    assert "missing.safetensors" in info.value.message
+
+
+def test_gil_is_released_during_long_calls():
+    a = np.ones((1024, 512), np.float32)
+    w = np.ones((512, 512), np.float32)
+    started = threading.Event()
+
+    def work():
+        started.set()
+        humming.reference_gemm(a, w)  # ~0.1 s of C code
+    worker = threading.Thread(target=work)
+    begin = time.perf_counter()
+    worker.start()
+    started.wait()
+    ticks = 0
+    while worker.is_alive():
+        time.sleep(0.001)
+        ticks += 1
+    elapsed = time.perf_counter() - begin
+    # Holding the GIL for the whole call would leave this thread ~0 wake-ups.
+    assert ticks >= 5, f"{ticks} wake-ups in {elapsed:.3f} s: is the GIL held during C calls?"

@@ -1,0 +1,116 @@
+"""Contexts, device memory, kernels, launches and plans on the mock CUDA driver (device pointers
+there are host memory, and the reference GEMM kernel runs as host code, so results are real)."""
+import os
+
+import numpy as np
+import pytest
+
+import humming
+from humming import DType, Format
+
+RNG = np.random.default_rng(7)
+PLAN_FORMAT = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256"
+
+
+def test_runtime_info_and_device_info(mock_context):
+    info = humming.runtime_info()
+    assert info.device_count == 2 and "humming_mock_cuda" in info.driver_path
+    d = mock_context.device_info()
+    assert d.device == 0 and (d.cc_major, d.cc_minor) == (9, 0) and d.arch == "sm_90a"
+    assert "Mock" in d.name and d.multiprocessors > 0
+
+
+def test_device_memory_round_trip(mock_context):
+    host = RNG.standard_normal((3, 5)).astype(np.float32)
+    with mock_context.to_device(host) as dev:
+        assert dev.__cuda_array_interface__["shape"] == (3, 5)
+        np.testing.assert_array_equal(dev.numpy(), host)
+    assert dev.ptr is None
+    with pytest.raises(humming.InvalidArgumentError, match="closed"):
+        dev.__cuda_array_interface__
+
+
+def test_allocation_failure_is_out_of_memory(mock_context):
+    os.environ["HM_MOCK_FAIL_ALLOC"] = "1"
+    try:
+        with pytest.raises(humming.OutOfMemoryError) as info:
+            mock_context.alloc(1024)
+    finally:
+        del os.environ["HM_MOCK_FAIL_ALLOC"]
+    assert info.value.status == humming.ERROR_DEVICE_OUT_OF_MEMORY
+    assert info.value.message
+
+
+def test_reference_kernel_gemm_matches_host(mock_context):
+    kernel = mock_context.reference_gemm_kernel("f32", "f32")
+    assert kernel.name == "reference_gemm_f32_f32" and len(kernel.cache_key) == 64
+    a = RNG.integers(-4, 5, (6, 40)).astype(np.float32)  # small integers: exact sums
+    b = RNG.integers(-4, 5, (9, 40)).astype(np.float32)
+    expected = humming.reference_gemm(a, b)
+    da, db = mock_context.to_device(a), mock_context.to_device(b)
+    dc = mock_context.empty((6, 9), np.float32)
+    kernel(da, db, dc)
+    mock_context.synchronize()
+    np.testing.assert_array_equal(dc.numpy(), expected)
+    # The same through explicit launch parameters.
+    dc2 = mock_context.empty((6, 9), np.float32)
+    with humming.LaunchParams(a=da, b=db, c=dc2.ptr, m=6, n=9, k=40) as params:
+        kernel.launch(params)
+    mock_context.synchronize()
+    np.testing.assert_array_equal(dc2.numpy(), expected)
+    with pytest.raises(humming.InvalidArgumentError, match="'c' has shape"):
+        kernel(da, db, mock_context.empty((9, 6), np.float32))
+    with pytest.raises(humming.InvalidArgumentError, match="unknown launch slot"):
+        humming.LaunchParams(alpha=1)
+    kernel.close()
+
+
+def test_plan_lifecycle_and_checks(mock_context):
+    fmt = Format(PLAN_FORMAT)
+    with mock_context.plan(fmt, max_m=64) as plan:
+        plan.prepare()
+        assert plan.workspace_size() >= plan.workspace_size(16) >= 0
+        assert plan.describe(16)
+        n, k = 256, 256
+        w = RNG.standard_normal((n, k)).astype(np.float32)
+        weight = humming.DevicePackedWeight.upload(mock_context, fmt.pack(fmt.quantize(w)))
+        a = mock_context.empty((16, k), np.float16)
+        c = mock_context.empty((16, n), np.float16)
+        workspace = plan.allocate_workspace(16)
+        if workspace is not None:
+            assert not workspace.numpy().any()  # zeroed once, as the kernels expect
+        plan.gemm(a, weight, c, workspace=workspace)  # launches (the mock does not compute it)
+        mock_context.synchronize()
+        with pytest.raises(humming.InvalidArgumentError, match="'a' has dtype float32"):
+            plan.gemm(mock_context.empty((16, k), np.float32), weight, c, workspace=workspace)
+        with pytest.raises(humming.InvalidArgumentError, match=r"'c' has shape \(16, 128\)"):
+            plan.gemm(a, weight, mock_context.empty((16, 128), np.float16), workspace=workspace)
+        with pytest.raises(humming.InvalidArgumentError, match="weight.scales is None"):
+            plan.gemm(a, humming.DevicePackedWeight(weight.weight), c, workspace=workspace)
+        with pytest.raises(humming.InvalidArgumentError, match="format has no bias"):
+            plan.gemm(a, weight, c, bias=c, workspace=workspace)
+        with pytest.raises(humming.InvalidArgumentError, match="exceeds the plan's max_m"):
+            big = mock_context.empty((65, k), np.float16)
+            plan.gemm(big, weight, mock_context.empty((65, n), np.float16), workspace=workspace)
+        weight.close()
+
+
+def test_plan_rejects_what_the_arch_cannot_run(cache_dir):
+    if not os.environ.get("HUMMING_MOCK_DRIVER"):
+        pytest.skip("HUMMING_MOCK_DRIVER is not set")
+    with humming.Context(1, cache_dir=cache_dir) as sm80:  # the mock's second device is sm_80
+        with pytest.raises(humming.UnsupportedError) as info:
+            sm80.plan("w=e2m1 a=e2m1 c=f16 s=ue8m0:g32 n=256 k=256")
+        assert info.value.message
+
+
+def test_context_without_device(cache_dir):
+    with humming.Context(None, target_arch="sm_90a", cache_dir=cache_dir) as ctx:
+        info = ctx.device_info()
+        assert info.device == humming.NO_DEVICE and info.arch == "sm_90a"
+        with pytest.raises(humming.Error):
+            ctx.alloc(16)  # no device memory without a device
+    with pytest.raises(humming.InvalidArgumentError, match="target_arch"):
+        humming.Context(None)
+    with pytest.raises(humming.InvalidArgumentError, match="compiler"):
+        humming.Context(None, target_arch="sm_90a", compiler="clang")

@@ -1,0 +1,79 @@
+// The compile matrix of the dense mma.sync GEMM: representative formats x every mma.sync arch,
+// compiled with NVRTC, failing on local-memory spills (ptxas -v) in the kernel.
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "core/format.hpp"
+#include "core/support.hpp"
+#include "jit/codegen.hpp"
+#include "jit/compiler.hpp"
+#include "tune/dense.hpp"
+
+namespace {
+
+struct Case {
+  const char* format;
+  const char* arch;
+};
+
+// Weight widths and families, scale kinds, zero points, bias, both 16-bit activations.
+const char* kFormats[] = {
+    "w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=4096",
+    "w=uint4b8 a=bf16 c=bf16 s=bf16:g128 n=4096 k=4096",
+    "w=int8 a=f16 c=f16 s=f16:channel bias=1 n=4096 k=4096",
+    "w=uint8b128 a=bf16 c=bf16 s=bf16:channel n=4096 k=4096",
+    "w=uint3b4 a=f16 c=f16 s=f16:g64 n=4096 k=4096",
+    "w=uint2b2 a=f16 c=f16 s=f16:g32 n=4096 k=4096",
+    "w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=4096 k=4096",
+    "w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=bf16 n=4096 k=4096",
+    "w=e2m1 a=bf16 c=bf16 s=ue8m0:g32 n=4096 k=4096",
+    "w=e2m1 a=f16 c=f16 s=e4m3:g16+tensor n=4096 k=4096",
+    "w=e4m3 a=bf16 c=bf16 s=bf16:channel n=4096 k=4096",
+    "w=uint7b64 a=f16 c=f16 s=f16:g128 n=4096 k=4096",
+    "w=uint5b16 a=bf16 c=f16 s=bf16:g128 n=4096 k=4100",
+};
+const char* kArchs[] = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120a"};
+
+TEST(DenseCompileMatrix, EveryFormatCompilesWithoutSpillsOnEveryArch) {
+  auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
+  int compiled = 0;
+  for (const char* text : kFormats) {
+    const auto format = hm::core::Format::parse(text);
+    for (const char* arch_name : kArchs) {
+      const auto arch = hm::core::parse_arch(arch_name);
+      if (!hm::core::check(format, arch).empty()) continue;  // e.g. bf16 on sm_75
+      // Every tile for the first two formats; the largest tile (the most registers) for the rest,
+      // to keep the matrix within CI's budget.
+      auto ranges = hm::tune::default_dense_ranges(arch.compute_capability());
+      if (text != kFormats[0] && text != kFormats[1]) ranges = {ranges.back()};
+      if (text != kFormats[0] && text != kFormats[1] && std::string(arch_name) != "sm_80" &&
+          std::string(arch_name) != "sm_90a")
+        continue;
+      for (const auto& range : ranges) {
+        auto kernel = hm::jit::dense_mma_kernel(format, range.tile, format.k % 8 == 0, arch_name);
+        kernel.request.options.push_back("--ptxas-options=-v");
+        hm::jit::CompiledKernel out;
+        try {
+          out = compiler->compile(kernel.request);
+        } catch (const hm::Error& e) {
+          FAIL() << text << " on " << arch_name << ": " << e.message();
+        }
+        EXPECT_FALSE(out.image.empty());
+        std::smatch spill;
+        const std::regex spill_re("([0-9]+) bytes spill stores");
+        ASSERT_TRUE(std::regex_search(out.log, spill, spill_re))
+            << "no ptxas report in the log of " << kernel.request.name << ":\n" << out.log;
+        EXPECT_EQ(spill[1], "0") << text << " on " << arch_name << " " << range.tile.name()
+                                 << " spills:\n" << out.log;
+        ++compiled;
+      }
+    }
+  }
+  EXPECT_GT(compiled, 40);
+}
+
+}  // namespace
