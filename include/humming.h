@@ -511,7 +511,8 @@ HM_API hm_status_t hm_stream_synchronize(hm_context_t *context, void *stream);
  * shapes and bit packing: docs/convert.md) and return its format plus canonical buffers (the
  * ones hm_dequantize / hm_pack take), a bias and, for GPTQ act-order, a K permutation.
  * Conversion is exact: dequantizing the result gives, bit for bit in f32, the checkpoint's own
- * dequantized weight (except where docs/convert.md says a scale had to be re-rounded).
+ * dequantized weight (except the two roundings docs/convert.md lists: scales the activation
+ * dtype cannot hold, and global scales that divide).
  */
 
 /* Checkpoint schemes (hm_scheme_parse names in parentheses). */
@@ -553,20 +554,24 @@ HM_API void hm_checkpoint_tensor_init(hm_checkpoint_tensor_t *tensor);
                                        * odd rows = up) into [gate rows..., up rows...] */
 #define HM_CONVERT_KEEP_K_ORDER 4u    /* GPTQ/CT act-order: fail instead of permuting K */
 
-/* How an NVFP4 global scale g is applied: dequant = e2m1 * block_scale * g (MULTIPLY, ModelOpt
- * weight_scale_2) or e2m1 * block_scale / g (DIVIDE, compressed-tensors weight_global_scale). */
+/* How an NVFP4 (or BitNet) global scale g is applied: dequant = e2m1 * block_scale * g
+ * (MULTIPLY, ModelOpt weight_scale_2) or e2m1 * block_scale / g (DIVIDE, compressed-tensors
+ * weight_global_scale; BitNet weight_scale). */
 #define HM_GLOBAL_SCALE_DEFAULT 0 /* the scheme's own convention */
 #define HM_GLOBAL_SCALE_MULTIPLY 1
 #define HM_GLOBAL_SCALE_DIVIDE 2
 
-/* Called by hm_convert_file after each tensor it writes; done/total count payload bytes. */
+/* Called by hm_convert_file after each tensor it copies and each layer it converts; done and
+ * total count bytes of the input file's tensors. */
 typedef void (*hm_convert_progress_fn)(void *user_data, const char *tensor_name, uint64_t done,
                                        uint64_t total);
 
 typedef struct hm_convert_options {
   uint32_t struct_size;
-  hm_dtype_t activation; /* the serving activation dtype; HM_DTYPE_NONE: f16 */
-  hm_dtype_t output;     /* HM_DTYPE_NONE: the checkpoint's 16-bit scale dtype, else f16 */
+  /* The serving activation dtype; HM_DTYPE_NONE: f16, or bf16 for checkpoints with bf16 scales
+   * or bias, MXFP4 and f32-scaled FP8 (docs/convert.md). */
+  hm_dtype_t activation;
+  hm_dtype_t output; /* HM_DTYPE_NONE: the activation when 16-bit, else as activation's default */
   int32_t bits;          /* GPTQ / ct-pack: 0 = derive from the shapes */
   int32_t group_size;    /* GPTQ / AWQ / ct-pack: 0 = derive from the shapes, -1 = per channel */
   uint32_t flags;        /* HM_CONVERT_* */
@@ -600,8 +605,9 @@ typedef struct hm_converted_layer_info {
    * pass `weight` straight to hm_pack / hm_dequantize. */
   hm_canonical_weight_t weight;
   const float *bias; /* f32 [E][N], or NULL when the format has no bias */
-  /* int32 [K], or NULL when K keeps its order. Row k of the converted weight is checkpoint input
-   * column k_permutation[k]: gather the activations with it, A'[:, k] = A[:, k_permutation[k]]. */
+  /* int32 [K], or NULL when K keeps its order (act-order checkpoints). Column k of the converted
+   * weight is checkpoint input column k_permutation[k]: gather the activations with it,
+   * A'[:, k] = A[:, k_permutation[k]]. */
   const int32_t *k_permutation;
 } hm_converted_layer_info_t;
 HM_API void hm_converted_layer_info_init(hm_converted_layer_info_t *info);
@@ -611,9 +617,9 @@ HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t *layer,
 /* Converts every quantized layer of the safetensors file in_path that `scheme` recognizes and
  * writes out_path: per layer "<prefix>.weight", ".weight_scale", ".weight_zero_point",
  * ".global_scale", ".bias" and ".k_permutation" in the standard layout, and the layer's format
- * string in the header metadata under "<prefix>" (docs/convert.md). Other tensors are copied
- * unchanged. Refuses (HM_ERROR_UNSUPPORTED) a file with quantized tensors it does not
- * understand. options may be NULL. */
+ * string in the header metadata under "humming.format.<prefix>" (docs/convert.md). Other tensors
+ * are copied unchanged. Refuses (HM_ERROR_UNSUPPORTED) a file with quantized tensors it does not
+ * understand, before writing anything. options may be NULL. */
 HM_API hm_status_t hm_convert_file(const char *scheme, const char *in_path, const char *out_path,
                                    const hm_convert_options_t *options);
 

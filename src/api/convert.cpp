@@ -1,5 +1,8 @@
 // C entry points for checkpoint conversion (hm_convert_layer, hm_convert_file, ...). Argument
 // checks live here; the converters are src/schema/, the file reader/writer src/io/.
+#include "schema/convert.hpp"
+
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -7,7 +10,10 @@
 
 #include "api/format.hpp"
 #include "api/guard.hpp"
-#include "schema/convert.hpp"
+
+static_assert(offsetof(hm_checkpoint_tensor_t, struct_size) == 0, "struct_size comes first");
+static_assert(offsetof(hm_convert_options_t, struct_size) == 0, "struct_size comes first");
+static_assert(offsetof(hm_converted_layer_info_t, struct_size) == 0, "struct_size comes first");
 
 struct hm_converted_layer {
   hm::schema::Layer layer;
@@ -23,7 +29,8 @@ constexpr size_t kTensorSize = sizeof(hm_checkpoint_tensor_t);
 constexpr size_t kOptionsSize = sizeof(hm_convert_options_t);
 constexpr size_t kInfoSize = sizeof(hm_converted_layer_info_t);
 
-constexpr uint32_t kKnownFlags = HM_CONVERT_GPTQ_V2 | HM_CONVERT_SPLIT_GATE_UP | HM_CONVERT_KEEP_K_ORDER;
+constexpr uint32_t kKnownFlags =
+    HM_CONVERT_GPTQ_V2 | HM_CONVERT_SPLIT_GATE_UP | HM_CONVERT_KEEP_K_ORDER;
 
 hm::core::Dtype optional_dtype(hm_dtype_t code, const char* name) {
   if (code == HM_DTYPE_NONE) return {};
@@ -41,21 +48,26 @@ hm::schema::Options options_of(const hm_convert_options_t* o) {
   out.activation = optional_dtype(o->activation, "activation");
   out.output = optional_dtype(o->output, "output");
   if (o->bits < 0 || o->bits > 8)
-    hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->bits' is " + std::to_string(o->bits) + "; use 0 (derive) or 1..8");
+    hm::fail(HM_ERROR_INVALID_ARGUMENT,
+             "'options->bits' is " + std::to_string(o->bits) + "; use 0 (derive) or 1..8");
   out.bits = o->bits;
   if (o->group_size < -1)
-    hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->group_size' is " + std::to_string(o->group_size) +
+    hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->group_size' is " +
+                                            std::to_string(o->group_size) +
                                             "; use 0 (derive), -1 (per channel) or a group size");
   out.group_size = o->group_size;
   if (o->flags & ~kKnownFlags)
-    hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->flags' has unknown bits " + std::to_string(o->flags & ~kKnownFlags) +
+    hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->flags' has unknown bits " +
+                                            std::to_string(o->flags & ~kKnownFlags) +
                                             "; use HM_CONVERT_* flags");
   out.gptq_v2 = (o->flags & HM_CONVERT_GPTQ_V2) != 0;
   out.split_gate_up = (o->flags & HM_CONVERT_SPLIT_GATE_UP) != 0;
   out.keep_k_order = (o->flags & HM_CONVERT_KEEP_K_ORDER) != 0;
-  if (o->global_scale_convention < HM_GLOBAL_SCALE_DEFAULT || o->global_scale_convention > HM_GLOBAL_SCALE_DIVIDE)
+  if (o->global_scale_convention < HM_GLOBAL_SCALE_DEFAULT ||
+      o->global_scale_convention > HM_GLOBAL_SCALE_DIVIDE)
     hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->global_scale_convention' is " +
-                                            std::to_string(o->global_scale_convention) + "; use HM_GLOBAL_SCALE_*");
+                                            std::to_string(o->global_scale_convention) +
+                                            "; use HM_GLOBAL_SCALE_*");
   out.global_scale = static_cast<hm::schema::GlobalScaleConvention>(o->global_scale_convention);
   if (o->shard_count < 0) hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->shard_count' is negative");
   if (o->shard_count > 0) {
@@ -75,7 +87,8 @@ std::vector<hm::io::TensorView> tensors_of(const hm_checkpoint_tensor_t* tensors
     require_not_null(t.name, (which + ".name").c_str());
     require_not_null(t.dtype, (which + ".dtype").c_str());
     if (t.ndim < 0 || t.ndim > 8)
-      hm::fail(HM_ERROR_INVALID_ARGUMENT, "'" + which + ".ndim' is " + std::to_string(t.ndim) + "; use 0..8");
+      hm::fail(HM_ERROR_INVALID_ARGUMENT,
+               "'" + which + ".ndim' is " + std::to_string(t.ndim) + "; use 0..8");
     hm::io::TensorView v;
     v.name = t.name;
     v.dtype = t.dtype;
@@ -123,8 +136,9 @@ HM_API void hm_converted_layer_info_init(hm_converted_layer_info_t* info) {
   info->weight.struct_size = sizeof info->weight;
 }
 
-HM_API hm_status_t hm_convert_layer(int32_t scheme, const hm_checkpoint_tensor_t* tensors, size_t count,
-                                    const hm_convert_options_t* options, hm_converted_layer_t** out) {
+HM_API hm_status_t hm_convert_layer(int32_t scheme, const hm_checkpoint_tensor_t* tensors,
+                                    size_t count, const hm_convert_options_t* options,
+                                    hm_converted_layer_t** out) {
   if (out != nullptr) *out = nullptr;
   return HM_API_CALL({
     require_not_null(out, "out");
@@ -149,7 +163,8 @@ HM_API hm_status_t hm_converted_layer_format(const hm_converted_layer_t* layer, 
   });
 }
 
-HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t* layer, hm_converted_layer_info_t* info) {
+HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t* layer,
+                                           hm_converted_layer_info_t* info) {
   return HM_API_CALL({
     const hm::schema::Layer& l = layer_of(layer);
     require_not_null(info, "info");

@@ -1,7 +1,7 @@
 // Plans: a format bound to a context, its kernels chosen per range of M, compiled up front, and
 // launched with no host synchronization and no allocation.
 #include <cstring>
-#include <map>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -117,20 +117,25 @@ HM_API hm_status_t hm_plan_prepare(hm_plan_t* plan) {
   return HM_API_CALL({
     require_not_null(plan, "plan");
     if (plan->prepared) return;
-    std::vector<std::unique_ptr<hm_kernel>> kernels;
+    // Distinct tiles, each compiled on its own thread: NVRTC compiles are independent and the
+    // cache locks per key, so a layer's prepare takes about as long as its slowest kernel.
+    std::vector<tune::DenseTile> tiles;
     std::vector<size_t> of_range;
-    std::map<std::string, size_t> by_tile;
     for (const auto& r : plan->ranges) {
-      const std::string key = r.tile.name();
-      auto it = by_tile.find(key);
-      if (it == by_tile.end()) {
-        auto generated = jit::dense_mma_kernel(plan->format, r.tile, plan->aligned_k,
-                                               plan->context->arch_name);
-        kernels.push_back(build_kernel(plan->context, generated));
-        it = by_tile.emplace(key, kernels.size() - 1).first;
-      }
-      of_range.push_back(it->second);
+      size_t i = 0;
+      while (i < tiles.size() && !(tiles[i] == r.tile)) ++i;
+      if (i == tiles.size()) tiles.push_back(r.tile);
+      of_range.push_back(i);
     }
+    std::vector<std::future<std::unique_ptr<hm_kernel>>> pending;
+    for (const auto& tile : tiles) {
+      pending.push_back(std::async(std::launch::async, [plan, tile] {
+        return build_kernel(plan->context, jit::dense_mma_kernel(plan->format, tile, plan->aligned_k,
+                                                                 plan->context->arch_name));
+      }));
+    }
+    std::vector<std::unique_ptr<hm_kernel>> kernels;
+    for (auto& f : pending) kernels.push_back(f.get());  // rethrows the first failure
     plan->kernels = std::move(kernels);
     plan->kernel_of_range = std::move(of_range);
     plan->prepared = true;

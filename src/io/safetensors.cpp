@@ -27,8 +27,9 @@ std::string q(const std::string& s, size_t max = 60) { return core::quoted(s, ma
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 [[noreturn]] void parse_error(const std::string& what, const std::string& detail) {
-  fail(HM_ERROR_PARSE, what + ": " + detail + " (the file is not a valid safetensors file; is it "
-                                              "truncated or written by a different tool?)");
+  fail(HM_ERROR_PARSE, what + ": " + detail +
+                           " (the file is not a valid safetensors file; is it "
+                           "truncated or written by a different tool?)");
 }
 
 std::string errno_text() { return std::strerror(errno); }
@@ -61,13 +62,15 @@ TensorView parse_entry(const std::string& name, const nlohmann::json& entry, uin
 
   auto shape = entry.find("shape");
   if (shape == entry.end() || !shape->is_array()) parse_error(where, "has no 'shape' array");
-  if (shape->size() > 16) parse_error(where, "has " + std::to_string(shape->size()) + " dimensions");
+  if (shape->size() > 16)
+    parse_error(where, "has " + std::to_string(shape->size()) + " dimensions");
   uint64_t count = 1;
   for (const auto& d : *shape) {
     if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
       parse_error(where, "has a shape entry that is not a non-negative integer: " + d.dump());
     const uint64_t v = d.get<uint64_t>();
-    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || !checked_mul(count, v, &count))
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        !checked_mul(count, v, &count))
       parse_error(where, "has a shape whose element count overflows 64 bits");
     t.shape.push_back(static_cast<int64_t>(v));
   }
@@ -77,16 +80,19 @@ TensorView parse_entry(const std::string& name, const nlohmann::json& entry, uin
       !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
     parse_error(where, "has no 'data_offsets' pair of non-negative integers");
   const uint64_t begin = (*offsets)[0].get<uint64_t>(), end = (*offsets)[1].get<uint64_t>();
-  if (begin > end) parse_error(where, "has data_offsets [" + std::to_string(begin) + ", " +
-                                          std::to_string(end) + "] that run backwards");
+  if (begin > end)
+    parse_error(where, "has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                           "] that run backwards");
   if (end > data_size)
-    parse_error(where, "ends at byte " + std::to_string(end) + " of the data section, which has only " +
-                           std::to_string(data_size) + " bytes");
+    parse_error(where, "ends at byte " + std::to_string(end) +
+                           " of the data section, which has only " + std::to_string(data_size) +
+                           " bytes");
   uint64_t expected = 0;
   if (!checked_mul(count, static_cast<uint64_t>(elem), &expected) || expected != end - begin)
     parse_error(where, "holds " + std::to_string(end - begin) + " bytes, but dtype " + t.dtype +
                            " x shape " + t.shape_text() + " needs " +
-                           (expected || count == 0 ? std::to_string(expected) : std::string("more than 2^64")));
+                           (expected || count == 0 ? std::to_string(expected)
+                                                   : std::string("more than 2^64")));
   t.bytes = end - begin;
   // data is set by the caller (base + begin); stash begin in the pointer field meanwhile.
   t.data = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(begin));
@@ -117,14 +123,16 @@ std::string TensorView::shape_text() const {
 }
 
 Header parse_header(const uint8_t* data, uint64_t size, const std::string& what) {
-  if (size < 8) parse_error(what, "the file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length");
+  if (size < 8)
+    parse_error(what, "the file has " + std::to_string(size) +
+                          " bytes, fewer than the 8-byte header length");
   const uint64_t header_bytes = read_le64(data);
   if (header_bytes > kMaxHeaderBytes)
     parse_error(what, "the header length field says " + std::to_string(header_bytes) +
                           " bytes, more than the 100 MB limit");
   if (header_bytes > size - 8)
-    parse_error(what, "the header length field says " + std::to_string(header_bytes) + " bytes, but only " +
-                          std::to_string(size - 8) + " follow it");
+    parse_error(what, "the header length field says " + std::to_string(header_bytes) +
+                          " bytes, but only " + std::to_string(size - 8) + " follow it");
   const char* text = reinterpret_cast<const char*>(data + 8);
   nlohmann::json json;
   try {
@@ -211,18 +219,22 @@ const TensorView* SafetensorsFile::find(const std::string& name) const {
 
 void SafetensorsWriter::add(Entry e) {
   for (const Entry& other : entries_)
-    HM_REQUIRE(other.name != e.name, HM_ERROR_INVALID_ARGUMENT, "tensor " + q(e.name, 120) + " is added twice");
-  HM_REQUIRE(e.name != "__metadata__", HM_ERROR_INVALID_ARGUMENT, "'__metadata__' is not a tensor name");
+    HM_REQUIRE(other.name != e.name, HM_ERROR_INVALID_ARGUMENT,
+               "tensor " + q(e.name, 120) + " is added twice");
+  HM_REQUIRE(e.name != "__metadata__", HM_ERROR_INVALID_ARGUMENT,
+             "'__metadata__' is not a tensor name");
   const int elem = dtype_size(e.dtype);
-  HM_REQUIRE(elem > 0, HM_ERROR_INVALID_ARGUMENT, "tensor " + q(e.name, 120) + " has the unknown dtype " + q(e.dtype));
+  HM_REQUIRE(elem > 0, HM_ERROR_INVALID_ARGUMENT,
+             "tensor " + q(e.name, 120) + " has the unknown dtype " + q(e.dtype));
   uint64_t count = 1;
   for (int64_t d : e.shape) {
-    HM_REQUIRE(d >= 0, HM_ERROR_INVALID_ARGUMENT, "tensor " + q(e.name, 120) + " has a negative dimension");
+    HM_REQUIRE(d >= 0, HM_ERROR_INVALID_ARGUMENT,
+               "tensor " + q(e.name, 120) + " has a negative dimension");
     count *= static_cast<uint64_t>(d);
   }
   HM_REQUIRE(count * static_cast<uint64_t>(elem) == e.bytes, HM_ERROR_INVALID_ARGUMENT,
-             "tensor " + q(e.name, 120) + ": " + std::to_string(e.bytes) + " bytes do not match dtype " +
-                 e.dtype + " and its shape");
+             "tensor " + q(e.name, 120) + ": " + std::to_string(e.bytes) +
+                 " bytes do not match dtype " + e.dtype + " and its shape");
   entries_.push_back(std::move(e));
 }
 
@@ -274,7 +286,8 @@ std::string SafetensorsWriter::header_json() const {
 std::vector<uint8_t> SafetensorsWriter::to_bytes() const {
   const std::string header = header_json();
   std::vector<uint8_t> out(8);
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
   out.insert(out.end(), header.begin(), header.end());
   for (const Entry& e : entries_) out.insert(out.end(), e.data, e.data + e.bytes);
   return out;
@@ -292,8 +305,10 @@ void SafetensorsWriter::write(const std::string& path, const Progress& progress)
   };
   const std::string header = header_json();
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
-  if (std::fwrite(len, 1, 8, f) != 8 || std::fwrite(header.data(), 1, header.size(), f) != header.size())
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+  if (std::fwrite(len, 1, 8, f) != 8 ||
+      std::fwrite(header.data(), 1, header.size(), f) != header.size())
     io_fail("header");
   uint64_t total = 0, done = 0;
   for (const Entry& e : entries_) total += e.bytes;
@@ -349,16 +364,19 @@ uint64_t SafetensorsStreamWriter::metadata_bound(const std::string& key, const s
 }
 
 void SafetensorsStreamWriter::append(const std::string& name, const std::string& dtype,
-                                     const std::vector<int64_t>& shape, const void* data, uint64_t bytes) {
+                                     const std::vector<int64_t>& shape, const void* data,
+                                     uint64_t bytes) {
   HM_REQUIRE(file_, HM_ERROR_INVALID_STATE, "the writer for " + q(path_, 200) + " is finished");
   uint64_t count = static_cast<uint64_t>(dtype_size(dtype));
   for (int64_t d : shape) count *= static_cast<uint64_t>(d);
-  HM_REQUIRE(count == bytes, HM_ERROR_INTERNAL,
-             "tensor " + q(name, 120) + ": " + std::to_string(bytes) + " bytes do not match " + dtype);
+  HM_REQUIRE(
+      count == bytes, HM_ERROR_INTERNAL,
+      "tensor " + q(name, 120) + ": " + std::to_string(bytes) + " bytes do not match " + dtype);
   for (const Entry& e : entries_)
     HM_REQUIRE(e.name != name, HM_ERROR_INTERNAL, "tensor " + q(name, 120) + " is written twice");
   if (bytes && std::fwrite(data, 1, bytes, file_) != bytes)
-    fail(HM_ERROR_IO, "writing " + q(tmp_, 200) + " (tensor " + q(name, 120) + "): " + errno_text());
+    fail(HM_ERROR_IO,
+         "writing " + q(tmp_, 200) + " (tensor " + q(name, 120) + "): " + errno_text());
   entries_.push_back({name, dtype, shape, offset_, offset_ + bytes});
   offset_ += bytes;
 }

@@ -38,7 +38,9 @@ Layer convert_awq(const LayerTensors& t, const Options& options) {
   expect_dtype(scales, {"F16", "BF16", "F32"});
   expect_ndim(scales, 2);
   if (options.bits != 0 && options.bits != 4)
-    bad_tensor(qweight, "AWQ GEMM packing is 4-bit; bits " + std::to_string(options.bits) + " was asked", HM_ERROR_UNSUPPORTED);
+    bad_tensor(qweight,
+               "AWQ GEMM packing is 4-bit; bits " + std::to_string(options.bits) + " was asked",
+               HM_ERROR_UNSUPPORTED);
   const int64_t k = qweight.shape[0];
   const int64_t n = qweight.shape[1] * 8;
   if (n <= 0 || k <= 0) bad_tensor(qweight, "is empty");
@@ -61,7 +63,8 @@ Layer convert_awq(const LayerTensors& t, const Options& options) {
     std::vector<uint8_t> rows(static_cast<size_t>(kBlock * n));
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t k0 = b * kBlock, k1 = std::min(k, k0 + kBlock);
-      for (int64_t r = k0; r < k1; ++r) unpack_row(qweight.data + r * (n / 8) * 4, n, &rows[(r - k0) * n]);
+      for (int64_t r = k0; r < k1; ++r)
+        unpack_row(qweight.data + r * (n / 8) * 4, n, &rows[(r - k0) * n]);
       for (int64_t c = 0; c < n; ++c)
         for (int64_t r = k0; r < k1; ++r) codes[c * k + r] = rows[(r - k0) * n + c];
     }
@@ -78,7 +81,8 @@ Layer convert_awq(const LayerTensors& t, const Options& options) {
       parts.zero_points[c * groups + g] = zrow[c];
     }
   }
-  Layer layer = integer_layer(std::move(parts), options, preferred_16bit({&scales, t.find("bias")}), qzeros);
+  Layer layer =
+      integer_layer(std::move(parts), options, preferred_16bit({&scales, t.find("bias")}), qzeros);
   set_bias(layer, t.find("bias"), 1, n);
   return layer;
 }

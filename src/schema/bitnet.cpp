@@ -36,8 +36,9 @@ Layer convert_bitnet(const LayerTensors& t, const Options& options) {
       for (int q = 0; q < 4; ++q) {
         const uint8_t c = (byte >> (2 * q)) & 3u;
         if (c == 3)
-          bad_tensor(weight, "byte [" + std::to_string(r) + "][" + std::to_string(i) +
-                                 "] holds the code 3, which is no ternary value (codes are w + 1 in 0..2)");
+          bad_tensor(weight,
+                     "byte [" + std::to_string(r) + "][" + std::to_string(i) +
+                         "] holds the code 3, which is no ternary value (codes are w + 1 in 0..2)");
         layer.codes[(q * quarter + r) * k + i] = static_cast<uint8_t>(c + 1);
       }
     }

@@ -28,8 +28,10 @@ Dtype preferred_16bit(std::initializer_list<const io::TensorView*> tensors) {
 void choose_activation_output(Layer& layer, const Options& options, Dtype preferred) {
   core::Format& f = layer.format;
   f.activation = options.activation.is_none() ? preferred : options.activation;
-  if (!options.output.is_none()) f.output = options.output;
-  else f.output = is_16bit_float(f.activation) ? f.activation : preferred;
+  if (!options.output.is_none())
+    f.output = options.output;
+  else
+    f.output = is_16bit_float(f.activation) ? f.activation : preferred;
   f.accumulator = dtype(HM_DTYPE_F32);
 }
 
@@ -69,11 +71,12 @@ void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,
     // GPTQ v1 stores zero - 1 in `bits` bits, so a zero point of 0 comes back as 2^bits: only a
     // float zero point (subtracted in the 16-bit activation type) can hold it.
     if (!is_16bit_float(f.activation))
-      bad_tensor(zero_tensor,
-                 "a zero point lies outside 0.." + std::to_string((1 << bits) - 1) +
-                     " (a GPTQ v1 zero of 0 reads back as " + std::to_string(1 << bits) +
-                     "); only f16/bf16 activations take such zero points (float zero points, rule R14)",
-                 HM_ERROR_UNSUPPORTED_FORMAT);
+      bad_tensor(
+          zero_tensor,
+          "a zero point lies outside 0.." + std::to_string((1 << bits) - 1) +
+              " (a GPTQ v1 zero of 0 reads back as " + std::to_string(1 << bits) +
+              "); only f16/bf16 activations take such zero points (float zero points, rule R14)",
+          HM_ERROR_UNSUPPORTED_FORMAT);
     f.zero_point = f.activation;
   }
   layer.zero_points = std::move(zero_points);
@@ -81,27 +84,30 @@ void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,
 
 std::vector<int32_t> act_order_permutation(const io::TensorView& g_idx, int64_t k, int64_t group_k,
                                            int64_t groups, bool keep_k_order) {
-  if (g_idx.numel() != k) bad_tensor(g_idx, "expected " + std::to_string(k) + " entries (one per input column)");
+  if (g_idx.numel() != k)
+    bad_tensor(g_idx, "expected " + std::to_string(k) + " entries (one per input column)");
   const std::vector<int64_t> gi = read_integers(g_idx);
   bool in_order = true;
   for (int64_t i = 0; i < k; ++i) {
     if (gi[i] < 0 || gi[i] >= groups)
-      bad_tensor(g_idx, "entry " + std::to_string(i) + " is " + std::to_string(gi[i]) + ", outside the " +
-                            std::to_string(groups) + " scale groups");
+      bad_tensor(g_idx, "entry " + std::to_string(i) + " is " + std::to_string(gi[i]) +
+                            ", outside the " + std::to_string(groups) + " scale groups");
     in_order &= gi[i] == i / group_k;
   }
   if (in_order) return {};
   if (keep_k_order)
-    bad_tensor(g_idx, "is an act-order (desc_act) g_idx and HM_CONVERT_KEEP_K_ORDER forbids permuting K",
+    bad_tensor(g_idx,
+               "is an act-order (desc_act) g_idx and HM_CONVERT_KEEP_K_ORDER forbids permuting K",
                HM_ERROR_UNSUPPORTED);
   std::vector<int64_t> count(static_cast<size_t>(groups), 0);
   for (int64_t g : gi) ++count[g];
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t expected = std::min(group_k, k - g * group_k);
     if (count[g] != expected)
-      bad_tensor(g_idx, "group " + std::to_string(g) + " has " + std::to_string(count[g]) + " columns, expected " +
-                            std::to_string(expected) +
-                            "; act-order is converted by sorting K by group, which needs equal groups",
+      bad_tensor(g_idx,
+                 "group " + std::to_string(g) + " has " + std::to_string(count[g]) +
+                     " columns, expected " + std::to_string(expected) +
+                     "; act-order is converted by sorting K by group, which needs equal groups",
                  HM_ERROR_UNSUPPORTED);
   }
   std::vector<int32_t> perm(static_cast<size_t>(k));
@@ -110,7 +116,8 @@ std::vector<int32_t> act_order_permutation(const io::TensorView& g_idx, int64_t 
   return perm;
 }
 
-void permute_columns(std::vector<uint8_t>& codes, int64_t rows, int64_t k, const std::vector<int32_t>& perm) {
+void permute_columns(std::vector<uint8_t>& codes, int64_t rows, int64_t k,
+                     const std::vector<int32_t>& perm) {
   parallel_for(rows, k, [&](int64_t r0, int64_t r1) {
     std::vector<uint8_t> row(static_cast<size_t>(k));
     for (int64_t r = r0; r < r1; ++r) {
@@ -121,9 +128,11 @@ void permute_columns(std::vector<uint8_t>& codes, int64_t rows, int64_t k, const
   });
 }
 
-int64_t derive_group(const Options& options, int64_t k, int64_t groups, const io::TensorView& scales) {
+int64_t derive_group(const Options& options, int64_t k, int64_t groups,
+                     const io::TensorView& scales) {
   if (options.group_size == -1 || (options.group_size == 0 && groups == 1)) {
-    if (groups != 1) bad_tensor(scales, "has " + std::to_string(groups) + " groups, but group_size -1 means one");
+    if (groups != 1)
+      bad_tensor(scales, "has " + std::to_string(groups) + " groups, but group_size -1 means one");
     return k;
   }
   int64_t g = options.group_size;
@@ -167,10 +176,12 @@ RowScales shard_scales(const std::vector<float>& scalars, int64_t n, const Optio
     total += r;
   }
   if (total != n)
-    bad_tensor(t, "shard_rows sums to " + std::to_string(total) + " rows, the weight has " + std::to_string(n));
+    bad_tensor(t, "shard_rows sums to " + std::to_string(total) + " rows, the weight has " +
+                      std::to_string(n));
   out.uniform = false;
   out.per_row.reserve(static_cast<size_t>(n));
-  for (int64_t s = 0; s < shards; ++s) out.per_row.insert(out.per_row.end(), static_cast<size_t>(rows[s]), scalars[s]);
+  for (int64_t s = 0; s < shards; ++s)
+    out.per_row.insert(out.per_row.end(), static_cast<size_t>(rows[s]), scalars[s]);
   return out;
 }
 
@@ -213,7 +224,8 @@ void set_bias(Layer& layer, const io::TensorView* bias, int64_t experts, int64_t
                           std::to_string(n) + " outputs)");
   layer.bias = read_floats(*bias);
   for (float b : layer.bias)
-    if (!std::isfinite(b)) bad_tensor(*bias, "holds a value that is not finite", HM_ERROR_NON_FINITE);
+    if (!std::isfinite(b))
+      bad_tensor(*bias, "holds a value that is not finite", HM_ERROR_NON_FINITE);
 }
 
 void allocate(Layer& layer) {
@@ -229,15 +241,17 @@ void finish(Layer& layer) {
   const quant::CanonicalShape sh = quant::canonical_shape(layer.format);
   auto check = [](uint64_t have, uint64_t want, const char* what) {
     HM_REQUIRE(have == want, HM_ERROR_INTERNAL,
-               std::string("converter produced ") + std::to_string(have) + " " + what + ", the format needs " +
-                   std::to_string(want));
+               std::string("converter produced ") + std::to_string(have) + " " + what +
+                   ", the format needs " + std::to_string(want));
   };
   check(layer.codes.size(), sh.codes, "codes");
   check(layer.scales.size(), sh.scales, "scales");
   check(layer.zero_points.size(), sh.zero_points, "zero points");
   check(layer.global_scale.size(), sh.global_scale, "global scales");
-  check(layer.bias.size(), layer.format.has_bias ? static_cast<uint64_t>(sh.experts * sh.n) : 0, "bias values");
-  check(layer.k_permutation.size(), layer.k_permutation.empty() ? 0 : static_cast<uint64_t>(sh.k), "permutation entries");
+  check(layer.bias.size(), layer.format.has_bias ? static_cast<uint64_t>(sh.experts * sh.n) : 0,
+        "bias values");
+  check(layer.k_permutation.size(), layer.k_permutation.empty() ? 0 : static_cast<uint64_t>(sh.k),
+        "permutation entries");
 }
 
 }  // namespace hm::schema

@@ -42,11 +42,13 @@ void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,
 std::vector<int32_t> act_order_permutation(const io::TensorView& g_idx, int64_t k, int64_t group_k,
                                            int64_t groups, bool keep_k_order);
 // codes [rows][K]: column k' of the result is column perm[k'] of the input.
-void permute_columns(std::vector<uint8_t>& codes, int64_t rows, int64_t k, const std::vector<int32_t>& perm);
+void permute_columns(std::vector<uint8_t>& codes, int64_t rows, int64_t k,
+                     const std::vector<int32_t>& perm);
 
 // The group size of a K-grouped scale with `groups` columns: options.group_size, else derived
 // (K / groups). -1 or groups == 1 with no option mean per channel (returns k).
-int64_t derive_group(const Options& options, int64_t k, int64_t groups, const io::TensorView& scales);
+int64_t derive_group(const Options& options, int64_t k, int64_t groups,
+                     const io::TensorView& scales);
 
 // Several per-tensor scales of a fused layer over row ranges -> one value per row ([N]), or one
 // value when they are all equal (uniform = true).
@@ -59,7 +61,8 @@ RowScales shard_scales(const std::vector<float>& scalars, int64_t n, const Optio
 
 // Value `index` of a little-endian bit stream of `bits`-bit values held in 32-bit words, word i
 // at words + i * word_stride_bytes (a stream may cross word boundaries: GPTQ's 3-bit packing).
-inline uint32_t stream_value(const uint8_t* words, int64_t word_stride_bytes, int64_t index, int bits) {
+inline uint32_t stream_value(const uint8_t* words, int64_t word_stride_bytes, int64_t index,
+                             int bits) {
   const int64_t bit = index * bits;
   const int64_t w = bit >> 5;
   const int shift = static_cast<int>(bit & 31);

@@ -32,27 +32,63 @@ struct SchemeInfo {
 
 const std::vector<SchemeInfo>& registry() {
   static const std::vector<SchemeInfo> table = {
-      {Scheme::kGptq, "gptq", {"gptq_v2", "autogptq", "gptqmodel"},
-       {{"qweight", "qzeros", "scales", "g_idx", "bias"}, "qweight", '.'}, convert_gptq},
-      {Scheme::kAwq, "awq", {"autoawq"}, {{"qweight", "qzeros", "scales", "bias"}, "qweight", '.'}, convert_awq},
-      {Scheme::kCtPack, "ct-pack", {"pack-quantized", "compressed-tensors-pack"},
-       {{"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx", "weight_shape", "bias"}, "weight_packed", '.'},
+      {Scheme::kGptq,
+       "gptq",
+       {"gptq_v2", "autogptq", "gptqmodel"},
+       {{"qweight", "qzeros", "scales", "g_idx", "bias"}, "qweight", '.'},
+       convert_gptq},
+      {Scheme::kAwq,
+       "awq",
+       {"autoawq"},
+       {{"qweight", "qzeros", "scales", "bias"}, "qweight", '.'},
+       convert_awq},
+      {Scheme::kCtPack,
+       "ct-pack",
+       {"pack-quantized", "compressed-tensors-pack"},
+       {{"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx", "weight_shape",
+         "bias"},
+        "weight_packed",
+        '.'},
        convert_ct_pack},
-      {Scheme::kCtInt8, "ct-int8", {"int-quantized", "compressed-tensors-int8", "w8a8"},
-       {{"weight", "weight_scale", "weight_zero_point", "input_scale", "input_zero_point", "bias"}, "weight", '.'},
+      {Scheme::kCtInt8,
+       "ct-int8",
+       {"int-quantized", "compressed-tensors-int8", "w8a8"},
+       {{"weight", "weight_scale", "weight_zero_point", "input_scale", "input_zero_point", "bias"},
+        "weight",
+        '.'},
        convert_ct_int8},
-      {Scheme::kCtFp8, "ct-fp8", {"float-quantized", "compressed-tensors-fp8"},
-       {{"weight", "weight_scale", "input_scale", "bias"}, "weight", '.'}, convert_ct_fp8},
-      {Scheme::kCtNvfp4, "ct-nvfp4", {"nvfp4-pack-quantized", "compressed-tensors-nvfp4"},
-       {{"weight_packed", "weight_scale", "weight_global_scale", "input_global_scale", "bias"}, "weight_packed", '.'},
+      {Scheme::kCtFp8,
+       "ct-fp8",
+       {"float-quantized", "compressed-tensors-fp8"},
+       {{"weight", "weight_scale", "input_scale", "bias"}, "weight", '.'},
+       convert_ct_fp8},
+      {Scheme::kCtNvfp4,
+       "ct-nvfp4",
+       {"nvfp4-pack-quantized", "compressed-tensors-nvfp4"},
+       {{"weight_packed", "weight_scale", "weight_global_scale", "input_global_scale", "bias"},
+        "weight_packed",
+        '.'},
        convert_ct_nvfp4},
-      {Scheme::kFp8, "fp8", {"hf-fp8", "modelopt-fp8"},
-       {{"weight", "weight_scale_inv", "weight_scale", "input_scale", "bias"}, "weight", '.'}, convert_fp8},
-      {Scheme::kMxfp4, "mxfp4", {"gpt-oss", "gpt_oss_mxfp4"}, {{"blocks", "scales", "bias"}, "blocks", '_'},
+      {Scheme::kFp8,
+       "fp8",
+       {"hf-fp8", "modelopt-fp8"},
+       {{"weight", "weight_scale_inv", "weight_scale", "input_scale", "bias"}, "weight", '.'},
+       convert_fp8},
+      {Scheme::kMxfp4,
+       "mxfp4",
+       {"gpt-oss", "gpt_oss_mxfp4"},
+       {{"blocks", "scales", "bias"}, "blocks", '_'},
        convert_mxfp4},
-      {Scheme::kNvfp4, "nvfp4", {"modelopt", "modelopt-nvfp4"},
-       {{"weight", "weight_scale", "weight_scale_2", "input_scale", "bias"}, "weight", '.'}, convert_nvfp4},
-      {Scheme::kBitnet, "bitnet", {"bitnet-b1.58"}, {{"weight", "weight_scale", "bias"}, "weight", '.'}, convert_bitnet},
+      {Scheme::kNvfp4,
+       "nvfp4",
+       {"modelopt", "modelopt-nvfp4"},
+       {{"weight", "weight_scale", "weight_scale_2", "input_scale", "bias"}, "weight", '.'},
+       convert_nvfp4},
+      {Scheme::kBitnet,
+       "bitnet",
+       {"bitnet-b1.58"},
+       {{"weight", "weight_scale", "bias"}, "weight", '.'},
+       convert_bitnet},
   };
   return table;
 }
@@ -79,13 +115,15 @@ Scheme parse_scheme(const std::string& name) {
       if (n == a) return i.scheme;
     names += (names.empty() ? "" : ", ") + std::string(i.name);
   }
-  fail(HM_ERROR_PARSE, "unknown checkpoint scheme " + core::quoted(name) + "; the schemes are " + names);
+  fail(HM_ERROR_PARSE,
+       "unknown checkpoint scheme " + core::quoted(name) + "; the schemes are " + names);
 }
 
 Scheme scheme_from_int(int32_t value) {
   for (const SchemeInfo& i : registry())
     if (static_cast<int32_t>(i.scheme) == value) return i.scheme;
-  fail(HM_ERROR_INVALID_ARGUMENT, "'scheme' is " + std::to_string(value) + "; use an HM_SCHEME_* constant (1.." +
+  fail(HM_ERROR_INVALID_ARGUMENT, "'scheme' is " + std::to_string(value) +
+                                      "; use an HM_SCHEME_* constant (1.." +
                                       std::to_string(registry().size()) + ")");
 }
 
@@ -111,7 +149,8 @@ quant::ConstCanonicalWeight Layer::canonical() const {
   return w;
 }
 
-Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors, const Options& options) {
+Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors,
+                    const Options& options) {
   const SchemeInfo& i = info(scheme);
   for (const io::TensorView& t : tensors) {
     const int elem = io::dtype_size(t.dtype);
@@ -119,7 +158,8 @@ Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors, c
     uint64_t bytes = static_cast<uint64_t>(elem);
     for (int64_t d : t.shape) {
       if (d < 0) bad_tensor(t, "has a negative dimension");
-      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) bad_tensor(t, "is too large");
+      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+        bad_tensor(t, "is too large");
     }
     if (bytes != t.bytes)
       bad_tensor(t, std::to_string(t.bytes) + " bytes do not match the dtype and shape (" +

@@ -54,12 +54,12 @@ struct Options {
 // One converted layer; owns its buffers.
 struct Layer {
   core::Format format;
-  std::vector<uint8_t> codes;         // [E][N][K]
-  std::vector<float> scales;          // as quant::canonical_shape says
+  std::vector<uint8_t> codes;  // [E][N][K]
+  std::vector<float> scales;   // as quant::canonical_shape says
   std::vector<float> zero_points;
-  std::vector<float> global_scale;    // [E]
-  std::vector<float> bias;            // [E][N], empty without bias
-  std::vector<int32_t> k_permutation; // [K], empty when K keeps its order
+  std::vector<float> global_scale;     // [E]
+  std::vector<float> bias;             // [E][N], empty without bias
+  std::vector<int32_t> k_permutation;  // [K], empty when K keeps its order
 
   quant::CanonicalWeight canonical();
   quant::ConstCanonicalWeight canonical() const;
@@ -68,7 +68,8 @@ struct Layer {
 // Converts one layer. Tensors are matched by role (docs/convert.md: the last component of the
 // name); a missing or unexpected tensor, a bad dtype or shape, or a value the format cannot hold
 // fails with hm::Error naming the tensor. The result's format passes core::validate.
-Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors, const Options& options);
+Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors,
+                    const Options& options);
 
 // The tensor roles of a scheme, and the one role that marks a layer in a file (its "anchor").
 // Roles join the layer prefix with '.' except for MXFP4, which uses '_'
@@ -83,8 +84,8 @@ const SchemeRoles& scheme_roles(Scheme scheme);
 // Converts a whole safetensors file (hm_convert_file): see docs/convert.md for the output.
 using FileProgress = void (*)(void* user, const char* tensor, uint64_t done, uint64_t total);
 struct FileResult {
-  int layers = 0;          // layers converted
-  int copied = 0;          // tensors copied unchanged
+  int layers = 0;  // layers converted
+  int copied = 0;  // tensors copied unchanged
 };
 FileResult convert_file(Scheme scheme, const std::string& in_path, const std::string& out_path,
                         const Options& options, FileProgress progress, void* user);

@@ -20,7 +20,8 @@ namespace {
 
 int derive_ct_bits(const Options& options, const io::TensorView& packed, int64_t k, bool k_known) {
   if (options.bits > 0) return options.bits;
-  if (!k_known) bad_tensor(packed, "without weight_shape the bit width cannot be derived; pass bits");
+  if (!k_known)
+    bad_tensor(packed, "without weight_shape the bit width cannot be derived; pass bits");
   int found = 0;
   for (int b : {2, 3, 4, 5, 6, 8}) {  // 7 and 8 bits both pack 4 codes a word: 8 is meant
     const int64_t f = 32 / b;
@@ -29,7 +30,9 @@ int derive_ct_bits(const Options& options, const io::TensorView& packed, int64_t
       found = b;
     }
   }
-  if (!found) bad_tensor(packed, "no bit width packs K = " + std::to_string(k) + " into " + std::to_string(packed.shape[1]) + " words");
+  if (!found)
+    bad_tensor(packed, "no bit width packs K = " + std::to_string(k) + " into " +
+                           std::to_string(packed.shape[1]) + " words");
   return found;
 }
 
@@ -49,11 +52,14 @@ Layer convert_ct_pack(const LayerTensors& t, const Options& options) {
   int64_t k = 0;
   if (shape) {
     const std::vector<int64_t> s = read_integers(*shape);
-    if (s.size() != 2 || s[0] != n || s[1] <= 0) bad_tensor(*shape, "must be [N, K] with N = " + std::to_string(n));
+    if (s.size() != 2 || s[0] != n || s[1] <= 0)
+      bad_tensor(*shape, "must be [N, K] with N = " + std::to_string(n));
     k = s[1];
   }
   const int bits = derive_ct_bits(options, packed, k, shape != nullptr);
-  if (bits < 1 || bits > 8) bad_tensor(packed, "bit width " + std::to_string(bits) + " is outside 1..8", HM_ERROR_UNSUPPORTED);
+  if (bits < 1 || bits > 8)
+    bad_tensor(packed, "bit width " + std::to_string(bits) + " is outside 1..8",
+               HM_ERROR_UNSUPPORTED);
   const int64_t per_word = 32 / bits;
   if (!shape) k = packed.shape[1] * per_word;
   if (n <= 0 || k <= 0) bad_tensor(packed, "is empty");
@@ -89,14 +95,16 @@ Layer convert_ct_pack(const LayerTensors& t, const Options& options) {
     if (zp->dtype == "I8") {  // unpacked signed zero points
       expect_shape(*zp, {n, groups});
       const std::vector<int64_t> z = read_integers(*zp);
-      for (size_t i = 0; i < z.size(); ++i) parts.zero_points[i] = static_cast<float>(z[i] + (1 << (bits - 1)));
+      for (size_t i = 0; i < z.size(); ++i)
+        parts.zero_points[i] = static_cast<float>(z[i] + (1 << (bits - 1)));
     } else {
       expect_dtype(*zp, {"I32", "U32"});
       expect_shape(*zp, {(n + per_word - 1) / per_word, groups});
       for (int64_t r = 0; r < n; ++r)
         for (int64_t g = 0; g < groups; ++g) {
           const uint32_t w = u32_at(*zp, (r / per_word) * groups + g);
-          parts.zero_points[r * groups + g] = static_cast<float>((w >> (bits * (r % per_word))) & mask);
+          parts.zero_points[r * groups + g] =
+              static_cast<float>((w >> (bits * (r % per_word))) & mask);
         }
     }
   }
@@ -107,7 +115,8 @@ Layer convert_ct_pack(const LayerTensors& t, const Options& options) {
     perm = act_order_permutation(*g_idx, k, group_k, groups, options.keep_k_order);
     if (!perm.empty()) permute_columns(parts.codes, n, k, perm);
   }
-  Layer layer = integer_layer(std::move(parts), options, preferred_16bit({&scale, t.find("bias")}), zp ? *zp : scale);
+  Layer layer = integer_layer(std::move(parts), options, preferred_16bit({&scale, t.find("bias")}),
+                              zp ? *zp : scale);
   layer.k_permutation = std::move(perm);
   set_bias(layer, t.find("bias"), 1, n);
   return layer;

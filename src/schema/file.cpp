@@ -24,8 +24,9 @@ struct FoundLayer {
 // scheme does not describe, and converting the rest would silently drop it.
 bool looks_quantized(const io::TensorView& t) {
   static const std::set<std::string> kRoles = {
-      "qweight", "qzeros", "g_idx", "weight_packed", "weight_scale", "weight_scale_inv", "weight_scale_2",
-      "weight_global_scale", "weight_zero_point", "weight_shape", "weight_g_idx", "input_global_scale"};
+      "qweight",           "qzeros",           "g_idx",          "weight_packed",
+      "weight_scale",      "weight_scale_inv", "weight_scale_2", "weight_global_scale",
+      "weight_zero_point", "weight_shape",     "weight_g_idx",   "input_global_scale"};
   const size_t dot = t.name.rfind('.');
   const std::string last = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
   if (kRoles.count(last)) return true;
@@ -36,7 +37,9 @@ bool looks_quantized(const io::TensorView& t) {
   };
   if (ends("_blocks") || (ends("_scales") && t.dtype == "U8")) return true;
   if (t.dtype.rfind("F8_", 0) == 0) return true;
-  if (last == "weight" && (t.dtype == "I32" || t.dtype == "U32" || t.dtype == "I8" || t.dtype == "U8")) return true;
+  if (last == "weight" &&
+      (t.dtype == "I32" || t.dtype == "U32" || t.dtype == "I8" || t.dtype == "U8"))
+    return true;
   return false;
 }
 
@@ -45,11 +48,16 @@ bool looks_quantized(const io::TensorView& t) {
 std::vector<std::string> companions(Scheme scheme) {
   switch (scheme) {
     case Scheme::kGptq:
-    case Scheme::kAwq: return {"scales"};
-    case Scheme::kFp8: return {"weight_scale_inv", "weight_scale"};
-    case Scheme::kMxfp4: return {"scales"};
-    case Scheme::kNvfp4: return {"weight_scale_2"};
-    default: return {"weight_scale"};
+    case Scheme::kAwq:
+      return {"scales"};
+    case Scheme::kFp8:
+      return {"weight_scale_inv", "weight_scale"};
+    case Scheme::kMxfp4:
+      return {"scales"};
+    case Scheme::kNvfp4:
+      return {"weight_scale_2"};
+    default:
+      return {"weight_scale"};
   }
 }
 
@@ -60,7 +68,8 @@ std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& fi
   std::vector<FoundLayer> layers;
   for (const io::TensorView& t : file.tensors()) {
     if (t.name.size() <= anchor_suffix.size() ||
-        t.name.compare(t.name.size() - anchor_suffix.size(), anchor_suffix.size(), anchor_suffix) != 0)
+        t.name.compare(t.name.size() - anchor_suffix.size(), anchor_suffix.size(), anchor_suffix) !=
+            0)
       continue;
     FoundLayer layer;
     layer.prefix = t.name.substr(0, t.name.size() - anchor_suffix.size());
@@ -69,7 +78,8 @@ std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& fi
       has_companion |= file.find(layer.prefix + r.separator + c) != nullptr;
     if (!has_companion) continue;
     for (const std::string& role : r.roles)
-      if (const io::TensorView* m = file.find(layer.prefix + r.separator + role)) layer.members.push_back(m);
+      if (const io::TensorView* m = file.find(layer.prefix + r.separator + role))
+        layer.members.push_back(m);
     for (const io::TensorView* m : layer.members) claimed.insert(m);
     layers.push_back(std::move(layer));
   }
@@ -78,12 +88,18 @@ std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& fi
 
 std::string safetensors_dtype(core::Dtype d) {
   switch (d.code()) {
-    case HM_DTYPE_F16: return "F16";
-    case HM_DTYPE_BF16: return "BF16";
-    case HM_DTYPE_F32: return "F32";
-    case HM_DTYPE_E4M3: return "F8_E4M3";
-    case HM_DTYPE_E5M2: return "F8_E5M2";
-    default: return "U8";
+    case HM_DTYPE_F16:
+      return "F16";
+    case HM_DTYPE_BF16:
+      return "BF16";
+    case HM_DTYPE_F32:
+      return "F32";
+    case HM_DTYPE_E4M3:
+      return "F8_E4M3";
+    case HM_DTYPE_E5M2:
+      return "F8_E5M2";
+    default:
+      return "U8";
   }
 }
 
@@ -111,52 +127,62 @@ void write_layer(io::SafetensorsStreamWriter& w, const std::string& prefix, cons
   quant::pack(f, layer.canonical(), out);
 
   const int64_t e = f.experts;
-  w.append(prefix + ".weight", "U8", {static_cast<int64_t>(weight.size())}, weight.data(), weight.size());
+  w.append(prefix + ".weight", "U8", {static_cast<int64_t>(weight.size())}, weight.data(),
+           weight.size());
   if (!scales.empty()) {
     const std::string dt = safetensors_dtype(f.scale);
     if (io::dtype_size(dt) == ps.scale_element_bytes && dt != "U8")
-      w.append(prefix + ".weight_scale", dt, {e, ps.groups, ps.scale_columns}, scales.data(), scales.size());
+      w.append(prefix + ".weight_scale", dt, {e, ps.groups, ps.scale_columns}, scales.data(),
+               scales.size());
     else
-      w.append(prefix + ".weight_scale", "U8", {static_cast<int64_t>(scales.size())}, scales.data(), scales.size());
+      w.append(prefix + ".weight_scale", "U8", {static_cast<int64_t>(scales.size())}, scales.data(),
+               scales.size());
   }
   if (!zeros.empty())
-    w.append(prefix + ".weight_zero_point", "U8", {static_cast<int64_t>(zeros.size())}, zeros.data(), zeros.size());
-  if (!global.empty()) w.append(prefix + ".global_scale", "F32", {e}, global.data(), global.size() * 4);
+    w.append(prefix + ".weight_zero_point", "U8", {static_cast<int64_t>(zeros.size())},
+             zeros.data(), zeros.size());
+  if (!global.empty())
+    w.append(prefix + ".global_scale", "F32", {e}, global.data(), global.size() * 4);
   if (f.has_bias) {
     const std::vector<uint8_t> b = encode_bias(layer);
     std::vector<int64_t> shape = e > 1 ? std::vector<int64_t>{e, f.n} : std::vector<int64_t>{f.n};
     w.append(prefix + ".bias", safetensors_dtype(f.output), shape, b.data(), b.size());
   }
   if (!layer.k_permutation.empty())
-    w.append(prefix + ".k_permutation", "I32", {f.k}, layer.k_permutation.data(), layer.k_permutation.size() * 4);
+    w.append(prefix + ".k_permutation", "I32", {f.k}, layer.k_permutation.data(),
+             layer.k_permutation.size() * 4);
 }
 
-const char* const kOutputSuffixes[] = {".weight", ".weight_scale", ".weight_zero_point", ".global_scale", ".bias",
-                                       ".k_permutation"};
+const char* const kOutputSuffixes[] = {".weight",       ".weight_scale", ".weight_zero_point",
+                                       ".global_scale", ".bias",         ".k_permutation"};
 
 }  // namespace
 
 FileResult convert_file(Scheme scheme, const std::string& in_path, const std::string& out_path,
                         const Options& options, FileProgress progress, void* user) {
-  HM_REQUIRE(in_path != out_path, HM_ERROR_INVALID_ARGUMENT, "the output path is the input path; write a new file");
+  HM_REQUIRE(in_path != out_path, HM_ERROR_INVALID_ARGUMENT,
+             "the output path is the input path; write a new file");
   const io::SafetensorsFile file(in_path);
   std::set<const io::TensorView*> claimed;
   const std::vector<FoundLayer> layers = find_layers(scheme, file, claimed);
 
   std::vector<std::string> refused;
   for (const io::TensorView& t : file.tensors())
-    if (!claimed.count(&t) && looks_quantized(t)) refused.push_back(core::quoted(t.name, 120) + " (" + t.dtype + ")");
+    if (!claimed.count(&t) && looks_quantized(t))
+      refused.push_back(core::quoted(t.name, 120) + " (" + t.dtype + ")");
   if (!refused.empty()) {
     std::string list;
     for (size_t i = 0; i < refused.size() && i < 5; ++i) list += (i ? ", " : "") + refused[i];
     if (refused.size() > 5) list += " and " + std::to_string(refused.size() - 5) + " more";
-    fail(HM_ERROR_UNSUPPORTED, core::quoted(in_path, 200) + " holds quantized tensors that the " + scheme_name(scheme) +
-                                   " scheme does not describe: " + list +
-                                   "; check --scheme (docs/convert.md lists each scheme's tensors)");
+    fail(HM_ERROR_UNSUPPORTED,
+         core::quoted(in_path, 200) + " holds quantized tensors that the " + scheme_name(scheme) +
+             " scheme does not describe: " + list +
+             "; check --scheme (docs/convert.md lists each scheme's tensors)");
   }
   if (layers.empty())
-    fail(HM_ERROR_UNSUPPORTED, core::quoted(in_path, 200) + " holds no " + scheme_name(scheme) + " layer (no '" +
-                                   std::string(1, scheme_roles(scheme).separator) + scheme_roles(scheme).anchor +
+    fail(HM_ERROR_UNSUPPORTED, core::quoted(in_path, 200) + " holds no " + scheme_name(scheme) +
+                                   " layer (no '" + std::string(1, scheme_roles(scheme).separator) +
+                                   scheme_roles(scheme).anchor +
                                    "' tensor with its scales); check --scheme");
 
   // Which layer each claimed tensor belongs to, and the output names (to refuse collisions).
@@ -168,8 +194,9 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
   }
   for (const io::TensorView& t : file.tensors())
     if (!claimed.count(&t) && out_names.count(t.name))
-      fail(HM_ERROR_UNSUPPORTED, "tensor " + core::quoted(t.name, 120) +
-                                     " would collide with a converted layer's output tensor of the same name");
+      fail(HM_ERROR_UNSUPPORTED,
+           "tensor " + core::quoted(t.name, 120) +
+               " would collide with a converted layer's output tensor of the same name");
 
   // The header is written last, into space reserved now from bounds on every entry.
   std::map<std::string, std::string> metadata;
@@ -180,11 +207,14 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
   uint64_t reserve = 64;
   for (const auto& [k, v] : metadata) reserve += io::SafetensorsStreamWriter::metadata_bound(k, v);
   for (const FoundLayer& l : layers) {
-    reserve += io::SafetensorsStreamWriter::metadata_bound("humming.format." + l.prefix, std::string(400, 'x'));
-    for (const char* s : kOutputSuffixes) reserve += io::SafetensorsStreamWriter::entry_bound(l.prefix + s, 3);
+    reserve += io::SafetensorsStreamWriter::metadata_bound("humming.format." + l.prefix,
+                                                           std::string(400, 'x'));
+    for (const char* s : kOutputSuffixes)
+      reserve += io::SafetensorsStreamWriter::entry_bound(l.prefix + s, 3);
   }
   for (const io::TensorView& t : file.tensors())
-    if (!claimed.count(&t)) reserve += io::SafetensorsStreamWriter::entry_bound(t.name, t.shape.size());
+    if (!claimed.count(&t))
+      reserve += io::SafetensorsStreamWriter::entry_bound(t.name, t.shape.size());
 
   io::SafetensorsStreamWriter writer(out_path, reserve);
   for (const auto& [k, v] : metadata) writer.set_metadata(k, v);

@@ -40,7 +40,8 @@ Layer nvfp4(const io::TensorView& weight, const io::TensorView& scale, const io:
   expect_dtype(global, {"F32", "BF16", "F16"});
   const int64_t n = weight.shape[0], k = weight.shape[1] * 2;
   if (n <= 0 || k <= 0) bad_tensor(weight, "is empty");
-  if (k % 16 != 0) bad_tensor(weight, "K = " + std::to_string(k) + " is not a multiple of the NVFP4 block of 16");
+  if (k % 16 != 0)
+    bad_tensor(weight, "K = " + std::to_string(k) + " is not a multiple of the NVFP4 block of 16");
   expect_shape(scale, {n, k / 16});
 
   Layer layer;
@@ -59,9 +60,12 @@ Layer nvfp4(const io::TensorView& weight, const io::TensorView& scale, const io:
   if (g.empty()) bad_tensor(global, "holds no value");
   for (float v : g) {
     if (v != g[0])
-      bad_tensor(global, "holds different global scales for fused shards; fold them into the block scales first",
-                 HM_ERROR_UNSUPPORTED);
-    if (!std::isfinite(v) || v <= 0) bad_tensor(global, "holds a global scale that is not finite and positive");
+      bad_tensor(
+          global,
+          "holds different global scales for fused shards; fold them into the block scales first",
+          HM_ERROR_UNSUPPORTED);
+    if (!std::isfinite(v) || v <= 0)
+      bad_tensor(global, "holds a global scale that is not finite and positive");
   }
   // The divide convention's 1/g is rounded to f32 once (docs/convert.md: at most 1 ulp apart).
   layer.global_scale = {divide ? static_cast<float>(1.0 / static_cast<double>(g[0])) : g[0]};
@@ -70,7 +74,9 @@ Layer nvfp4(const io::TensorView& weight, const io::TensorView& scale, const io:
   unpack_nibbles(weight, n, k, layer.codes.data());
   layer.scales = read_floats(scale);
   for (size_t i = 0; i < layer.scales.size(); ++i)
-    if (std::isnan(layer.scales[i])) bad_tensor(scale, "element " + std::to_string(i) + " is an e4m3 NaN code", HM_ERROR_NON_FINITE);
+    if (std::isnan(layer.scales[i]))
+      bad_tensor(scale, "element " + std::to_string(i) + " is an e4m3 NaN code",
+                 HM_ERROR_NON_FINITE);
   set_scale_dtype(layer, dtype(HM_DTYPE_E4M3));
   return layer;
 }
@@ -90,8 +96,8 @@ Layer convert_nvfp4(const LayerTensors& t, const Options& options) {
 }
 
 Layer convert_ct_nvfp4(const LayerTensors& t, const Options& options) {
-  Layer layer = nvfp4(t.require("weight_packed"), t.require("weight_scale"), t.require("weight_global_scale"),
-                      divides(options, true), options);
+  Layer layer = nvfp4(t.require("weight_packed"), t.require("weight_scale"),
+                      t.require("weight_global_scale"), divides(options, true), options);
   set_bias(layer, t.find("bias"), 1, layer.format.n);
   return layer;
 }
@@ -107,12 +113,16 @@ Layer convert_mxfp4(const LayerTensors& t, const Options& options) {
   const int64_t e = dense ? 1 : blocks.shape[0];
   const int64_t n = blocks.shape[dense ? 0 : 1];
   const int64_t kb = blocks.shape[dense ? 1 : 2];
-  if (blocks.shape.back() != 16) bad_tensor(blocks, "the last dimension must be 16 bytes (32 e2m1 codes)");
+  if (blocks.shape.back() != 16)
+    bad_tensor(blocks, "the last dimension must be 16 bytes (32 e2m1 codes)");
   const int64_t k = kb * 32;
   if (e <= 0 || n <= 0 || k <= 0) bad_tensor(blocks, "is empty");
-  if (dense) expect_shape(scales, {n, kb});
-  else expect_shape(scales, {e, n, kb});
-  if (options.split_gate_up && n % 2 != 0) bad_tensor(blocks, "has an odd row count; gate/up rows cannot be split");
+  if (dense)
+    expect_shape(scales, {n, kb});
+  else
+    expect_shape(scales, {e, n, kb});
+  if (options.split_gate_up && n % 2 != 0)
+    bad_tensor(blocks, "has an odd row count; gate/up rows cannot be split");
 
   Layer layer;
   core::Format& f = layer.format;
@@ -145,7 +155,9 @@ Layer convert_mxfp4(const LayerTensors& t, const Options& options) {
       }
       for (int64_t g = 0; g < kb; ++g) {
         const uint8_t s = scales.data[src * kb + g];
-        if (s == 0xff) bad_tensor(scales, "element " + std::to_string(src * kb + g) + " is the e8m0 NaN code", HM_ERROR_NON_FINITE);
+        if (s == 0xff)
+          bad_tensor(scales, "element " + std::to_string(src * kb + g) + " is the e8m0 NaN code",
+                     HM_ERROR_NON_FINITE);
         layer.scales[i * kb + g] = std::ldexp(1.0f, static_cast<int>(s) - 127);
       }
     }

@@ -37,7 +37,8 @@ ScaleLayout scale_layout(const io::TensorView& scale, int64_t n, int64_t k, cons
     return l;
   }
   const int64_t b = options.group_size > 0 ? options.group_size : 128;
-  if (allow_block && s.size() == 2 && s[0] == (n + b - 1) / b && s[1] == (k + b - 1) / b && s[0] != n) {
+  if (allow_block && s.size() == 2 && s[0] == (n + b - 1) / b && s[1] == (k + b - 1) / b &&
+      s[0] != n) {
     l.kind = Kind::kBlock;
     l.group_k = l.group_n = b;
     l.rows = s[0];
@@ -51,9 +52,10 @@ ScaleLayout scale_layout(const io::TensorView& scale, int64_t n, int64_t k, cons
     l.rows = n;
     return l;
   }
-  bad_tensor(scale, "is neither one scale, [N, 1] channel scales, [N, groups] group scales" +
-                        std::string(allow_block ? " nor [ceil(N/128), ceil(K/128)] block scales" : "") +
-                        " for N = " + std::to_string(n) + ", K = " + std::to_string(k));
+  bad_tensor(scale,
+             "is neither one scale, [N, 1] channel scales, [N, groups] group scales" +
+                 std::string(allow_block ? " nor [ceil(N/128), ceil(K/128)] block scales" : "") +
+                 " for N = " + std::to_string(n) + ", K = " + std::to_string(k));
 }
 
 // Fills scale kind, scale values and global scale of an FP8/int8 layer.
@@ -61,7 +63,8 @@ void apply_scales(Layer& layer, const io::TensorView& scale, const ScaleLayout& 
   core::Format& f = layer.format;
   const std::vector<float> values = read_floats(scale);
   for (float v : values)
-    if (!std::isfinite(v)) bad_tensor(scale, "holds a scale that is not finite", HM_ERROR_NON_FINITE);
+    if (!std::isfinite(v))
+      bad_tensor(scale, "holds a scale that is not finite", HM_ERROR_NON_FINITE);
   switch (l.kind) {
     case Kind::kTensor:
       f.scale_kind = core::ScaleKind::kTensor;
@@ -86,7 +89,8 @@ void apply_scales(Layer& layer, const io::TensorView& scale, const ScaleLayout& 
 }
 
 // A fused layer's per-shard scalar scales (one per q/k/v shard): equal -> tensor, else channel.
-void apply_shard_scales(Layer& layer, const io::TensorView& scale, int64_t n, const Options& options) {
+void apply_shard_scales(Layer& layer, const io::TensorView& scale, int64_t n,
+                        const Options& options) {
   const RowScales rs = shard_scales(read_floats(scale), n, options, scale);
   core::Format& f = layer.format;
   if (rs.uniform) {
@@ -117,7 +121,8 @@ std::vector<uint8_t> e4m3_codes(const io::TensorView& weight) {
   std::vector<uint8_t> codes(weight.data, weight.data + weight.bytes);
   for (size_t i = 0; i < codes.size(); ++i)
     if ((codes[i] & 0x7f) == 0x7f)
-      bad_tensor(weight, "element " + std::to_string(i) + " is an e4m3 NaN code", HM_ERROR_NON_FINITE);
+      bad_tensor(weight, "element " + std::to_string(i) + " is an e4m3 NaN code",
+                 HM_ERROR_NON_FINITE);
   return codes;
 }
 
@@ -136,9 +141,10 @@ Layer convert_fp8(const LayerTensors& t, const Options& options) {
   const io::TensorView* inv = t.find("weight_scale_inv");
   const io::TensorView* per_tensor = t.find("weight_scale");
   if ((inv != nullptr) == (per_tensor != nullptr))
-    fail(HM_ERROR_INVALID_ARGUMENT, std::string("an fp8 layer needs exactly one of 'weight_scale_inv' (block scales) "
-                                                "and 'weight_scale' (per-tensor scales)") +
-                                        (inv ? "; both were given" : "; neither was given"));
+    fail(HM_ERROR_INVALID_ARGUMENT,
+         std::string("an fp8 layer needs exactly one of 'weight_scale_inv' (block scales) "
+                     "and 'weight_scale' (per-tensor scales)") +
+             (inv ? "; both were given" : "; neither was given"));
   const io::TensorView& scale = inv ? *inv : *per_tensor;
   expect_dtype(scale, {"F32", "BF16", "F16"});
   Layer layer = start_layer(weight, options, fp8_preferred(scale, t.find("bias")));
@@ -191,7 +197,8 @@ Layer convert_ct_int8(const LayerTensors& t, const Options& options) {
       const int64_t n = layer.format.n;
       const int64_t groups = l.kind == Kind::kGroup ? l.groups : 1;
       if (l.kind == Kind::kTensor || static_cast<int64_t>(z.size()) != n * groups)
-        bad_tensor(*zp, "expected one zero point per scale ([N, groups]) for an asymmetric int8 layer");
+        bad_tensor(*zp,
+                   "expected one zero point per scale ([N, groups]) for an asymmetric int8 layer");
       for (uint8_t& c : layer.codes) c ^= 0x80;
       std::vector<float> zf(z.size());
       for (size_t i = 0; i < z.size(); ++i) {

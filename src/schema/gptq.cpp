@@ -34,7 +34,8 @@ void unpack_qweight(const io::TensorView& qweight, int bits, int64_t n, int64_t 
             uint32_t w;
             std::memcpy(&w, src + c * 4, 4);
             uint8_t* dst = codes + c * k + r * per_word;
-            for (int j = 0; j < per_word; ++j) dst[j] = static_cast<uint8_t>((w >> (bits * j)) & mask);
+            for (int j = 0; j < per_word; ++j)
+              dst[j] = static_cast<uint8_t>((w >> (bits * j)) & mask);
           }
         }
       }
@@ -72,8 +73,10 @@ Layer convert_gptq(const LayerTensors& t, const Options& options) {
   const int64_t n = qweight.shape[1];
   const int bits = derive_bits(options, qweight, qzeros, g_idx, n);
   if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
-    bad_tensor(qweight, "GPTQ bit width " + std::to_string(bits) + " is not one of 2, 3, 4, 8", HM_ERROR_UNSUPPORTED);
-  if ((qweight.shape[0] * 32) % bits != 0) bad_tensor(qweight, "the row count does not hold whole " + std::to_string(bits) + "-bit codes");
+    bad_tensor(qweight, "GPTQ bit width " + std::to_string(bits) + " is not one of 2, 3, 4, 8",
+               HM_ERROR_UNSUPPORTED);
+  if ((qweight.shape[0] * 32) % bits != 0)
+    bad_tensor(qweight, "the row count does not hold whole " + std::to_string(bits) + "-bit codes");
   const int64_t k = qweight.shape[0] * 32 / bits;
   if (n <= 0 || k <= 0) bad_tensor(qweight, "is empty");
   const int64_t groups = scales.shape[0];
@@ -96,14 +99,16 @@ Layer convert_gptq(const LayerTensors& t, const Options& options) {
 
   if (qzeros) {
     expect_dtype(*qzeros, {"I32", "U32"});
-    if ((n * bits) % 32 != 0) bad_tensor(*qzeros, "N * bits is not a multiple of 32, so qzeros cannot hold whole rows");
+    if ((n * bits) % 32 != 0)
+      bad_tensor(*qzeros, "N * bits is not a multiple of 32, so qzeros cannot hold whole rows");
     expect_shape(*qzeros, {groups, n * bits / 32});
     const float offset = options.gptq_v2 ? 0.0f : 1.0f;  // v1 stores zero - 1
     parts.zero_points.resize(static_cast<size_t>(n * groups));
     for (int64_t g = 0; g < groups; ++g) {
       const uint8_t* row = qzeros->data + g * (n * bits / 32) * 4;
       for (int64_t c = 0; c < n; ++c)
-        parts.zero_points[c * groups + g] = static_cast<float>(stream_value(row, 4, c, bits)) + offset;
+        parts.zero_points[c * groups + g] =
+            static_cast<float>(stream_value(row, 4, c, bits)) + offset;
     }
   }
 

@@ -31,19 +31,23 @@ std::string role_list(const SchemeRoles& r) {
 
 }  // namespace
 
-LayerTensors::LayerTensors(Scheme scheme, const std::vector<io::TensorView>& tensors) : scheme_(scheme) {
+LayerTensors::LayerTensors(Scheme scheme, const std::vector<io::TensorView>& tensors)
+    : scheme_(scheme) {
   const SchemeRoles& r = scheme_roles(scheme);
   for (const io::TensorView& t : tensors) {
     const std::string* match = nullptr;
     for (const std::string& role : r.roles)
-      if (ends_with_role(t.name, role, r.separator) && (!match || role.size() > match->size())) match = &role;
+      if (ends_with_role(t.name, role, r.separator) && (!match || role.size() > match->size()))
+        match = &role;
     if (!match)
-      fail(HM_ERROR_INVALID_ARGUMENT, tensor_label(t) + " is not a tensor of a " + scheme_name(scheme) +
+      fail(HM_ERROR_INVALID_ARGUMENT, tensor_label(t) + " is not a tensor of a " +
+                                          scheme_name(scheme) +
                                           " layer; its name must end in one of: " + role_list(r));
     for (const auto& [role, other] : by_role_)
       if (role == *match)
         fail(HM_ERROR_INVALID_ARGUMENT, tensor_label(t) + " and " + tensor_label(*other) +
-                                            " both have the role '" + role + "'; pass one layer at a time");
+                                            " both have the role '" + role +
+                                            "'; pass one layer at a time");
     by_role_.emplace_back(*match, &t);
   }
 }
@@ -57,7 +61,8 @@ const io::TensorView* LayerTensors::find(const std::string& role) const {
 const io::TensorView& LayerTensors::require(const std::string& role) const {
   const io::TensorView* t = find(role);
   if (!t)
-    fail(HM_ERROR_INVALID_ARGUMENT, std::string("a ") + scheme_name(scheme_) + " layer needs its '" + role +
+    fail(HM_ERROR_INVALID_ARGUMENT, std::string("a ") + scheme_name(scheme_) +
+                                        " layer needs its '" + role +
                                         "' tensor, and none was given");
   return *t;
 }
@@ -126,14 +131,22 @@ std::vector<float> read_floats(const io::TensorView& t) {
 std::vector<int64_t> read_integers(const io::TensorView& t) {
   int bytes = 0;
   bool is_signed = true;
-  if (t.dtype == "I8") bytes = 1;
-  else if (t.dtype == "I16") bytes = 2;
-  else if (t.dtype == "I32") bytes = 4;
-  else if (t.dtype == "I64") bytes = 8;
-  else if (t.dtype == "U8") bytes = 1, is_signed = false;
-  else if (t.dtype == "U16") bytes = 2, is_signed = false;
-  else if (t.dtype == "U32") bytes = 4, is_signed = false;
-  else bad_tensor(t, "expected an integer dtype");
+  if (t.dtype == "I8")
+    bytes = 1;
+  else if (t.dtype == "I16")
+    bytes = 2;
+  else if (t.dtype == "I32")
+    bytes = 4;
+  else if (t.dtype == "I64")
+    bytes = 8;
+  else if (t.dtype == "U8")
+    bytes = 1, is_signed = false;
+  else if (t.dtype == "U16")
+    bytes = 2, is_signed = false;
+  else if (t.dtype == "U32")
+    bytes = 4, is_signed = false;
+  else
+    bad_tensor(t, "expected an integer dtype");
   const int64_t n = t.numel();
   std::vector<int64_t> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {

@@ -9,12 +9,14 @@ using namespace schema_test;
 
 constexpr int kOrderMap[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
-// rows x cols 4-bit values -> rows x cols/8 words: nibble i of word c holds column 8c + kOrderMap[i].
+// rows x cols 4-bit values -> rows x cols/8 words: nibble i of word c holds column 8c +
+// kOrderMap[i].
 std::vector<uint32_t> awq_pack(const std::vector<uint32_t>& v, int64_t rows, int64_t cols) {
   std::vector<uint32_t> out(static_cast<size_t>(rows * cols / 8), 0);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols / 8; ++c)
-      for (int i = 0; i < 8; ++i) out[r * (cols / 8) + c] |= v[r * cols + 8 * c + kOrderMap[i]] << (4 * i);
+      for (int i = 0; i < 8; ++i)
+        out[r * (cols / 8) + c] |= v[r * cols + 8 * c + kOrderMap[i]] << (4 * i);
   return out;
 }
 
@@ -26,21 +28,25 @@ struct AwqLayer {
 AwqLayer make_awq(int64_t n, int64_t k, int64_t g, uint32_t seed, bool symmetric_zeros = false) {
   std::mt19937 rng(seed);
   const int64_t groups = k / g;
-  std::vector<uint32_t> q(static_cast<size_t>(k * n)), z(static_cast<size_t>(groups * n));  // [K][N], [G][N]
+  std::vector<uint32_t> q(static_cast<size_t>(k * n)),
+      z(static_cast<size_t>(groups * n));  // [K][N], [G][N]
   for (auto& v : q) v = rng() & 15u;
   for (auto& v : z) v = symmetric_zeros ? 8u : rng() & 15u;
   std::vector<double> s(static_cast<size_t>(groups * n));
-  for (auto& v : s) v = round_to(HM_DTYPE_F16, std::uniform_real_distribution<double>(1e-3, 0.03)(rng));
+  for (auto& v : s)
+    v = round_to(HM_DTYPE_F16, std::uniform_real_distribution<double>(1e-3, 0.03)(rng));
   AwqLayer out;
-  out.tensors = {make_tensor("model.layers.0.self_attn.o_proj.qweight", "I32", {k, n / 8}, awq_pack(q, k, n)),
-                 make_tensor("model.layers.0.self_attn.o_proj.qzeros", "I32", {groups, n / 8}, awq_pack(z, groups, n)),
-                 f16_tensor("model.layers.0.self_attn.o_proj.scales", {groups, n}, s)};
+  out.tensors = {
+      make_tensor("model.layers.0.self_attn.o_proj.qweight", "I32", {k, n / 8}, awq_pack(q, k, n)),
+      make_tensor("model.layers.0.self_attn.o_proj.qzeros", "I32", {groups, n / 8},
+                  awq_pack(z, groups, n)),
+      f16_tensor("model.layers.0.self_attn.o_proj.scales", {groups, n}, s)};
   out.reference.resize(static_cast<size_t>(n * k));
   for (int64_t c = 0; c < n; ++c)
     for (int64_t i = 0; i < k; ++i) {
       const int64_t gi = i / g;
-      out.reference[c * k + i] =
-          f32((static_cast<double>(q[i * n + c]) - static_cast<double>(z[gi * n + c])) * s[gi * n + c]);
+      out.reference[c * k + i] = f32(
+          (static_cast<double>(q[i * n + c]) - static_cast<double>(z[gi * n + c])) * s[gi * n + c]);
     }
   return out;
 }

@@ -13,21 +13,24 @@ using namespace schema_test;
 
 // pack_to_int32: values [rows][cols] (signed, in -2^(b-1)..2^(b-1)-1) -> unsigned + offset,
 // floor(32/b) per word along `dim` (1: columns, 0: rows), zero-padded.
-std::vector<int32_t> ct_pack(const std::vector<int>& v, int64_t rows, int64_t cols, int bits, int dim) {
+std::vector<int32_t> ct_pack(const std::vector<int>& v, int64_t rows, int64_t cols, int bits,
+                             int dim) {
   const int64_t f = 32 / bits, offset = 1 << (bits - 1);
   if (dim == 1) {
     const int64_t words = (cols + f - 1) / f;
     std::vector<int32_t> out(static_cast<size_t>(rows * words), 0);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c)
-        out[r * words + c / f] |= static_cast<int32_t>(static_cast<uint32_t>(v[r * cols + c] + offset) << (bits * (c % f)));
+        out[r * words + c / f] |= static_cast<int32_t>(
+            static_cast<uint32_t>(v[r * cols + c] + offset) << (bits * (c % f)));
     return out;
   }
   const int64_t words = (rows + f - 1) / f;
   std::vector<int32_t> out(static_cast<size_t>(words * cols), 0);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      out[(r / f) * cols + c] |= static_cast<int32_t>(static_cast<uint32_t>(v[r * cols + c] + offset) << (bits * (r % f)));
+      out[(r / f) * cols + c] |=
+          static_cast<int32_t>(static_cast<uint32_t>(v[r * cols + c] + offset) << (bits * (r % f)));
   return out;
 }
 
@@ -52,7 +55,8 @@ Built make_ct_pack(const CtCase& c, int64_t n, int64_t k, uint32_t seed) {
   if (!c.symmetric)
     for (auto& v : zp) v = std::uniform_int_distribution<int>(lo, hi)(rng);
   std::vector<double> s(static_cast<size_t>(n * groups));
-  for (auto& v : s) v = round_to(HM_DTYPE_BF16, std::uniform_real_distribution<double>(1e-3, 0.05)(rng));
+  for (auto& v : s)
+    v = round_to(HM_DTYPE_BF16, std::uniform_real_distribution<double>(1e-3, 0.05)(rng));
   std::vector<int32_t> g_idx(static_cast<size_t>(k));
   std::vector<int32_t> order(static_cast<size_t>(k));
   std::iota(order.begin(), order.end(), 0);
@@ -61,12 +65,14 @@ Built make_ct_pack(const CtCase& c, int64_t n, int64_t k, uint32_t seed) {
 
   Built b;
   const std::string p = "model.layers.1.mlp.up_proj.";
-  b.tensors.push_back(make_tensor(p + "weight_packed", "I32", {n, (k + 32 / c.bits - 1) / (32 / c.bits)},
+  b.tensors.push_back(make_tensor(p + "weight_packed", "I32",
+                                  {n, (k + 32 / c.bits - 1) / (32 / c.bits)},
                                   ct_pack(q, n, k, c.bits, 1)));
   b.tensors.push_back(make_tensor(p + "weight_shape", "I64", {2}, std::vector<int64_t>{n, k}));
   b.tensors.push_back(f16_tensor(p + "weight_scale", {n, groups}, s, HM_DTYPE_BF16));
   if (!c.symmetric)
-    b.tensors.push_back(make_tensor(p + "weight_zero_point", "I32", {(n + 32 / c.bits - 1) / (32 / c.bits), groups},
+    b.tensors.push_back(make_tensor(p + "weight_zero_point", "I32",
+                                    {(n + 32 / c.bits - 1) / (32 / c.bits), groups},
                                     ct_pack(zp, n, groups, c.bits, 0)));
   if (c.actorder) b.tensors.push_back(make_tensor(p + "weight_g_idx", "I32", {k}, g_idx));
   b.reference.resize(static_cast<size_t>(n * k));
@@ -79,8 +85,9 @@ Built make_ct_pack(const CtCase& c, int64_t n, int64_t k, uint32_t seed) {
 }
 
 TEST(CompressedTensorsPack, DequantizesExactly) {
-  const CtCase cases[] = {{4, 32, true, true},  {4, 128, false, false}, {4, 64, false, true}, {8, -1, true, false},
-                          {8, 128, false, false}, {3, 64, false, false}, {2, 32, true, false}, {6, 32, false, false}};
+  const CtCase cases[] = {{4, 32, true, true},  {4, 128, false, false}, {4, 64, false, true},
+                          {8, -1, true, false}, {8, 128, false, false}, {3, 64, false, false},
+                          {2, 32, true, false}, {6, 32, false, false}};
   uint32_t seed = 30;
   for (const CtCase& c : cases) {
     const int64_t n = 40, k = 256;  // N not a multiple of the zero-point pack factor: padding
@@ -89,8 +96,10 @@ TEST(CompressedTensorsPack, DequantizesExactly) {
     const std::string what = "b" + std::to_string(c.bits) + " g" + std::to_string(c.group);
     ASSERT_EQ(out.status, HM_SUCCESS) << what << ": " << out.error;
     expect_bitwise(out.in_checkpoint_order, b.reference, what + " " + out.format);
-    if (c.symmetric) EXPECT_EQ(out.weight_dtype, hm::core::Dtype::biased_integer(c.bits).code()) << out.format;
-    else EXPECT_EQ(out.zero_point_dtype, hm::core::Dtype::integer(false, c.bits).code()) << out.format;
+    if (c.symmetric)
+      EXPECT_EQ(out.weight_dtype, hm::core::Dtype::biased_integer(c.bits).code()) << out.format;
+    else
+      EXPECT_EQ(out.zero_point_dtype, hm::core::Dtype::integer(false, c.bits).code()) << out.format;
     EXPECT_EQ(out.activation, HM_DTYPE_BF16) << "bf16 scales make bf16 the default activation";
     EXPECT_EQ(out.permutation.empty(), !c.actorder || c.group < 0);
   }
@@ -122,7 +131,8 @@ TEST(CompressedTensorsInt8, ChannelTensorAndAsymmetric) {
   for (auto& v : s) v = f32(std::uniform_real_distribution<double>(1e-4, 1e-2)(rng));
 
   // Channel scales, f32, with a static input scale that is ignored.
-  std::vector<Tensor> t = {make_tensor("layer.weight", "I8", {n, k}, q), f32_tensor("layer.weight_scale", {n, 1}, s),
+  std::vector<Tensor> t = {make_tensor("layer.weight", "I8", {n, k}, q),
+                           f32_tensor("layer.weight_scale", {n, 1}, s),
                            f32_tensor("layer.input_scale", {1}, {0.02})};
   Converted out = convert(HM_SCHEME_CT_INT8, t);
   ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
@@ -169,7 +179,8 @@ TEST(CompressedTensorsInt8, ChannelTensorAndAsymmetric) {
 std::vector<uint8_t> random_e4m3(size_t count, std::mt19937& rng) {
   std::vector<uint8_t> v(count);
   for (auto& c : v) {
-    do c = static_cast<uint8_t>(rng()); while ((c & 0x7f) == 0x7f);  // no NaN codes
+    do c = static_cast<uint8_t>(rng());
+    while ((c & 0x7f) == 0x7f);  // no NaN codes
   }
   return v;
 }
@@ -199,7 +210,8 @@ TEST(CompressedTensorsFp8, TensorChannelGroupAndBlockScales) {
     for (auto& v : s) v = f32(sd(rng));
     const int64_t cols = l.kind == HM_SCALE_TENSOR ? 1 : l.shape[1];
     auto scale_of = [&](int64_t r, int64_t i) {
-      return l.kind == HM_SCALE_TENSOR ? s[0] : s[(r / l.rows_per_scale) * cols + i / l.cols_per_scale];
+      return l.kind == HM_SCALE_TENSOR ? s[0]
+                                       : s[(r / l.rows_per_scale) * cols + i / l.cols_per_scale];
     };
     const std::vector<Tensor> t = {weight, f32_tensor("m.weight_scale", l.shape, s)};
     // e4m3 activations: every scale kept in f32, exact.

@@ -52,8 +52,9 @@ struct GptqCase {
 
 std::string case_name(const testing::TestParamInfo<GptqCase>& info) {
   const GptqCase& c = info.param;
-  return "b" + std::to_string(c.bits) + "_g" + (c.group < 0 ? std::string("ch") : std::to_string(c.group)) +
-         (c.v2 ? "_v2" : "_v1") + (c.symmetric ? "_sym" : "_asym") + (c.act_order ? "_actorder" : "");
+  return "b" + std::to_string(c.bits) + "_g" +
+         (c.group < 0 ? std::string("ch") : std::to_string(c.group)) + (c.v2 ? "_v2" : "_v1") +
+         (c.symmetric ? "_sym" : "_asym") + (c.act_order ? "_actorder" : "");
 }
 
 // A GPTQ checkpoint layer plus its own dequantization.
@@ -86,8 +87,10 @@ GptqLayer make_gptq(const GptqCase& c, int64_t n, int64_t k, uint32_t seed, bool
   std::vector<uint32_t> stored_zero(static_cast<size_t>(groups * n));  // [G][N]
   const uint32_t offset = c.v2 ? 0 : 1;
   for (auto& z : stored_zero) {
-    if (c.symmetric) z = (1u << (c.bits - 1)) - offset;
-    else z = std::uniform_int_distribution<uint32_t>(0, avoid_top_zero ? top - 1 : top)(rng);
+    if (c.symmetric)
+      z = (1u << (c.bits - 1)) - offset;
+    else
+      z = std::uniform_int_distribution<uint32_t>(0, avoid_top_zero ? top - 1 : top)(rng);
   }
 
   std::vector<uint32_t> qweight(static_cast<size_t>(k * c.bits / 32 * n));
@@ -103,8 +106,10 @@ GptqLayer make_gptq(const GptqCase& c, int64_t n, int64_t k, uint32_t seed, bool
     const std::vector<uint32_t> words = autogptq_pack(line, c.bits);
     qzeros.insert(qzeros.end(), words.begin(), words.end());
   }
-  out.tensors.push_back(make_tensor("model.layers.3.mlp.down_proj.qweight", "I32", {k * c.bits / 32, n}, qweight));
-  out.tensors.push_back(make_tensor("model.layers.3.mlp.down_proj.qzeros", "I32", {groups, n * c.bits / 32}, qzeros));
+  out.tensors.push_back(
+      make_tensor("model.layers.3.mlp.down_proj.qweight", "I32", {k * c.bits / 32, n}, qweight));
+  out.tensors.push_back(
+      make_tensor("model.layers.3.mlp.down_proj.qzeros", "I32", {groups, n * c.bits / 32}, qzeros));
   out.tensors.push_back(f16_tensor("model.layers.3.mlp.down_proj.scales", {groups, n}, scales));
   out.tensors.push_back(make_tensor("model.layers.3.mlp.down_proj.g_idx", "I32", {k}, out.g_idx));
   if (with_bias) {
@@ -118,7 +123,8 @@ GptqLayer make_gptq(const GptqCase& c, int64_t n, int64_t k, uint32_t seed, bool
     for (int64_t i = 0; i < k; ++i) {
       const int64_t gi = out.g_idx[i];
       const double zero = static_cast<double>(stored_zero[gi * n + col]) + offset;
-      out.reference[col * k + i] = f32((static_cast<double>(q[col * k + i]) - zero) * scales[gi * n + col]);
+      out.reference[col * k + i] =
+          f32((static_cast<double>(q[col * k + i]) - zero) * scales[gi * n + col]);
     }
   return out;
 }
@@ -128,7 +134,8 @@ class GptqConvert : public testing::TestWithParam<GptqCase> {};
 TEST_P(GptqConvert, DequantizesExactlyLikeGptq) {
   const GptqCase c = GetParam();
   const int64_t n = 64, k = 256;
-  const GptqLayer layer = make_gptq(c, n, k, 1000u + c.bits * 7 + c.group + c.v2 * 3 + c.symmetric * 5 + c.act_order);
+  const GptqLayer layer =
+      make_gptq(c, n, k, 1000u + c.bits * 7 + c.group + c.v2 * 3 + c.symmetric * 5 + c.act_order);
   hm_convert_options_t options;
   hm_convert_options_init(&options);
   if (c.v2) options.flags |= HM_CONVERT_GPTQ_V2;
@@ -155,7 +162,8 @@ TEST_P(GptqConvert, DequantizesExactlyLikeGptq) {
     std::vector<int32_t> sorted = out.permutation;
     std::sort(sorted.begin(), sorted.end());
     for (int64_t i = 0; i < k; ++i) ASSERT_EQ(sorted[i], i) << "not a permutation";
-    for (int64_t i = 0; i < k; ++i) EXPECT_EQ(layer.g_idx[out.permutation[i]], i / c.group) << "column " << i;
+    for (int64_t i = 0; i < k; ++i)
+      EXPECT_EQ(layer.g_idx[out.permutation[i]], i / c.group) << "column " << i;
   } else {
     EXPECT_TRUE(out.permutation.empty());
   }
@@ -253,7 +261,8 @@ TEST(GptqConvert, QuantizedFromFloatWeightsStaysClose) {
       zeros[gi * n + col] = static_cast<uint32_t>(z);
       for (int64_t i = 0; i < k; ++i)
         if (g_idx[i] == gi)
-          q[col * k + i] = static_cast<uint32_t>(std::min(15.0, std::max(0.0, std::nearbyint(w[col * k + i] / s) + z)));
+          q[col * k + i] = static_cast<uint32_t>(
+              std::min(15.0, std::max(0.0, std::nearbyint(w[col * k + i] / s) + z)));
     }
   std::vector<uint32_t> qweight(static_cast<size_t>(k / 8 * n)), stored(zeros.size());
   for (int64_t col = 0; col < n; ++col) {
@@ -280,7 +289,8 @@ TEST(GptqConvert, QuantizedFromFloatWeightsStaysClose) {
       const double s = scales[g_idx[i] * n + col];
       // Zero points of 0 would wrap in v1 (the test keeps the quantizer's zeros >= 1 there).
       if (zeros[g_idx[i] * n + col] == 0) continue;
-      ASSERT_NEAR(out.in_checkpoint_order[col * k + i], w[col * k + i], 0.5 * s + 1e-7) << col << "," << i;
+      ASSERT_NEAR(out.in_checkpoint_order[col * k + i], w[col * k + i], 0.5 * s + 1e-7)
+          << col << "," << i;
     }
 }
 
@@ -304,7 +314,11 @@ TEST(GptqConvert, ActOrderRefusals) {
   EXPECT_NE(out.error.find("g_idx"), std::string::npos) << out.error;
 
   std::vector<int32_t> g_idx = layer.g_idx;
-  for (auto& g : g_idx) if (g == 1) { g = 0; break; }  // group 0 gets 33 columns, group 1 31
+  for (auto& g : g_idx)
+    if (g == 1) {
+      g = 0;
+      break;
+    }  // group 0 gets 33 columns, group 1 31
   layer.tensors[3] = make_tensor("g_idx", "I32", {128}, g_idx);
   out = convert(HM_SCHEME_GPTQ, layer.tensors);
   EXPECT_EQ(out.status, HM_ERROR_UNSUPPORTED);
@@ -340,7 +354,8 @@ TEST(GptqConvert, BadTensorsAreNamed) {
   EXPECT_NE(out.error.find("bytes do not match"), std::string::npos) << out.error;
   // A tensor that is not a GPTQ role; a missing one.
   t = layer.tensors;
-  t.push_back(make_tensor("model.layers.3.mlp.down_proj.weight_packed", "I32", {1}, std::vector<int32_t>{0}));
+  t.push_back(make_tensor("model.layers.3.mlp.down_proj.weight_packed", "I32", {1},
+                          std::vector<int32_t>{0}));
   out = convert(HM_SCHEME_GPTQ, t);
   EXPECT_EQ(out.status, HM_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(out.error.find("weight_packed"), std::string::npos) << out.error;

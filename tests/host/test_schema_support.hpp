@@ -41,12 +41,14 @@ Tensor make_tensor(const std::string& name, const std::string& dtype, std::vecto
 
 // Code of x in a core dtype (round to nearest even) and its exact value.
 inline uint32_t encode(hm_dtype_t d, double x) { return hm::core::Dtype::from_code(d).encode(x); }
-inline double decode(hm_dtype_t d, uint32_t code) { return hm::core::Dtype::from_code(d).decode(code); }
+inline double decode(hm_dtype_t d, uint32_t code) {
+  return hm::core::Dtype::from_code(d).decode(code);
+}
 inline double round_to(hm_dtype_t d, double x) { return decode(d, encode(d, x)); }
 
 // 16-bit float tensors from values that are already exact in the dtype.
-inline Tensor f16_tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<double>& v,
-                         hm_dtype_t d = HM_DTYPE_F16) {
+inline Tensor f16_tensor(const std::string& name, std::vector<int64_t> shape,
+                         const std::vector<double>& v, hm_dtype_t d = HM_DTYPE_F16) {
   std::vector<uint16_t> codes(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
     codes[i] = static_cast<uint16_t>(encode(d, v[i]));
@@ -54,7 +56,8 @@ inline Tensor f16_tensor(const std::string& name, std::vector<int64_t> shape, co
   }
   return make_tensor(name, d == HM_DTYPE_F16 ? "F16" : "BF16", std::move(shape), codes);
 }
-inline Tensor f32_tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<double>& v) {
+inline Tensor f32_tensor(const std::string& name, std::vector<int64_t> shape,
+                         const std::vector<double>& v) {
   std::vector<float> f(v.begin(), v.end());
   return make_tensor(name, "F32", std::move(shape), f);
 }
@@ -66,7 +69,7 @@ struct Converted {
   std::string format;
   int64_t n = 0, k = 0;
   int32_t experts = 1;
-  std::vector<float> weight;        // dequantized, the converted (possibly permuted) K order
+  std::vector<float> weight;               // dequantized, the converted (possibly permuted) K order
   std::vector<float> in_checkpoint_order;  // the same, columns back in the checkpoint's order
   std::vector<float> bias;
   std::vector<int32_t> permutation;
@@ -128,7 +131,8 @@ inline Converted convert(int32_t scheme, const std::vector<Tensor>& tensors,
 }
 
 // Every element equal, bit for bit (so -0 vs 0 and NaN payloads would show).
-inline void expect_bitwise(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+inline void expect_bitwise(const std::vector<float>& got, const std::vector<float>& want,
+                           const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -136,21 +140,22 @@ inline void expect_bitwise(const std::vector<float>& got, const std::vector<floa
     std::memcpy(&a, &got[i], 4);
     std::memcpy(&b, &want[i], 4);
     if (a != b && ++bad <= 5)
-      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", the checkpoint's own dequantization gives "
-                    << want[i];
+      ADD_FAILURE() << what << ": element " << i << " is " << got[i]
+                    << ", the checkpoint's own dequantization gives " << want[i];
   }
   EXPECT_EQ(bad, 0u) << what;
 }
 
 // At most `ulps` f32 steps apart.
-inline void expect_within_ulps(const std::vector<float>& got, const std::vector<float>& want, int ulps,
-                               const std::string& what) {
+inline void expect_within_ulps(const std::vector<float>& got, const std::vector<float>& want,
+                               int ulps, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const float a = got[i], b = want[i];
     const bool ok = a == b || std::fabs(a - b) <= ulps * std::fabs(std::nextafter(b, INFINITY) - b);
-    if (!ok && ++bad <= 5) ADD_FAILURE() << what << ": element " << i << " is " << a << ", expected " << b;
+    if (!ok && ++bad <= 5)
+      ADD_FAILURE() << what << ": element " << i << " is " << a << ", expected " << b;
   }
   EXPECT_EQ(bad, 0u) << what;
 }

@@ -1,5 +1,6 @@
-// `humming convert`: a quantized checkpoint (one safetensors file) into the standard layout, through
-// hm_convert_file. Options map one to one onto hm_convert_options_t; docs/convert.md has the rest.
+// `humming convert`: a quantized checkpoint (one safetensors file) into the standard layout,
+// through hm_convert_file. Options map one to one onto hm_convert_options_t; docs/convert.md has
+// the rest.
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -26,21 +27,24 @@ void on_progress(void* user, const char* tensor, uint64_t done, uint64_t total) 
   const int percent = static_cast<int>(done * 100 / total);
   if (percent / 5 == p->last_percent / 5 && percent != 100) return;
   p->last_percent = percent;
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->start).count();
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - p->start).count();
   std::fprintf(stderr, "  %3d%%  %7.1f s  %s\n", percent, s, tensor);
 }
 
 hm_dtype_t parse_dtype(const std::string& text, const char* option) {
   if (text.empty()) return HM_DTYPE_NONE;
   hm_dtype_t d = HM_DTYPE_NONE;
-  if (hm_dtype_parse(text.c_str(), &d) != HM_SUCCESS) throw Failure{std::string("--") + option + ": " + last_error()};
+  if (hm_dtype_parse(text.c_str(), &d) != HM_SUCCESS)
+    throw Failure{std::string("--") + option + ": " + last_error()};
   return d;
 }
 
 int parse_int(const std::string& text, const char* option) {
   char* end = nullptr;
   const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0') throw Failure{std::string("--") + option + " takes an integer, got '" + text + "'"};
+  if (text.empty() || *end != '\0')
+    throw Failure{std::string("--") + option + " takes an integer, got '" + text + "'"};
   return static_cast<int>(v);
 }
 
@@ -74,9 +78,12 @@ int cmd_convert(Args& args) {
   const bool quiet = args.flag("quiet");
   args.finish();
   if (scheme.empty() || in.empty() || out.empty())
-    throw Failure{"--scheme, --in and --out are required, e.g. humming convert --scheme gptq --in model.safetensors "
-                  "--out humming.safetensors (schemes: gptq awq ct-pack ct-int8 ct-fp8 ct-nvfp4 fp8 mxfp4 nvfp4 "
-                  "bitnet)"};
+    throw Failure{
+        "--scheme, --in and --out are required, e.g. humming convert --scheme gptq --in "
+        "model.safetensors "
+        "--out humming.safetensors (schemes: gptq awq ct-pack ct-int8 ct-fp8 ct-nvfp4 fp8 mxfp4 "
+        "nvfp4 "
+        "bitnet)"};
 
   hm_convert_options_t options;
   hm_convert_options_init(&options);
@@ -87,9 +94,12 @@ int cmd_convert(Args& args) {
   if (v2) options.flags |= HM_CONVERT_GPTQ_V2;
   if (split) options.flags |= HM_CONVERT_SPLIT_GATE_UP;
   if (keep) options.flags |= HM_CONVERT_KEEP_K_ORDER;
-  if (global == "multiply") options.global_scale_convention = HM_GLOBAL_SCALE_MULTIPLY;
-  else if (global == "divide") options.global_scale_convention = HM_GLOBAL_SCALE_DIVIDE;
-  else if (!global.empty()) throw Failure{"--global-scale must be multiply or divide"};
+  if (global == "multiply")
+    options.global_scale_convention = HM_GLOBAL_SCALE_MULTIPLY;
+  else if (global == "divide")
+    options.global_scale_convention = HM_GLOBAL_SCALE_DIVIDE;
+  else if (!global.empty())
+    throw Failure{"--global-scale must be multiply or divide"};
   const std::vector<int64_t> rows = parse_rows(shard_rows);
   options.shard_rows = rows.empty() ? nullptr : rows.data();
   options.shard_count = static_cast<int32_t>(rows.size());
@@ -102,7 +112,9 @@ int cmd_convert(Args& args) {
   const auto t0 = std::chrono::steady_clock::now();
   check(hm_convert_file(scheme.c_str(), in.c_str(), out.c_str(), &options), "converting");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!quiet) std::printf("wrote %s (%s layers, standard layout) in %.2f s\n", out.c_str(), scheme.c_str(), s);
+  if (!quiet)
+    std::printf("wrote %s (%s layers, standard layout) in %.2f s\n", out.c_str(), scheme.c_str(),
+                s);
   return 0;
 }
 

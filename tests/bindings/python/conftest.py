@@ -13,6 +13,10 @@ import pytest
 
 _PACKAGE = os.environ.get("HUMMING_PYTHON_PACKAGE")
 if _PACKAGE:
+    if not os.path.isfile(os.path.join(_PACKAGE, "humming", "raw.py")):
+        raise RuntimeError(
+            f"the Python module was not built into {_PACKAGE}: configure with SWIG 4 and the "
+            "Python headers installed (HUMMING_BUILD_PYTHON=ON), then build")
     sys.path.insert(0, _PACKAGE)
 if os.environ.get("HUMMING_MOCK_DRIVER"):
     os.environ["HUMMING_CUDA_DRIVER_PATH"] = os.environ["HUMMING_MOCK_DRIVER"]
@@ -51,5 +55,17 @@ def mock_context(cache_dir):
         if os.environ.get("HUMMING_REQUIRE_MOCK"):  # CTest: never skip silently
             pytest.fail("HUMMING_REQUIRE_MOCK is set but HUMMING_MOCK_DRIVER is not")
         pytest.skip("HUMMING_MOCK_DRIVER is not set (CTest sets it)")
+    with humming.Context(0, cache_dir=cache_dir) as ctx:
+        yield ctx
+
+
+@pytest.fixture
+def gpu_context(cache_dir):
+    """A context on a real GPU (device 0); skipped without one or under the mock driver."""
+    if os.environ.get("HUMMING_MOCK_DRIVER"):
+        pytest.skip("the mock driver is loaded in this process")
+    info = humming.runtime_info()
+    if info.device_count <= 0:
+        pytest.skip(f"no CUDA device ({info.driver_error or 'device count is 0'})")
     with humming.Context(0, cache_dir=cache_dir) as ctx:
         yield ctx

@@ -1,0 +1,3 @@
+module humming.dev/humming
+
+go 1.19

@@ -1,0 +1,350 @@
+package humming_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"humming.dev/humming"
+)
+
+// The mock CUDA driver stands in for libcuda when HUMMING_MOCK_DRIVER is set (CTest sets it);
+// the driver is loaded once per process, so this happens before any test.
+func TestMain(m *testing.M) {
+	if mock := os.Getenv("HUMMING_MOCK_DRIVER"); mock != "" {
+		os.Setenv("HUMMING_CUDA_DRIVER_PATH", mock)
+	}
+	os.Exit(m.Run())
+}
+
+func header(t *testing.T) string {
+	path := os.Getenv("HUMMING_HEADER")
+	if path == "" {
+		path = filepath.Join("..", "..", "include", "humming.h")
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(text)
+}
+
+func define(t *testing.T, text, name string) int {
+	m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("%s not in the header", name)
+	}
+	v, _ := strconv.Atoi(m[1])
+	return v
+}
+
+func TestVersionMatchesHeader(t *testing.T) {
+	h := header(t)
+	major, minor, patch := humming.LibraryVersion()
+	if major != define(t, h, "HM_VERSION_MAJOR") || minor != define(t, h, "HM_VERSION_MINOR") || patch != define(t, h, "HM_VERSION_PATCH") {
+		t.Fatalf("library %d.%d.%d does not match the header", major, minor, patch)
+	}
+	if humming.VersionString() != fmt.Sprintf("%d.%d.%d", major, minor, patch) {
+		t.Fatal(humming.VersionString())
+	}
+	if humming.LibraryABIVersion() != define(t, h, "HM_ABI_VERSION") || humming.ABIVersion != humming.LibraryABIVersion() {
+		t.Fatal("ABI version")
+	}
+}
+
+func TestErrorsCarryStatusNameAndMessage(t *testing.T) {
+	_, err := humming.ParseFormat("w=int4 bogus")
+	var e *humming.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("not an *Error: %v", err)
+	}
+	if e.Status != humming.ErrorParse || e.Name() != "ERROR_PARSE" || e.Category() != humming.ErrorInvalidArgument {
+		t.Fatalf("%v", e)
+	}
+	if !strings.Contains(e.Message, "bogus") || !strings.HasPrefix(e.Error(), "ERROR_PARSE (1003): hm_format_parse") {
+		t.Fatalf("%v", e)
+	}
+	if !errors.Is(err, &humming.Error{Status: humming.ErrorParse}) {
+		t.Fatal("errors.Is by status")
+	}
+	if humming.StatusName(424242) != "UNKNOWN" {
+		t.Fatal("unknown status name")
+	}
+}
+
+func TestMessagesStayWithTheirGoroutine(t *testing.T) {
+	// Goroutines hop between OS threads; each failure must still report its own message.
+	var wg sync.WaitGroup
+	failures := make(chan string, 1000)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				_, err := humming.ParseFormat(fmt.Sprintf("w=int4 goroutine%d=1", g))
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("goroutine%d", g)) {
+					failures <- fmt.Sprint(err)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Fatal(f)
+	}
+}
+
+func TestDTypes(t *testing.T) {
+	for name, d := range map[string]humming.DType{"f16": humming.DTypeF16, "bf16": humming.DTypeBf16,
+		"e4m3": humming.DTypeE4m3, "uint4b8": humming.DTypeUint4b8, "int8": humming.DTypeInt8} {
+		got, err := humming.ParseDType(name)
+		if err != nil || got != d || d.String() != name {
+			t.Fatalf("%s: %v %v %v", name, got, err, d)
+		}
+	}
+	for code := uint32(0); code < 256; code++ {
+		v, err := humming.DTypeE4m3.Decode(code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.IsNaN(v) {
+			continue
+		}
+		back, _ := humming.DTypeE4m3.Encode(v)
+		if w, _ := humming.DTypeE4m3.Decode(back); w != v {
+			t.Fatalf("code %d: %v -> %d -> %v", code, v, back, w)
+		}
+	}
+	if _, err := humming.ParseDType("f17"); !errors.Is(err, &humming.Error{Status: humming.ErrorParse}) {
+		t.Fatal(err)
+	}
+}
+
+func TestFormats(t *testing.T) {
+	text := "w=int4 a=bf16 c=bf16 s=bf16:g64 zp=none bias=1 acc=f32 n=512 k=1024 e=1"
+	f, err := humming.ParseFormat(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.String() != text {
+		t.Fatal(f.String())
+	}
+	g, _ := f.Clone()
+	if !g.Equal(f) {
+		t.Fatal("clone differs")
+	}
+	if err := g.SetShape(128, 256, 1); err != nil {
+		t.Fatal(err)
+	}
+	g.SetDType(humming.RoleWeight, humming.DTypeInt8)
+	g.SetScale(humming.ScaleChannel, 0, 0)
+	g.SetBias(false)
+	if g.Equal(f) {
+		t.Fatal("changed clone still equal")
+	}
+	if n, k, e, _ := f.Shape(); n != 512 || k != 1024 || e != 1 {
+		t.Fatal("the original changed")
+	}
+	if d, _ := g.DType(humming.RoleWeight); d != humming.DTypeInt8 {
+		t.Fatal(d)
+	}
+	if s, _ := f.Scale(); s.GroupK != 64 || s.Kind != humming.ScaleGroup {
+		t.Fatal(s)
+	}
+	if b, _ := f.Bias(); !b {
+		t.Fatal("bias")
+	}
+	if err := g.SetDType(humming.Role(99), humming.DTypeF16); err == nil {
+		t.Fatal("role 99 accepted")
+	}
+	bad, _ := humming.ParseFormat("w=e2m1 a=e2m1 c=f16 s=ue8m0:g32 n=256 k=256")
+	err = bad.Validate("sm_80")
+	var e *humming.Error
+	if !errors.As(err, &e) || e.Category() != humming.ErrorUnsupported {
+		t.Fatalf("%v", err)
+	}
+	g.Close()
+	g.Close()
+	if _, _, _, err := g.Shape(); !errors.Is(err, &humming.Error{Status: humming.ErrorInvalidState}) {
+		t.Fatalf("closed format: %v", err)
+	}
+	if m, err := humming.SupportMatrix(); err != nil || len(m) < 256 {
+		t.Fatal(err)
+	}
+}
+
+func TestQuantizePackUnpackDequantize(t *testing.T) {
+	n, k := 256, 512
+	f, _ := humming.ParseFormat(fmt.Sprintf("w=uint4b8 a=f16 s=f16:g128 n=%d k=%d", n, k))
+	w := make([]float32, n*k)
+	for i := range w {
+		w[i] = float32((i*2654435761)%1000)/500 - 1
+	}
+	q, err := f.Quantize(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Codes) != n*k || len(q.Scales) != n*k/128 {
+		t.Fatal("sizes")
+	}
+	p, err := f.Pack(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := f.Unpack(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range q.Codes {
+		if back.Codes[i] != q.Codes[i] {
+			t.Fatalf("code %d", i)
+		}
+	}
+	d, err := f.Dequantize(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range w {
+		step := q.Scales[i/128]
+		if math.Abs(float64(w[i]-d[i])) > 0.5*float64(step)*1.001+1e-7 {
+			t.Fatalf("element %d: %v vs %v", i, w[i], d[i])
+		}
+	}
+	halves := make([]uint16, len(w))
+	widened := make([]float32, len(w))
+	for i, x := range w {
+		h, _ := humming.DTypeF16.Encode(float64(x))
+		halves[i] = uint16(h)
+		v, _ := humming.DTypeF16.Decode(h)
+		widened[i] = float32(v)
+	}
+	q16, err1 := f.QuantizeBits16(halves, humming.DTypeF16)
+	q32, err2 := f.Quantize(widened)
+	if err1 != nil || err2 != nil || string(q16.Codes) != string(q32.Codes) {
+		t.Fatal("f16 and widened f32 quantize differently", err1, err2)
+	}
+	if _, err := f.Quantize(w[1:]); err == nil || !strings.Contains(err.Error(), "'weight'") {
+		t.Fatal(err)
+	}
+	q.Scales = q.Scales[1:]
+	if _, err := f.Pack(q); err == nil || !strings.Contains(err.Error(), "'Scales'") {
+		t.Fatal(err)
+	}
+}
+
+func TestReferenceGemmAndActivations(t *testing.T) {
+	c, err := humming.ReferenceGemmF32([]float32{1, 2, 3, 4, 5, 6}, []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+		[]float32{0.5, 0.5, 0.5, 0.5}, 2, 4, 3)
+	if err != nil || fmt.Sprint(c) != "[6.5 6.5 6.5 6.5 15.5 15.5 15.5 15.5]" {
+		t.Fatal(c, err)
+	}
+	x := make([]float32, 5*64)
+	for i := range x {
+		x[i] = float32(i%17-8) / 3
+	}
+	codes, scales, err := humming.QuantizeActivation(humming.DTypeInt8, x, 5, 64, 0)
+	if err != nil || len(codes) != 5*64 || len(scales) != 5 {
+		t.Fatal(err)
+	}
+	back, err := humming.DequantizeActivation(humming.DTypeInt8, codes, scales, 5, 64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range x {
+		if math.Abs(float64(x[i]-back[i])) > 0.5*float64(scales[i/64])*1.001 {
+			t.Fatalf("%d: %v vs %v", i, x[i], back[i])
+		}
+	}
+	if _, _, err := humming.QuantizeActivation(humming.DTypeF16, x, 5, 64, 0); err == nil {
+		t.Fatal("f16 activations quantized")
+	}
+}
+
+// gptq builds a 4-bit GPTQ layer (v1 zeros) the way GPTQ packs it, and the weight it means.
+func gptq(n, k, group int) (qweight, qzeros, scales []byte, w []float32) {
+	q := func(nn, kk int) uint32 { return uint32((nn*31 + kk*17) % 16) }
+	z := func(g, nn int) uint32 { return 1 + uint32((g*5+nn*3)%15) }
+	s := func(g, nn int) float32 { return float32(math.Pow(2, -float64((g+nn)%4)-3)) }
+	le := func(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
+	for r := 0; r < k/8; r++ {
+		for nn := 0; nn < n; nn++ {
+			var word uint32
+			for j := 0; j < 8; j++ {
+				word |= q(nn, 8*r+j) << (4 * j)
+			}
+			qweight = append(qweight, le(word)...)
+		}
+	}
+	for g := 0; g < k/group; g++ {
+		for wi := 0; wi < n/8; wi++ {
+			var word uint32
+			for j := 0; j < 8; j++ {
+				word |= (z(g, 8*wi+j) - 1) << (4 * j)
+			}
+			qzeros = append(qzeros, le(word)...)
+		}
+		for nn := 0; nn < n; nn++ {
+			h, _ := humming.DTypeF16.Encode(float64(s(g, nn)))
+			scales = append(scales, byte(h), byte(h>>8))
+		}
+	}
+	for nn := 0; nn < n; nn++ {
+		for kk := 0; kk < k; kk++ {
+			g := kk / group
+			w = append(w, (float32(q(nn, kk))-float32(z(g, nn)))*s(g, nn))
+		}
+	}
+	return
+}
+
+func TestGPTQConversionIsExact(t *testing.T) {
+	if s, err := humming.ParseScheme("gptq"); err != nil || s != humming.SchemeGPTQ {
+		t.Fatal(s, err)
+	}
+	n, k := 64, 256
+	qweight, qzeros, scales, w := gptq(n, k, 128)
+	tensors := []humming.CheckpointTensor{
+		{Name: "qweight", DType: "I32", Shape: []int64{int64(k / 8), int64(n)}, Data: qweight},
+		{Name: "qzeros", DType: "I32", Shape: []int64{2, int64(n / 8)}, Data: qzeros},
+		{Name: "scales", DType: "F16", Shape: []int64{2, int64(n)}, Data: scales},
+	}
+	layer, err := humming.ConvertLayer(humming.SchemeGPTQ, tensors, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer layer.Close()
+	f, err := layer.Format()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.Dequantize(&layer.Canonical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range w {
+		if d[i] != w[i] {
+			t.Fatalf("element %d: %v, want %v", i, d[i], w[i])
+		}
+	}
+	if layer.Bias != nil || layer.KPermutation != nil {
+		t.Fatal("bias or permutation from nowhere")
+	}
+	if _, err := humming.ConvertLayer(humming.SchemeGPTQ, tensors[:2], nil); err == nil || !strings.Contains(err.Error(), "scales") {
+		t.Fatal(err)
+	}
+	called := false
+	err = humming.ConvertFile("gptq", "/nonexistent/in.safetensors", filepath.Join(t.TempDir(), "out.safetensors"),
+		&humming.ConvertOptions{Progress: func(string, uint64, uint64) { called = true }})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/in.safetensors") || called {
+		t.Fatal(err)
+	}
+}

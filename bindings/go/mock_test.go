@@ -1,0 +1,190 @@
+package humming_test
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"humming.dev/humming"
+)
+
+// Contexts, device memory, kernels and plans on the mock CUDA driver (its device memory is host
+// memory, and it runs the reference GEMM as host code, so the results are real).
+func mockContext(t *testing.T, device int) *humming.Context {
+	if os.Getenv("HUMMING_MOCK_DRIVER") == "" {
+		if os.Getenv("HUMMING_REQUIRE_MOCK") != "" {
+			t.Fatal("HUMMING_REQUIRE_MOCK is set but HUMMING_MOCK_DRIVER is not")
+		}
+		t.Skip("HUMMING_MOCK_DRIVER is not set (CTest sets it)")
+	}
+	ctx, err := humming.NewContextWithOptions(humming.ContextOptions{Device: device, CacheDir: os.Getenv("HUMMING_CACHE_DIR")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctx.Close)
+	return ctx
+}
+
+func TestMockDeviceAndRuntimeInfo(t *testing.T) {
+	ctx := mockContext(t, 0)
+	info, err := ctx.DeviceInfo()
+	if err != nil || info.Device != 0 || info.CCMajor != 9 || info.Arch != "sm_90a" || !strings.Contains(info.Name, "Mock") {
+		t.Fatal(info, err)
+	}
+	rt, err := humming.GetRuntimeInfo()
+	if err != nil || rt.DeviceCount != 2 || !strings.Contains(rt.DriverPath, "humming_mock_cuda") {
+		t.Fatal(rt, err)
+	}
+}
+
+func TestMockDeviceMemory(t *testing.T) {
+	ctx := mockContext(t, 0)
+	data := []float32{1, 2, 3, 4.5}
+	b, err := humming.Upload(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := humming.Download[float32](b)
+	if err != nil || len(back) != 4 || back[3] != 4.5 {
+		t.Fatal(back, err)
+	}
+	if err := humming.CopyToHost(make([]float32, 3), b); err == nil || !strings.Contains(err.Error(), "16") {
+		t.Fatal(err)
+	}
+	b.Close()
+	b.Close()
+	if _, err := humming.Download[float32](b); err == nil {
+		t.Fatal("read a freed buffer")
+	}
+	os.Setenv("HM_MOCK_FAIL_ALLOC", "1")
+	_, err = ctx.Alloc(64)
+	os.Unsetenv("HM_MOCK_FAIL_ALLOC")
+	if e, ok := err.(*humming.Error); !ok || e.Status != humming.ErrorDeviceOutOfMemory {
+		t.Fatal(err)
+	}
+}
+
+func TestMockReferenceKernel(t *testing.T) {
+	ctx := mockContext(t, 0)
+	kernel, err := ctx.ReferenceGemmKernel(humming.DTypeF32, humming.DTypeF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kernel.Close()
+	if name, _ := kernel.Name(); name != "reference_gemm_f32_f32" {
+		t.Fatal(name)
+	}
+	if key, _ := kernel.CacheKey(); len(key) != 64 {
+		t.Fatal(key)
+	}
+	m, n, k := 5, 7, 33
+	a, b := make([]float32, m*k), make([]float32, n*k)
+	for i := range a {
+		a[i] = float32(i%9 - 4)
+	}
+	for i := range b {
+		b[i] = float32(i%7 - 3)
+	}
+	want, _ := humming.ReferenceGemmF32(a, b, nil, m, n, k)
+	da, _ := humming.Upload(ctx, a)
+	db, _ := humming.Upload(ctx, b)
+	dc, _ := ctx.Alloc(m * n * 4)
+	params, _ := humming.NewLaunchParams()
+	defer params.Close()
+	if err := kernel.Gemm(params, da, db, dc, m, n, k, humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Synchronize(humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := humming.Download[float32](dc)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("C[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+	if err := kernel.Gemm(params, da, db, dc, m, n+1, k, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'b'") {
+		t.Fatal(err)
+	}
+}
+
+func TestMockPlan(t *testing.T) {
+	ctx := mockContext(t, 0)
+	n, k, m := 256, 256, 16
+	f, _ := humming.ParseFormat("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256")
+	q, _ := f.Quantize(make([]float32, n*k))
+	packed, _ := f.Pack(q)
+	plan, err := ctx.NewPlan(f, humming.PlanOptions{MaxM: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	if err := plan.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := plan.Describe(int64(m)); err != nil || d == "" {
+		t.Fatal(d, err)
+	}
+	ws, err := plan.WorkspaceSize(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workspace, _ := ctx.Zeroed(int(ws) + 16)
+	a, _ := ctx.Alloc(m * k * 2)
+	w, _ := humming.Upload(ctx, packed.Weight)
+	s, _ := humming.Upload(ctx, packed.Scales)
+	c, _ := ctx.Alloc(m * n * 2)
+	params, _ := humming.NewLaunchParams()
+	defer params.Close()
+	args := humming.GemmArgs{A: a, Weight: w, Scales: s, Workspace: workspace}
+	if err := plan.Gemm(params, args, c, m, humming.DefaultStream); err != nil { // launched; the mock does not compute it
+		t.Fatal(err)
+	}
+	if err := plan.Gemm(params, humming.GemmArgs{A: a, Weight: w}, c, m, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'Scales'") {
+		t.Fatal(err)
+	}
+	if err := plan.Gemm(params, args, c, 65, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'A'") {
+		t.Fatal(err)
+	}
+	if err := plan.Gemm(params, humming.GemmArgs{A: a, Weight: w, Scales: s, Bias: c, Workspace: workspace}, c, m, humming.DefaultStream); err == nil {
+		t.Fatal("bias accepted by a format without one")
+	}
+	// A prepared plan serves several goroutines, each with its own launch params.
+	var wg sync.WaitGroup
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			own, _ := humming.NewLaunchParams()
+			defer own.Close()
+			if err := plan.Gemm(own, args, c, 8, humming.DefaultStream); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestMockUnsupportedArchAndAheadOfTime(t *testing.T) {
+	sm80 := mockContext(t, 1)
+	f, _ := humming.ParseFormat("w=e2m1 a=e2m1 c=f16 s=ue8m0:g32 n=256 k=256")
+	_, err := sm80.NewPlan(f, humming.PlanOptions{})
+	if e, ok := err.(*humming.Error); !ok || e.Category() != humming.ErrorUnsupported {
+		t.Fatal(err)
+	}
+	aot, err := humming.NewContextWithOptions(humming.ContextOptions{Device: humming.NoDevice, TargetArch: "sm_90a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aot.Close()
+	if info, _ := aot.DeviceInfo(); info.Arch != "sm_90a" || info.Device != humming.NoDevice {
+		t.Fatal(info)
+	}
+	if _, err := aot.Alloc(16); err == nil {
+		t.Fatal("device memory without a device")
+	}
+	if _, err := humming.NewContextWithOptions(humming.ContextOptions{Device: humming.NoDevice}); err == nil || !strings.Contains(err.Error(), "target_arch") {
+		t.Fatal(err)
+	}
+}

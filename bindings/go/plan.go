@@ -1,0 +1,204 @@
+package humming
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include "humming.h"
+static inline void *hm_go_stream(uintptr_t s) { return (void *)s; }
+*/
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// PlanOptions configure Context.NewPlan. MaxM 0 means no limit.
+type PlanOptions struct {
+	Nondeterministic bool
+	MaxM             int64
+	TuningJSON       string
+}
+
+// GemmArgs are the device buffers of one Plan.Gemm: the activations, the standard-layout
+// weight (Format.Pack's output, uploaded) and what the format needs besides it. Leave nil
+// what the format does not use.
+type GemmArgs struct {
+	A, Weight, Scales, ZeroPoints, GlobalScale, Bias, Workspace DeviceMemory
+}
+
+// Plan binds a format to a context: validated on creation, every kernel compiled in Prepare,
+// then Gemm runs with no host synchronization and no allocation. A prepared plan may be used
+// from several goroutines at once, each with its own LaunchParams.
+type Plan struct {
+	h      *C.hm_plan_t
+	n      int
+	aRow   int
+	cElem  int
+	bias   bool
+	packed PackedSizes
+}
+
+func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
+	var opts C.hm_plan_options_t
+	C.hm_plan_options_init(&opts)
+	if o.Nondeterministic {
+		opts.flags = C.HM_PLAN_NONDETERMINISTIC
+	}
+	opts.max_m = C.int64_t(o.MaxM)
+	if o.TuningJSON != "" {
+		opts.tuning_json = cString(o.TuningJSON)
+		defer free(unsafe.Pointer(opts.tuning_json))
+	}
+	if format == nil || format.h == nil {
+		return nil, closed("Format")
+	}
+	var h *C.hm_plan_t
+	err := c.with(func(ch *C.hm_context_t) C.hm_status_t { return C.hm_plan_create(ch, format.h, &opts, &h) })
+	runtime.KeepAlive(format)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{h: h}
+	runtime.SetFinalizer(p, (*Plan).Close)
+	n, k, _, err := format.Shape()
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	act, err1 := format.DType(RoleActivation)
+	out, err2 := format.DType(RoleOutput)
+	bias, err3 := format.Bias()
+	packed, err4 := format.PackedSizes()
+	for _, e := range []error{err1, err2, err3, err4} {
+		if e != nil {
+			p.Close()
+			return nil, e
+		}
+	}
+	p.n, p.aRow, p.cElem, p.bias, p.packed = int(n), (int(k)*act.Bits()+7)/8, out.bytes(), bias, packed
+	return p, nil
+}
+
+func (p *Plan) Close() {
+	if p.h != nil {
+		C.hm_plan_destroy(p.h)
+		p.h = nil
+	}
+	runtime.SetFinalizer(p, nil)
+}
+
+func (p *Plan) with(do func(h *C.hm_plan_t) C.hm_status_t) error {
+	if p == nil || p.h == nil {
+		return closed("Plan")
+	}
+	err := call(func() C.hm_status_t { return do(p.h) })
+	runtime.KeepAlive(p)
+	return err
+}
+
+// Prepare compiles (or loads from the cache) every kernel the plan can choose.
+func (p *Plan) Prepare() error {
+	return p.with(func(h *C.hm_plan_t) C.hm_status_t { return C.hm_plan_prepare(h) })
+}
+
+// WorkspaceSize is the device workspace for calls with M up to maxM; allocate it zeroed once.
+func (p *Plan) WorkspaceSize(maxM int64) (uint64, error) {
+	var bytes C.uint64_t
+	err := p.with(func(h *C.hm_plan_t) C.hm_status_t { return C.hm_plan_workspace_size(h, C.int64_t(maxM), &bytes) })
+	return uint64(bytes), err
+}
+
+// Describe names the kernel and tiling used for M, for logs.
+func (p *Plan) Describe(m int64) (string, error) {
+	if p == nil || p.h == nil {
+		return "", closed("Plan")
+	}
+	defer runtime.KeepAlive(p)
+	return copyOut(func(buf *C.char, size C.size_t, length *C.size_t) C.hm_status_t {
+		return C.hm_plan_describe(p.h, C.int64_t(m), buf, size, length)
+	})
+}
+
+// GemmRaw runs with raw launch parameters (asynchronous); the pointers set in params must
+// address device memory of the sizes the format and M need.
+func (p *Plan) GemmRaw(params *LaunchParams, stream Stream) error {
+	if p == nil || p.h == nil {
+		return closed("Plan")
+	}
+	err := params.with(func(ph *C.hm_launch_params_t) C.hm_status_t {
+		return C.hm_plan_gemm(p.h, ph, C.hm_go_stream(C.uintptr_t(stream)))
+	})
+	runtime.KeepAlive(p)
+	return err
+}
+
+func optional(name string, m DeviceMemory, need int) (DevicePtr, error) {
+	if need == 0 {
+		if m != nil {
+			return 0, invalid("'%s' was given, but the format has no use for it", name)
+		}
+		return 0, nil
+	}
+	if err := needBytes(name, m, need); err != nil {
+		return 0, err
+	}
+	return m.Ptr(), nil
+}
+
+// Gemm runs C[M,N] = A[M,K] * dequant(W)^T (+ bias) on stream, with every buffer's size
+// checked against the format and M first. Asynchronous: synchronize before reading C.
+func (p *Plan) Gemm(params *LaunchParams, args GemmArgs, c DeviceMemory, m int, stream Stream) error {
+	if err := needBytes("A", args.A, m*p.aRow); err != nil {
+		return err
+	}
+	if err := needBytes("C", c, m*p.n*p.cElem); err != nil {
+		return err
+	}
+	biasBytes := 0
+	if p.bias {
+		biasBytes = p.n * p.cElem
+	}
+	type slotValue struct {
+		slot Slot
+		ptr  DevicePtr
+	}
+	values := []slotValue{{ArgA, args.A.Ptr()}, {ArgC, c.Ptr()}}
+	for _, o := range []struct {
+		name string
+		slot Slot
+		mem  DeviceMemory
+		need int
+	}{{"Weight", ArgB, args.Weight, p.packed.Weight}, {"Scales", ArgScales, args.Scales, p.packed.Scales},
+		{"ZeroPoints", ArgZeros, args.ZeroPoints, p.packed.ZeroPoints},
+		{"GlobalScale", ArgGlobal, args.GlobalScale, p.packed.GlobalScale}, {"Bias", ArgBias, args.Bias, biasBytes}} {
+		ptr, err := optional(o.name, o.mem, o.need)
+		if err != nil {
+			return err
+		}
+		if ptr != 0 {
+			values = append(values, slotValue{o.slot, ptr})
+		}
+	}
+	if err := params.Clear(); err != nil {
+		return err
+	}
+	for _, v := range values {
+		if err := params.SetPointer(v.slot, v.ptr); err != nil {
+			return err
+		}
+	}
+	if err := params.SetInt(ArgM, int64(m)); err != nil {
+		return err
+	}
+	if args.Workspace != nil {
+		// The library checks the size against what this M needs, and names both.
+		if err := params.SetPointer(ArgWorkspace, args.Workspace.Ptr()); err != nil {
+			return err
+		}
+		if err := params.SetInt(ArgWorkspaceBytes, int64(args.Workspace.Len())); err != nil {
+			return err
+		}
+	}
+	return p.GemmRaw(params, stream)
+}

@@ -1,0 +1,158 @@
+"""humming.torch: a drop-in for torch.nn.Linear that runs a Humming plan.
+
+    layer = humming.torch.Linear.from_linear(nn.Linear(4096, 4096).half().cuda(),
+                                             "w=uint4b8 a=f16 c=f16 s=f16:g128")
+    y = layer(x)  # x: [..., 4096] float16 on the same device
+
+The weight is quantized and packed once (on the host, through the library's reference path) and
+kept on the device in the standard layout; forward() runs hm_plan_gemm on the current torch
+stream with no host synchronization and no allocation besides the output tensor (which torch
+takes from the graph pool under capture), so it works under CUDA graph capture.
+Importing humming does not import torch; importing humming.torch does.
+"""
+import threading
+
+import numpy as np
+import torch
+
+from . import _convert
+from ._format import Format
+from ._plan import DevicePackedWeight, Plan
+from ._runtime import Context
+from ._errors import argument_error
+
+_HM_TO_TORCH = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+
+# One Context per device per process: contexts own the driver state and the kernel cache handle.
+_contexts = {}
+_contexts_lock = threading.Lock()
+
+
+def context_for(device):
+    """The shared humming.Context of a torch CUDA device."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise argument_error(f"humming.torch needs a CUDA device, got {device}")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    with _contexts_lock:
+        ctx = _contexts.get(index)
+        if ctx is None or ctx.closed:
+            ctx = _contexts[index] = Context(index)
+        return ctx
+
+
+def _numpy_view(t):
+    """A host numpy array with the bytes of a torch tensor (bf16/fp8 as their own ml_dtypes
+    type when ml_dtypes is installed, else through an integer view)."""
+    t = t.detach().contiguous().cpu()
+    try:
+        return t.numpy()
+    except TypeError:  # bfloat16, float8: numpy has no such dtype
+        return t.view(torch.uint8 if t.element_size() == 1 else torch.int16).numpy()
+
+
+def _safetensors_dtype(t):
+    return {torch.bfloat16: "BF16", torch.float8_e4m3fn: "F8_E4M3",
+            torch.float8_e5m2: "F8_E5M2"}.get(t.dtype)
+
+
+class Linear(torch.nn.Module):
+    """y = x @ dequant(W)^T (+ bias) for x of shape [..., in_features]."""
+
+    def __init__(self, format, packed, *, bias=None, device=None, max_m=0, k_permutation=None,
+                 context=None):
+        """format: a complete humming.Format (shape set); packed: a humming.PackedWeight (host,
+        from Format.pack) or DevicePackedWeight of torch tensors; bias: [N] tensor."""
+        super().__init__()
+        fmt = format if isinstance(format, Format) else Format(format)
+        device = torch.device(device if device is not None else "cuda")
+        self.context = context or context_for(device)
+        self.device = torch.device("cuda", self.context.device)
+        self.format = fmt.clone()
+        n, k, experts = fmt.shape
+        if experts != 1:
+            raise argument_error("humming.torch.Linear is for dense layers (experts = 1)")
+        self.in_features, self.out_features = k, n
+        self.input_dtype = _HM_TO_TORCH.get(fmt.activation.name)
+        self.output_dtype = _HM_TO_TORCH.get(fmt.output.name)
+        if self.input_dtype is None or self.output_dtype is None:
+            raise argument_error(f"humming.torch.Linear runs f16/bf16/f32 activations and outputs; "
+                                 f"the format has a={fmt.activation.name} c={fmt.output.name}")
+
+        def up(value):
+            if value is None:
+                return None
+            if isinstance(value, torch.Tensor):
+                return value.to(self.device).contiguous()
+            return torch.from_numpy(np.ascontiguousarray(value)).to(self.device)
+        for name in ("weight", "scales", "zero_points", "global_scale"):
+            self.register_buffer(name, up(getattr(packed, name, None)), persistent=True)
+        self.register_buffer("bias", None if bias is None else
+                             up(bias).to(self.output_dtype).reshape(n))
+        self.register_buffer("k_permutation", None if k_permutation is None else
+                             up(k_permutation).to(torch.int64))
+        self.plan = Plan(self.context, fmt, max_m=max_m).prepare()
+        self.max_m = max_m
+        # Allocated and zeroed once, for the largest M (2^24 stands for "no limit": the size
+        # query stops where M stops splitting K); the kernels leave it zeroed again.
+        nbytes = self.plan.workspace_size(max_m or (1 << 24))
+        self.register_buffer("workspace", torch.zeros(nbytes, dtype=torch.uint8, device=self.device)
+                             if nbytes else None, persistent=False)
+
+    # ---- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_linear(cls, linear, format="w=uint4b8 a=f16 c=f16 s=f16:g128", *, max_m=0,
+                    device=None):
+        """Quantizes an nn.Linear's weight (N and K come from the layer; the bias flag too)."""
+        fmt = Format(format)
+        fmt.set_shape(linear.out_features, linear.in_features)
+        fmt.bias = linear.bias is not None
+        weight = linear.weight.detach().float().cpu().numpy()
+        packed = fmt.pack(fmt.quantize(weight))
+        device = device if device is not None else (
+            linear.weight.device if linear.weight.is_cuda else "cuda")
+        return cls(fmt, packed, bias=None if linear.bias is None else linear.bias.detach(),
+                   device=device, max_m=max_m)
+
+    @classmethod
+    def from_checkpoint(cls, scheme, tensors, *, max_m=0, device=None, **options):
+        """Converts one layer's checkpoint tensors ({"qweight": t, "qzeros": t, ...}, as the
+        producing tool saved them) with humming.convert_layer, then packs and uploads it."""
+        host = {}
+        for name, t in tensors.items():
+            if isinstance(t, torch.Tensor):
+                dtype = _safetensors_dtype(t)
+                host[name] = (_numpy_view(t), dtype) if dtype else _numpy_view(t)
+            else:
+                host[name] = t
+        with _convert.convert_layer(scheme, host, **options) as layer:
+            fmt = layer.format.clone()
+            packed = layer.pack()
+            bias = None if layer.bias is None else torch.from_numpy(layer.bias)
+            perm = None if layer.k_permutation is None else torch.from_numpy(layer.k_permutation)
+        return cls(fmt, packed, bias=bias, device=device, max_m=max_m, k_permutation=perm)
+
+    # ---- running ---------------------------------------------------------------------------
+    def forward(self, x):
+        if x.shape[-1] != self.in_features:
+            raise argument_error(f"input has {x.shape[-1]} features, the layer takes "
+                                 f"{self.in_features}")
+        if x.dtype != self.input_dtype:
+            raise argument_error(f"input dtype is {x.dtype}, the layer's format runs "
+                                 f"{self.input_dtype}; cast it first")
+        lead = x.shape[:-1]
+        a = x.reshape(-1, self.in_features)
+        if self.k_permutation is not None:
+            a = a.index_select(1, self.k_permutation)
+        a = a.contiguous()
+        out = torch.empty((a.shape[0], self.out_features), dtype=self.output_dtype,
+                          device=x.device)
+        if a.shape[0] == 0:
+            return out.reshape(*lead, self.out_features)
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        weight = DevicePackedWeight(self.weight, self.scales, self.zero_points, self.global_scale)
+        self.plan.gemm(a, weight, out, bias=self.bias, workspace=self.workspace, stream=stream)
+        return out.reshape(*lead, self.out_features)
+
+    def extra_repr(self):
+        return f"{self.format}"

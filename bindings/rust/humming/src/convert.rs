@@ -1,0 +1,214 @@
+//! Checkpoint conversion: one layer's tensors as the producing tool wrote them -> a format plus
+//! canonical buffers (then [`Format::pack`]), or a whole safetensors file -> the standard layout.
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::Path;
+use std::ptr::NonNull;
+
+use crate::error::{c_string, check, Error, Result};
+use crate::format::{CanonicalWeight, Format};
+use crate::sys;
+
+/// Parses a scheme name ("gptq", "awq", "ct-fp8", ...) into its `HM_SCHEME_*` constant.
+pub fn scheme_parse(name: &str) -> Result<i32> {
+    let text = c_string(name, "name")?;
+    let mut scheme = 0;
+    check(unsafe { sys::hm_scheme_parse(text.as_ptr(), &mut scheme) })?;
+    Ok(scheme)
+}
+
+/// One checkpoint tensor in host memory: its name ("qweight", or a full name), safetensors
+/// dtype ("I32", "F16", "F8_E4M3", ...), shape, and row-major little-endian bytes.
+#[derive(Clone, Debug)]
+pub struct CheckpointTensor<'a> {
+    pub name: &'a str,
+    pub dtype: &'a str,
+    pub shape: Vec<i64>,
+    pub data: &'a [u8],
+}
+
+/// Options of a conversion (`hm_convert_options_t`); the defaults let the scheme decide.
+#[derive(Clone, Debug, Default)]
+pub struct ConvertOptions {
+    pub activation: crate::DType,
+    pub output: crate::DType,
+    pub bits: i32,
+    pub group_size: i32,
+    /// `HM_CONVERT_*` bits.
+    pub flags: u32,
+    /// `HM_GLOBAL_SCALE_*`.
+    pub global_scale_convention: i32,
+    pub shard_rows: Vec<i64>,
+}
+
+impl ConvertOptions {
+    fn raw(&self) -> sys::hm_convert_options_t {
+        let mut o: sys::hm_convert_options_t = unsafe { std::mem::zeroed() };
+        unsafe { sys::hm_convert_options_init(&mut o) };
+        o.activation = self.activation.0;
+        o.output = self.output.0;
+        o.bits = self.bits;
+        o.group_size = self.group_size;
+        o.flags = self.flags;
+        o.global_scale_convention = self.global_scale_convention;
+        if !self.shard_rows.is_empty() {
+            o.shard_rows = self.shard_rows.as_ptr();
+            o.shard_count = self.shard_rows.len() as i32;
+        }
+        o
+    }
+}
+
+/// A converted layer, with host copies of what the library returned. The header makes no
+/// thread-safety promise for it, so it is `Send` but not `Sync`.
+pub struct ConvertedLayer {
+    raw: NonNull<sys::hm_converted_layer_t>,
+    /// The canonical buffers (pass them to [`Format::pack`] with [`ConvertedLayer::format`]).
+    pub canonical: CanonicalWeight,
+    /// f32 `[E][N]`, empty when the format has no bias.
+    pub bias: Vec<f32>,
+    /// int32 `[K]`, empty when K keeps its order; else gather the activations with it:
+    /// `A'[:, k] = A[:, k_permutation[k]]`.
+    pub k_permutation: Vec<i32>,
+}
+
+unsafe impl Send for ConvertedLayer {}
+
+impl Drop for ConvertedLayer {
+    fn drop(&mut self) {
+        unsafe { sys::hm_converted_layer_destroy(self.raw.as_ptr()) }
+    }
+}
+
+unsafe fn copy<T: Copy>(ptr: *const T, count: usize) -> Vec<T> {
+    if ptr.is_null() || count == 0 {
+        Vec::new()
+    } else {
+        std::slice::from_raw_parts(ptr, count).to_vec()
+    }
+}
+
+impl ConvertedLayer {
+    /// A new copy of the layer's format.
+    pub fn format(&self) -> Result<Format> {
+        let mut raw = std::ptr::null_mut();
+        check(unsafe { sys::hm_converted_layer_format(self.raw.as_ptr(), &mut raw) })?;
+        // The library hands over a format we own: wrap it through a clone of its text.
+        let text = crate::error::copy_out(|buf, size, length| unsafe {
+            sys::hm_format_to_string(raw, buf, size, length)
+        });
+        unsafe { sys::hm_format_destroy(raw) };
+        Format::parse(&text?)
+    }
+}
+
+/// Converts one layer from its checkpoint tensors.
+pub fn convert_layer(
+    scheme: i32,
+    tensors: &[CheckpointTensor],
+    options: &ConvertOptions,
+) -> Result<ConvertedLayer> {
+    let mut names = Vec::with_capacity(tensors.len());
+    let mut raws = Vec::with_capacity(tensors.len());
+    for t in tensors {
+        if t.shape.len() > 8 {
+            return Err(Error::invalid(format!(
+                "tensor '{}' has {} dimensions; at most 8",
+                t.name,
+                t.shape.len()
+            )));
+        }
+        let name = c_string(t.name, "name")?;
+        let dtype = c_string(t.dtype, "dtype")?;
+        let mut r: sys::hm_checkpoint_tensor_t = unsafe { std::mem::zeroed() };
+        unsafe { sys::hm_checkpoint_tensor_init(&mut r) };
+        r.name = name.as_ptr();
+        r.dtype = dtype.as_ptr();
+        r.shape[..t.shape.len()].copy_from_slice(&t.shape);
+        r.ndim = t.shape.len() as i32;
+        r.data = t.data.as_ptr().cast();
+        r.bytes = t.data.len() as u64;
+        names.push((name, dtype));
+        raws.push(r);
+    }
+    let o = options.raw();
+    let mut raw = std::ptr::null_mut();
+    check(unsafe { sys::hm_convert_layer(scheme, raws.as_ptr(), raws.len(), &o, &mut raw) })?;
+    drop(names);
+    let raw = NonNull::new(raw)
+        .ok_or_else(|| Error::new(sys::HM_ERROR_INTERNAL, "the library returned a NULL layer"))?;
+    let mut layer = ConvertedLayer {
+        raw,
+        canonical: CanonicalWeight::default(),
+        bias: Vec::new(),
+        k_permutation: Vec::new(),
+    };
+    let format = layer.format()?;
+    let sizes = format.canonical_sizes()?;
+    let (n, k, e) = format.shape()?;
+    let mut info: sys::hm_converted_layer_info_t = unsafe { std::mem::zeroed() };
+    unsafe { sys::hm_converted_layer_info_init(&mut info) };
+    check(unsafe { sys::hm_converted_layer_info(layer.raw.as_ptr(), &mut info) })?;
+    unsafe {
+        layer.canonical = CanonicalWeight {
+            codes: copy(info.weight.codes, sizes.codes),
+            scales: copy(info.weight.scales, sizes.scales),
+            zero_points: copy(info.weight.zero_points, sizes.zero_points),
+            global_scale: copy(info.weight.global_scale, sizes.global_scale),
+        };
+        layer.bias = copy(info.bias, (e as i64 * n) as usize);
+        layer.k_permutation = copy(info.k_permutation, k as usize);
+    }
+    Ok(layer)
+}
+
+struct Progress<'a> {
+    callback: &'a mut dyn FnMut(&str, u64, u64),
+}
+
+unsafe extern "C" fn progress_trampoline(
+    user: *mut c_void,
+    name: *const c_char,
+    done: u64,
+    total: u64,
+) {
+    let progress = &mut *(user as *mut Progress);
+    let name = if name.is_null() {
+        std::borrow::Cow::Borrowed("")
+    } else {
+        CStr::from_ptr(name).to_string_lossy()
+    };
+    // A panic must not unwind into C: it is caught here and the conversion goes on.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        (progress.callback)(&name, done, total)
+    }));
+}
+
+/// Converts every quantized layer of a safetensors file into the standard layout
+/// (docs/convert.md). `progress` is called after each tensor written with (name, done, total).
+pub fn convert_file(
+    scheme: &str,
+    input: &Path,
+    output: &Path,
+    options: &ConvertOptions,
+    progress: Option<&mut dyn FnMut(&str, u64, u64)>,
+) -> Result<()> {
+    let path = |p: &Path, what: &str| -> Result<CString> {
+        c_string(p.to_str().ok_or_else(|| Error::invalid(format!("'{what}' is not UTF-8")))?, what)
+    };
+    let (scheme, input, output) =
+        (c_string(scheme, "scheme")?, path(input, "input")?, path(output, "output")?);
+    let mut o = options.raw();
+    let mut state;
+    if let Some(callback) = progress {
+        state = Progress { callback };
+        o.progress = Some(progress_trampoline);
+        o.progress_user_data = (&mut state as *mut Progress).cast();
+    }
+    check(unsafe { sys::hm_convert_file(scheme.as_ptr(), input.as_ptr(), output.as_ptr(), &o) })
+}
+
+impl std::fmt::Debug for ConvertedLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConvertedLayer({} codes)", self.canonical.codes.len())
+    }
+}

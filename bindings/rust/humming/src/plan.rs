@@ -1,0 +1,186 @@
+//! Plans: one layer (a Format) on one context, prepared once and then run many times.
+use std::ptr::NonNull;
+
+use crate::context::{Context, DeviceMemory, Stream};
+use crate::error::{c_string, check, copy_out, Error, Result};
+use crate::format::{Format, PackedSizes};
+use crate::kernel::{LaunchParams, Slot};
+use crate::sys;
+
+/// Options for [`Plan::new`].
+#[derive(Clone, Debug, Default)]
+pub struct PlanOptions {
+    /// Allow reductions whose order depends on timing (`HM_PLAN_NONDETERMINISTIC`).
+    pub nondeterministic: bool,
+    /// The largest M the plan will run (0: no limit).
+    pub max_m: i64,
+    /// A JSON tuning override (docs/tuning.md).
+    pub tuning_json: Option<String>,
+}
+
+/// The device buffers of one GEMM: the standard-layout weight (from [`Format::pack`], uploaded)
+/// and what the format needs besides it. Fields the format does not use stay `None`.
+#[derive(Default)]
+pub struct GemmArgs<'a> {
+    pub a: Option<&'a dyn DeviceMemory>,
+    pub weight: Option<&'a dyn DeviceMemory>,
+    pub scales: Option<&'a dyn DeviceMemory>,
+    pub zero_points: Option<&'a dyn DeviceMemory>,
+    pub global_scale: Option<&'a dyn DeviceMemory>,
+    pub bias: Option<&'a dyn DeviceMemory>,
+    pub workspace: Option<&'a dyn DeviceMemory>,
+}
+
+/// A format bound to a context: validated on creation, every kernel compiled in
+/// [`Plan::prepare`], then [`Plan::gemm`] runs with no host synchronization and no allocation.
+/// The header promises a prepared plan may be used from several threads at once (each with its
+/// own launch params), so it is `Send + Sync`; preparing takes `&mut self`.
+pub struct Plan {
+    raw: NonNull<sys::hm_plan_t>,
+    n: usize,
+    a_row_bytes: usize,
+    c_elem_bytes: usize,
+    bias: bool,
+    packed: PackedSizes,
+}
+
+unsafe impl Send for Plan {}
+unsafe impl Sync for Plan {}
+
+impl Drop for Plan {
+    fn drop(&mut self) {
+        unsafe { sys::hm_plan_destroy(self.raw.as_ptr()) }
+    }
+}
+
+fn require(name: &str, buffer: Option<&dyn DeviceMemory>, need: usize) -> Result<u64> {
+    match buffer {
+        None if need == 0 => Ok(0),
+        None => Err(Error::invalid(format!(
+            "'{name}' is missing; this format needs {need} bytes of it"
+        ))),
+        Some(b) if b.byte_len() < need => Err(Error::invalid(format!(
+            "'{name}' has {} bytes of device memory, needs {need}",
+            b.byte_len()
+        ))),
+        Some(b) => Ok(b.device_ptr().0),
+    }
+}
+
+impl Plan {
+    pub fn new(context: &Context, format: &Format, options: &PlanOptions) -> Result<Plan> {
+        let tuning =
+            options.tuning_json.as_deref().map(|t| c_string(t, "tuning_json")).transpose()?;
+        let mut o: sys::hm_plan_options_t = unsafe { std::mem::zeroed() };
+        unsafe { sys::hm_plan_options_init(&mut o) };
+        o.flags = if options.nondeterministic { sys::HM_PLAN_NONDETERMINISTIC as u32 } else { 0 };
+        o.max_m = options.max_m;
+        o.tuning_json = tuning.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+        let mut raw = std::ptr::null_mut();
+        check(unsafe { sys::hm_plan_create(context.as_raw(), format.as_raw(), &o, &mut raw) })?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::new(sys::HM_ERROR_INTERNAL, "the library returned a NULL plan")
+        })?;
+        let (n, k, _) = format.shape()?;
+        let act = format.dtype(crate::format::Role::ACTIVATION)?;
+        let out = format.dtype(crate::format::Role::OUTPUT)?;
+        Ok(Plan {
+            raw,
+            n: n as usize,
+            a_row_bytes: (k as usize * act.bits() as usize + 7) / 8,
+            c_elem_bytes: out.bytes(),
+            bias: format.bias()?,
+            packed: format.packed_sizes()?,
+        })
+    }
+
+    /// Compiles (or loads from the cache) every kernel the plan can choose.
+    pub fn prepare(&mut self) -> Result<()> {
+        check(unsafe { sys::hm_plan_prepare(self.raw.as_ptr()) })
+    }
+
+    /// Device workspace bytes for calls with M up to `max_m`; allocate it zeroed once
+    /// ([`Context::zeroed`]).
+    pub fn workspace_size(&self, max_m: i64) -> Result<u64> {
+        let mut bytes = 0u64;
+        check(unsafe { sys::hm_plan_workspace_size(self.raw.as_ptr(), max_m, &mut bytes) })?;
+        Ok(bytes)
+    }
+
+    /// The kernel and tiling used for M, for logs.
+    pub fn describe(&self, m: i64) -> Result<String> {
+        copy_out(|buf, size, length| unsafe {
+            sys::hm_plan_describe(self.raw.as_ptr(), m, buf, size, length)
+        })
+    }
+
+    /// Runs with raw launch parameters (asynchronous).
+    ///
+    /// # Safety
+    /// The pointers in `params` must address device memory of the sizes the format and M need,
+    /// live until the work on `stream` has finished.
+    pub unsafe fn gemm_raw(&self, params: &LaunchParams, stream: Stream) -> Result<()> {
+        check(sys::hm_plan_gemm(self.raw.as_ptr(), params.as_raw(), stream.as_raw()))
+    }
+
+    /// `C[M,N] = A[M,K] * dequant(W)^T (+ bias)` on `stream`, with every buffer's size checked
+    /// against the format and M first. Asynchronous: synchronize before reading C.
+    pub fn gemm(
+        &self,
+        params: &mut LaunchParams,
+        args: &GemmArgs,
+        c: &mut dyn DeviceMemory,
+        m: usize,
+        stream: Stream,
+    ) -> Result<()> {
+        let a = require("a", args.a, m * self.a_row_bytes)?;
+        if a == 0 {
+            return Err(Error::invalid("'a' is missing"));
+        }
+        let c_need = m * self.n * self.c_elem_bytes;
+        if c.byte_len() < c_need {
+            return Err(Error::invalid(format!(
+                "'c' has {} bytes of device memory, needs {c_need}",
+                c.byte_len()
+            )));
+        }
+        let weight = require("weight", args.weight, self.packed.weight)?;
+        let scales = require("scales", args.scales, self.packed.scales)?;
+        let zeros = require("zero_points", args.zero_points, self.packed.zero_points)?;
+        let global = require("global_scale", args.global_scale, self.packed.global_scale)?;
+        let bias =
+            require("bias", args.bias, if self.bias { self.n * self.c_elem_bytes } else { 0 })?;
+        if !self.bias && args.bias.is_some() {
+            return Err(Error::invalid("'bias' was given, but the format has no bias"));
+        }
+        params.clear()?;
+        params
+            .set_pointer(Slot::A, crate::DevicePtr(a))?
+            .set_pointer(Slot::B, crate::DevicePtr(weight))?
+            .set_pointer(Slot::C, c.device_ptr())?
+            .set_int(Slot::M, m as i64)?;
+        for (slot, ptr) in [
+            (Slot::SCALES, scales),
+            (Slot::ZEROS, zeros),
+            (Slot::GLOBAL, global),
+            (Slot::BIAS, bias),
+        ] {
+            if ptr != 0 {
+                params.set_pointer(slot, crate::DevicePtr(ptr))?;
+            }
+        }
+        if let Some(ws) = args.workspace {
+            // The library checks its size against what this M needs, and names both.
+            params
+                .set_pointer(Slot::WORKSPACE, ws.device_ptr())?
+                .set_int(Slot::WORKSPACE_BYTES, ws.byte_len() as i64)?;
+        }
+        unsafe { self.gemm_raw(params, stream) }
+    }
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Plan(n {}, {:?})", self.n, self.packed)
+    }
+}

@@ -1,0 +1,237 @@
+//! Host paths of the safe crate: versions, errors, dtypes, formats, quantization and packing,
+//! the reference GEMM, activation quantization, checkpoint conversion.
+use humming::{sys, CheckpointTensor, ConvertOptions, DType, Error, Format, Role};
+
+fn header() -> String {
+    let path = std::env::var("HUMMING_HEADER").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../include/humming.h").into()
+    });
+    std::fs::read_to_string(path).expect("read include/humming.h")
+}
+
+fn define(text: &str, name: &str) -> u32 {
+    let line = text.lines().find(|l| l.starts_with(&format!("#define {name} "))).expect(name);
+    line.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+#[test]
+fn version_matches_the_header() {
+    let h = header();
+    let expected = (
+        define(&h, "HM_VERSION_MAJOR"),
+        define(&h, "HM_VERSION_MINOR"),
+        define(&h, "HM_VERSION_PATCH"),
+    );
+    assert_eq!(humming::version(), expected);
+    assert_eq!(humming::version_string(), format!("{}.{}.{}", expected.0, expected.1, expected.2));
+    assert_eq!(humming::abi_version(), define(&h, "HM_ABI_VERSION"));
+}
+
+#[test]
+fn errors_carry_status_name_and_message() {
+    let e: Error = Format::parse("w=int4 bogus").unwrap_err();
+    assert_eq!(e.status(), sys::HM_ERROR_PARSE);
+    assert_eq!(e.name(), "ERROR_PARSE");
+    assert_eq!(e.category(), sys::HM_ERROR_INVALID_ARGUMENT);
+    assert!(e.message().contains("bogus"), "{e}");
+    assert!(e.to_string().starts_with("ERROR_PARSE (1003): hm_format_parse"), "{e}");
+    assert_eq!(humming::status_name(424242), "UNKNOWN");
+}
+
+#[test]
+fn messages_are_per_thread() {
+    let _ = DType::parse("not-a-dtype").unwrap_err();
+    assert!(humming::last_error_message().contains("not-a-dtype"));
+    let other = std::thread::spawn(humming::last_error_message).join().unwrap();
+    assert_eq!(other, "");
+    humming::clear_last_error();
+    assert_eq!(humming::last_error_message(), "");
+    // Threads failing at once each read their own message.
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            std::thread::spawn(move || {
+                for _ in 0..200 {
+                    let e = Format::parse(&format!("w=int4 thread{i}=1")).unwrap_err();
+                    assert!(e.message().contains(&format!("thread{i}")), "{e}");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn dtypes() {
+    for (name, d) in [
+        ("f16", DType::F16),
+        ("bf16", DType::BF16),
+        ("e4m3", DType::E4M3),
+        ("uint4b8", DType::UINT4B8),
+    ] {
+        assert_eq!(DType::parse(name).unwrap(), d);
+        assert_eq!(d.name().unwrap(), name);
+    }
+    assert_eq!("fp16".parse::<DType>().unwrap(), DType::F16);
+    for code in 0..256u32 {
+        let v = DType::E4M3.decode(code).unwrap();
+        if !v.is_nan() {
+            assert_eq!(DType::E4M3.decode(DType::E4M3.encode(v).unwrap()).unwrap(), v);
+        }
+    }
+    assert_eq!(DType::parse("f17").unwrap_err().status(), sys::HM_ERROR_PARSE);
+}
+
+#[test]
+fn formats() {
+    let text = "w=int4 a=bf16 c=bf16 s=bf16:g64 zp=none bias=1 acc=f32 n=512 k=1024 e=1";
+    let f = Format::parse(text).unwrap();
+    assert_eq!(f.to_string(), text);
+    assert_eq!(f.shape().unwrap(), (512, 1024, 1));
+    assert!(f.bias().unwrap());
+    assert_eq!(f.scale().unwrap().group_k, 64);
+    let mut g = f.clone();
+    assert_eq!(g, f);
+    g.set_shape(128, 256, 1).unwrap();
+    g.set_dtype(Role::WEIGHT, DType::INT8).unwrap();
+    g.set_scale(sys::HM_SCALE_CHANNEL, 0, 0).unwrap();
+    g.set_bias(false).unwrap();
+    assert_ne!(g, f);
+    assert_eq!(f.shape().unwrap(), (512, 1024, 1));
+    assert_eq!(g.dtype(Role::WEIGHT).unwrap(), DType::INT8);
+    assert_eq!(Format::new().unwrap().dtype(Role::WEIGHT).unwrap(), DType::UINT4B8);
+    assert!(g.set_dtype(Role(99), DType::F16).is_err());
+    Format::parse("w=uint4b8 a=f16 n=256 k=256").unwrap().validate(Some("sm_90a")).unwrap();
+    let e = Format::parse("w=e2m1 a=e2m1 c=f16 s=ue8m0:g32 n=256 k=256")
+        .unwrap()
+        .validate(Some("sm_80"))
+        .unwrap_err();
+    assert_eq!(e.category(), sys::HM_ERROR_UNSUPPORTED, "{e}");
+    assert!(humming::support_matrix().unwrap().len() > 256);
+}
+
+#[test]
+fn quantize_pack_unpack_dequantize() {
+    let (n, k) = (256usize, 512usize);
+    let f = Format::parse(&format!("w=uint4b8 a=f16 s=f16:g128 n={n} k={k}")).unwrap();
+    let w: Vec<f32> =
+        (0..n * k).map(|i| (((i * 2654435761usize) % 1000) as f32 / 500.0) - 1.0).collect();
+    let q = f.quantize(&w).unwrap();
+    assert_eq!(q.codes.len(), n * k);
+    assert_eq!(q.scales.len(), n * k / 128);
+    let packed = f.pack(&q).unwrap();
+    assert_eq!(packed.weight.len(), f.packed_sizes().unwrap().weight);
+    assert_eq!(f.unpack(&packed).unwrap(), q);
+    let d = f.dequantize(&q).unwrap();
+    for (i, (&x, &y)) in w.iter().zip(&d).enumerate() {
+        let step = q.scales[i / 128];
+        assert!((x - y).abs() <= 0.5 * step * 1.001 + 1e-7, "element {i}: {x} vs {y}");
+    }
+    // f16 bit patterns quantize like their f32 values.
+    let halves: Vec<u16> = w.iter().map(|&x| DType::F16.encode(x as f64).unwrap() as u16).collect();
+    let widened: Vec<f32> =
+        halves.iter().map(|&h| DType::F16.decode(h as u32).unwrap() as f32).collect();
+    assert_eq!(f.quantize_bits16(&halves, DType::F16).unwrap(), f.quantize(&widened).unwrap());
+    // Wrong sizes are refused before the call, naming the buffer.
+    let e = f.quantize(&w[1..]).unwrap_err();
+    assert!(e.message().contains("'weight'"), "{e}");
+    let mut bad = q.clone();
+    bad.scales.pop();
+    assert!(f.pack(&bad).unwrap_err().message().contains("'scales'"));
+}
+
+#[test]
+fn reference_gemm_and_activations() {
+    let a = [1f32, 2., 3., 4., 5., 6.];
+    let w = [1f32; 12];
+    let c = humming::reference_gemm_f32(&a, &w, Some(&[0.5; 4]), 2, 4, 3).unwrap();
+    assert_eq!(c, vec![6.5, 6.5, 6.5, 6.5, 15.5, 15.5, 15.5, 15.5]);
+    assert!(humming::reference_gemm_f32(&a, &w, None, 2, 4, 4).is_err());
+    let x: Vec<f32> = (0..5 * 64).map(|i| ((i % 17) as f32 - 8.0) / 3.0).collect();
+    let q = humming::quantize_activation(DType::INT8, &x, 5, 64, 0).unwrap();
+    assert_eq!((q.codes.len(), q.scales.len()), (5 * 64, 5));
+    let back = humming::dequantize_activation(DType::INT8, &q, 5, 64, 0).unwrap();
+    for (i, (&v, &b)) in x.iter().zip(&back).enumerate() {
+        assert!((v - b).abs() <= 0.5 * q.scales[i / 64] * 1.001, "{i}: {v} vs {b}");
+    }
+    let e = humming::quantize_activation(DType::F16, &x, 5, 64, 0).unwrap_err();
+    assert_eq!(e.category(), sys::HM_ERROR_UNSUPPORTED);
+}
+
+/// A 4-bit GPTQ layer (v1 zeros) packed the way GPTQ packs it, and the weight it stands for.
+fn gptq(n: usize, k: usize, group: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<f32>) {
+    let groups = k / group;
+    let q = |nn: usize, kk: usize| ((nn * 31 + kk * 17) % 16) as u32;
+    let z = |g: usize, nn: usize| 1 + ((g * 5 + nn * 3) % 15) as u32;
+    let s = |g: usize, nn: usize| 2f32.powi(-(((g + nn) % 4) as i32) - 3);
+    let mut qweight = Vec::new();
+    for r in 0..k / 8 {
+        for nn in 0..n {
+            let word = (0..8).fold(0u32, |w, j| w | q(nn, 8 * r + j) << (4 * j));
+            qweight.extend_from_slice(&word.to_le_bytes());
+        }
+    }
+    let mut qzeros = Vec::new();
+    let mut scales = Vec::new();
+    for g in 0..groups {
+        for wi in 0..n / 8 {
+            let word = (0..8).fold(0u32, |w, j| w | (z(g, 8 * wi + j) - 1) << (4 * j));
+            qzeros.extend_from_slice(&word.to_le_bytes());
+        }
+        for nn in 0..n {
+            let h = DType::F16.encode(s(g, nn) as f64).unwrap() as u16;
+            scales.extend_from_slice(&h.to_le_bytes());
+        }
+    }
+    let mut w = Vec::new();
+    for nn in 0..n {
+        for kk in 0..k {
+            let g = kk / group;
+            w.push((q(nn, kk) as f32 - z(g, nn) as f32) * s(g, nn));
+        }
+    }
+    (qweight, qzeros, scales, w)
+}
+
+#[test]
+fn gptq_conversion_is_exact() {
+    assert_eq!(humming::scheme_parse("gptq").unwrap(), sys::HM_SCHEME_GPTQ);
+    assert_eq!(humming::scheme_parse("nope").unwrap_err().status(), sys::HM_ERROR_PARSE);
+    let (n, k) = (64usize, 256usize);
+    let (qweight, qzeros, scales, w) = gptq(n, k, 128);
+    let tensors = [
+        CheckpointTensor {
+            name: "qweight",
+            dtype: "I32",
+            shape: vec![(k / 8) as i64, n as i64],
+            data: &qweight,
+        },
+        CheckpointTensor {
+            name: "qzeros",
+            dtype: "I32",
+            shape: vec![2, (n / 8) as i64],
+            data: &qzeros,
+        },
+        CheckpointTensor { name: "scales", dtype: "F16", shape: vec![2, n as i64], data: &scales },
+    ];
+    let layer =
+        humming::convert_layer(sys::HM_SCHEME_GPTQ, &tensors, &ConvertOptions::default()).unwrap();
+    let format = layer.format().unwrap();
+    assert_eq!(format.shape().unwrap(), (n as i64, k as i64, 1));
+    assert!(layer.bias.is_empty() && layer.k_permutation.is_empty());
+    assert_eq!(format.dequantize(&layer.canonical).unwrap(), w);
+    let e = humming::convert_layer(sys::HM_SCHEME_GPTQ, &tensors[..2], &ConvertOptions::default())
+        .err()
+        .unwrap();
+    assert!(e.message().contains("scales"), "{e}");
+    let e = humming::convert_file(
+        "gptq",
+        "/nonexistent/in.safetensors".as_ref(),
+        "/tmp/out.safetensors".as_ref(),
+        &ConvertOptions::default(),
+        None,
+    )
+    .unwrap_err();
+    assert!(e.message().contains("/nonexistent/in.safetensors"), "{e}");
+}

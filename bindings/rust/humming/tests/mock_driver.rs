@@ -1,0 +1,168 @@
+//! Contexts, device memory, kernels and plans on the mock CUDA driver (its device memory is
+//! host memory and it runs the reference GEMM kernel as host code, so results are real).
+//! CTest sets HUMMING_MOCK_DRIVER (and HUMMING_REQUIRE_MOCK, so nothing here skips silently).
+use std::sync::Once;
+
+use humming::{
+    sys, Context, ContextOptions, DType, Format, GemmArgs, LaunchParams, Plan, PlanOptions, Stream,
+};
+
+fn mock() -> bool {
+    static SETUP: Once = Once::new();
+    let path = std::env::var("HUMMING_MOCK_DRIVER").ok();
+    if path.is_none() {
+        assert!(
+            std::env::var("HUMMING_REQUIRE_MOCK").is_err(),
+            "HUMMING_REQUIRE_MOCK is set but HUMMING_MOCK_DRIVER is not"
+        );
+        eprintln!("skipped: HUMMING_MOCK_DRIVER is not set (CTest sets it)");
+        return false;
+    }
+    // The driver is loaded once per process, on first use: point the library at the mock first.
+    SETUP.call_once(|| std::env::set_var("HUMMING_CUDA_DRIVER_PATH", path.unwrap()));
+    true
+}
+
+fn context(device: i32) -> Context {
+    let cache = std::env::var("HUMMING_CACHE_DIR").ok().map(Into::into);
+    Context::with_options(&ContextOptions {
+        device: Some(device),
+        cache_dir: cache,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn device_and_runtime_info() {
+    if !mock() {
+        return;
+    }
+    let ctx = context(0);
+    let info = ctx.device_info().unwrap();
+    assert_eq!((info.device, info.cc_major, info.arch.as_str()), (0, 9, "sm_90a"));
+    assert!(info.name.contains("Mock"));
+    let rt = humming::runtime_info().unwrap();
+    assert_eq!(rt.device_count, 2);
+    assert!(rt.driver_path.contains("humming_mock_cuda"));
+}
+
+#[test]
+fn device_memory_round_trip_and_checks() {
+    if !mock() {
+        return;
+    }
+    let ctx = context(0);
+    let data: Vec<f32> = (0..100).map(|i| i as f32 * 0.5).collect();
+    let buf = ctx.to_device(&data).unwrap();
+    assert_eq!(buf.len(), 400);
+    assert_eq!(buf.to_vec::<f32>().unwrap(), data);
+    let mut small = [0f32; 10];
+    assert!(buf.copy_to(&mut small).unwrap_err().message().contains("400"));
+}
+
+#[test]
+fn reference_kernel_matches_host() {
+    if !mock() {
+        return;
+    }
+    let ctx = context(0);
+    let kernel = ctx.reference_gemm_kernel(DType::F32, DType::F32).unwrap();
+    assert_eq!(kernel.name().unwrap(), "reference_gemm_f32_f32");
+    assert_eq!(kernel.cache_key().unwrap().len(), 64);
+    let (m, n, k) = (5usize, 7usize, 33usize);
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 9) as f32 - 4.0).collect();
+    let b: Vec<f32> = (0..n * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let expected = humming::reference_gemm_f32(&a, &b, None, m, n, k).unwrap();
+    let (da, db) = (ctx.to_device(&a).unwrap(), ctx.to_device(&b).unwrap());
+    let mut dc = ctx.alloc(m * n * 4).unwrap();
+    let mut params = LaunchParams::new().unwrap();
+    kernel.gemm(&mut params, &da, &db, &mut dc, m, n, k, Stream::DEFAULT).unwrap();
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+    assert_eq!(dc.to_vec::<f32>().unwrap(), expected);
+    let e = kernel.gemm(&mut params, &da, &db, &mut dc, m, n + 1, k, Stream::DEFAULT).unwrap_err();
+    assert!(e.message().contains("'b'"), "{e}");
+}
+
+#[test]
+fn plan_lifecycle() {
+    if !mock() {
+        return;
+    }
+    let ctx = context(0);
+    let (n, k, m) = (256usize, 256usize, 16usize);
+    let format = Format::parse(&format!("w=uint4b8 a=f16 c=f16 s=f16:g128 n={n} k={k}")).unwrap();
+    let packed = format.pack(&format.quantize(&vec![0.25f32; n * k]).unwrap()).unwrap();
+    let mut plan =
+        Plan::new(&ctx, &format, &PlanOptions { max_m: 64, ..Default::default() }).unwrap();
+    plan.prepare().unwrap();
+    assert!(!plan.describe(m as i64).unwrap().is_empty());
+    let ws_bytes = plan.workspace_size(64).unwrap() as usize;
+    let workspace = ctx.zeroed(ws_bytes.max(16)).unwrap();
+    let a = ctx.alloc(m * k * 2).unwrap();
+    let w = ctx.to_device(&packed.weight).unwrap();
+    let s = ctx.to_device(&packed.scales).unwrap();
+    let mut c = ctx.alloc(m * n * 2).unwrap();
+    let mut params = LaunchParams::new().unwrap();
+    let args = GemmArgs {
+        a: Some(&a),
+        weight: Some(&w),
+        scales: Some(&s),
+        workspace: Some(&workspace),
+        ..Default::default()
+    };
+    plan.gemm(&mut params, &args, &mut c, m, Stream::DEFAULT).unwrap(); // the mock launches, does not compute
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+    let no_scales = GemmArgs {
+        scales: None,
+        ..GemmArgs { a: Some(&a), weight: Some(&w), ..Default::default() }
+    };
+    assert!(plan
+        .gemm(&mut params, &no_scales, &mut c, m, Stream::DEFAULT)
+        .unwrap_err()
+        .message()
+        .contains("'scales'"));
+    let e = plan.gemm(&mut params, &args, &mut c, 65, Stream::DEFAULT).unwrap_err();
+    assert!(e.message().contains("'a'"), "{e}"); // 65 rows do not fit the 16-row buffer
+                                                 // A prepared plan is shared between threads, each with its own launch params.
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                let mut own = LaunchParams::new().unwrap();
+                assert!(plan.describe(8).is_ok());
+                let _ = &mut own;
+            });
+        }
+    });
+}
+
+#[test]
+fn unsupported_arch_and_ahead_of_time() {
+    if !mock() {
+        return;
+    }
+    let sm80 = context(1);
+    let f = Format::parse("w=e2m1 a=e2m1 c=f16 s=ue8m0:g32 n=256 k=256").unwrap();
+    let e = Plan::new(&sm80, &f, &PlanOptions::default()).err().unwrap();
+    assert_eq!(e.category(), sys::HM_ERROR_UNSUPPORTED, "{e}");
+    let aot = Context::ahead_of_time("sm_90a").unwrap();
+    assert_eq!(aot.device(), sys::HM_NO_DEVICE);
+    assert_eq!(aot.device_info().unwrap().arch, "sm_90a");
+    assert!(aot.alloc(16).is_err());
+    assert!(Context::with_options(&ContextOptions::default())
+        .unwrap_err()
+        .message()
+        .contains("target_arch"));
+}
+
+#[test]
+fn allocation_failure_reports_device_out_of_memory() {
+    if !mock() {
+        return;
+    }
+    let ctx = context(0);
+    std::env::set_var("HM_MOCK_FAIL_ALLOC", "1");
+    let e = ctx.alloc(64).unwrap_err();
+    std::env::remove_var("HM_MOCK_FAIL_ALLOC");
+    assert_eq!(e.status(), sys::HM_ERROR_DEVICE_OUT_OF_MEMORY, "{e}");
+}

@@ -1,0 +1,64 @@
+"""humming.torch.Linear against torch (GPU only: skipped without torch or a CUDA device)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("torch sees no CUDA device", allow_module_level=True)
+
+import humming  # noqa: E402
+import humming.torch as hmt  # noqa: E402
+
+
+def reference(layer, linear, x):
+    """x @ dequant(W)^T + b in f32 (what the quantized layer should compute)."""
+    w = layer.format.dequantize(layer.format.quantize(linear.weight.detach().float().cpu().numpy()))
+    y = x.float() @ torch.from_numpy(w).to(x.device).T
+    return y + linear.bias.float() if linear.bias is not None else y
+
+
+@pytest.mark.parametrize("dtype,fmt", [(torch.float16, "w=uint4b8 a=f16 c=f16 s=f16:g128"),
+                                       (torch.bfloat16, "w=uint4b8 a=bf16 c=bf16 s=bf16:g128")])
+def test_linear_matches_matmul(dtype, fmt):
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(512, 256, bias=True).to("cuda", dtype)
+    layer = hmt.Linear.from_linear(linear, fmt, max_m=64)
+    x = torch.randn(2, 7, 512, device="cuda", dtype=dtype)
+    y = layer(x)
+    assert y.shape == (2, 7, 256) and y.dtype == dtype
+    expected = reference(layer, linear, x)
+    error = (y.float() - expected).norm() / expected.norm()
+    assert error < 1e-2
+    # Close to the unquantized layer too (4-bit weights: a loose bound).
+    assert ((y.float() - linear(x).float()).norm() / linear(x).float().norm()) < 0.2
+
+
+def test_linear_on_a_side_stream_and_under_graph_capture():
+    torch.manual_seed(1)
+    linear = torch.nn.Linear(256, 128, bias=False).to("cuda", torch.float16)
+    layer = hmt.Linear.from_linear(linear, "w=uint4b8 a=f16 c=f16 s=f16:g128", max_m=16)
+    x = torch.randn(16, 256, device="cuda", dtype=torch.float16)
+    eager = layer(x)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        side = layer(x)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.testing.assert_close(side, eager, rtol=0, atol=0)
+    graph = torch.cuda.CUDAGraph()
+    static_x = x.clone()
+    with torch.cuda.graph(graph):
+        static_y = layer(static_x)
+    static_x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(static_y, layer(static_x), rtol=0, atol=0)
+
+
+def test_bad_inputs_raise_clear_errors():
+    linear = torch.nn.Linear(256, 128).to("cuda", torch.float16)
+    layer = hmt.Linear.from_linear(linear, "w=uint4b8 a=f16 c=f16 s=f16:g128", max_m=16)
+    with pytest.raises(humming.InvalidArgumentError, match="features"):
+        layer(torch.randn(4, 255, device="cuda", dtype=torch.float16))
+    with pytest.raises(humming.InvalidArgumentError, match="dtype"):
+        layer(torch.randn(4, 256, device="cuda", dtype=torch.float32))

@@ -1,0 +1,193 @@
+// FP4 checkpoints: ModelOpt NVFP4 (global multiplies), compressed-tensors nvfp4-pack-quantized
+// (global divides; both conventions tested in both directions), and gpt-oss MXFP4 experts with
+// e8m0 scales, bias and the optional gate/up de-interleaving.
+#include "test_schema_support.hpp"
+
+namespace {
+
+using namespace schema_test;
+
+double e2m1(uint32_t code) { return decode(HM_DTYPE_E2M1, code); }
+
+// codes [rows][k] -> uint8 [rows][k/2], even k in the low nibble.
+std::vector<uint8_t> pack_fp4(const std::vector<uint8_t>& codes) {
+  std::vector<uint8_t> out(codes.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<uint8_t>(codes[2 * i] | (codes[2 * i + 1] << 4));
+  return out;
+}
+
+struct Nvfp4 {
+  int64_t n = 48, k = 128;
+  std::vector<uint8_t> codes, scales;  // [N][K], e4m3 [N][K/16]
+};
+
+Nvfp4 make_nvfp4(uint32_t seed) {
+  std::mt19937 rng(seed);
+  Nvfp4 l;
+  l.codes.resize(static_cast<size_t>(l.n * l.k));
+  for (auto& c : l.codes) c = rng() & 15u;
+  l.scales.resize(static_cast<size_t>(l.n * l.k / 16));
+  for (auto& s : l.scales)
+    s = static_cast<uint8_t>(
+        std::uniform_int_distribution<int>(0x08, 0x7e)(rng));  // positive, finite
+  return l;
+}
+
+std::vector<float> nvfp4_reference(const Nvfp4& l, double global, bool divide) {
+  std::vector<float> ref(l.codes.size());
+  for (int64_t r = 0; r < l.n; ++r)
+    for (int64_t i = 0; i < l.k; ++i) {
+      const double v =
+          e2m1(l.codes[r * l.k + i]) * decode(HM_DTYPE_E4M3, l.scales[r * (l.k / 16) + i / 16]);
+      ref[r * l.k + i] = f32(divide ? v / global : v * global);
+    }
+  return ref;
+}
+
+TEST(Nvfp4Convert, ModelOptMultipliesTheGlobalScale) {
+  const Nvfp4 l = make_nvfp4(60);
+  const double g = f32(0.000173);
+  const std::vector<Tensor> t = {
+      make_tensor("m.weight", "U8", {l.n, l.k / 2}, pack_fp4(l.codes)),
+      make_tensor("m.weight_scale", "F8_E4M3", {l.n, l.k / 16}, l.scales),
+      f32_tensor("m.weight_scale_2", {}, {g}), f32_tensor("m.input_scale", {}, {0.5})};
+  Converted out = convert(HM_SCHEME_NVFP4, t);
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+  EXPECT_EQ(out.weight_dtype, HM_DTYPE_E2M1);
+  EXPECT_EQ(out.scale_kind, HM_SCALE_GROUP_TENSOR);
+  EXPECT_EQ(out.scale_dtype, HM_DTYPE_E4M3);
+  EXPECT_EQ(out.group_k, 16);
+  expect_bitwise(out.weight, nvfp4_reference(l, g, false), out.format);
+
+  // Also servable with e2m1 activations (W4A4).
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.activation = HM_DTYPE_E2M1;
+  out = convert(HM_SCHEME_NVFP4, t, &options);
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+
+  // The other direction: asked to divide, it divides.
+  options.activation = HM_DTYPE_NONE;
+  options.global_scale_convention = HM_GLOBAL_SCALE_DIVIDE;
+  out = convert(HM_SCHEME_NVFP4, t, &options);
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+  expect_within_ulps(out.weight, nvfp4_reference(l, g, true), 1, out.format);
+}
+
+TEST(Nvfp4Convert, CompressedTensorsDividesByTheGlobalScale) {
+  const Nvfp4 l = make_nvfp4(61);
+  for (double gs :
+       {448.0 * 6.0 / 3.7, 1024.0}) {  // a general value (1/gs rounds) and a power of two
+    const std::vector<Tensor> t = {
+        make_tensor("m.weight_packed", "U8", {l.n, l.k / 2}, pack_fp4(l.codes)),
+        make_tensor("m.weight_scale", "F8_E4M3", {l.n, l.k / 16}, l.scales),
+        f32_tensor("m.weight_global_scale", {1}, {f32(gs)}),
+        f32_tensor("m.input_global_scale", {1}, {100.0})};
+    Converted out = convert(HM_SCHEME_CT_NVFP4, t);
+    ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+    const std::vector<float> ref = nvfp4_reference(l, f32(gs), true);
+    if (gs == 1024.0)
+      expect_bitwise(out.weight, ref, out.format);
+    else
+      expect_within_ulps(out.weight, ref, 1, out.format);
+
+    // And the ModelOpt direction when asked.
+    hm_convert_options_t options;
+    hm_convert_options_init(&options);
+    options.global_scale_convention = HM_GLOBAL_SCALE_MULTIPLY;
+    out = convert(HM_SCHEME_CT_NVFP4, t, &options);
+    ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+    expect_bitwise(out.weight, nvfp4_reference(l, f32(gs), false), out.format);
+  }
+}
+
+TEST(Nvfp4Convert, UnequalShardGlobalsAreRefused) {
+  const Nvfp4 l = make_nvfp4(62);
+  const Converted out =
+      convert(HM_SCHEME_NVFP4, {make_tensor("m.weight", "U8", {l.n, l.k / 2}, pack_fp4(l.codes)),
+                                make_tensor("m.weight_scale", "F8_E4M3", {l.n, l.k / 16}, l.scales),
+                                f32_tensor("m.weight_scale_2", {2}, {0.5, 0.25})});
+  EXPECT_EQ(out.status, HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(out.error.find("weight_scale_2"), std::string::npos) << out.error;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MXFP4 (gpt-oss)
+
+struct Mxfp4 {
+  int64_t e = 3, n = 32, k = 128;  // n = 2 * intermediate for gate_up
+  std::vector<uint8_t> codes, scales;
+  std::vector<double> bias;
+};
+
+Mxfp4 make_mxfp4(uint32_t seed) {
+  std::mt19937 rng(seed);
+  Mxfp4 m;
+  m.codes.resize(static_cast<size_t>(m.e * m.n * m.k));
+  for (auto& c : m.codes) c = rng() & 15u;
+  m.scales.resize(static_cast<size_t>(m.e * m.n * m.k / 32));
+  for (auto& s : m.scales)
+    s = static_cast<uint8_t>(std::uniform_int_distribution<int>(110, 135)(rng));
+  m.bias.resize(static_cast<size_t>(m.e * m.n));
+  for (auto& b : m.bias)
+    b = round_to(HM_DTYPE_BF16, std::uniform_real_distribution<double>(-1, 1)(rng));
+  return m;
+}
+
+std::vector<Tensor> mxfp4_tensors(const Mxfp4& m) {
+  return {make_tensor("model.layers.0.mlp.experts.gate_up_proj_blocks", "U8",
+                      {m.e, m.n, m.k / 32, 16}, pack_fp4(m.codes)),
+          make_tensor("model.layers.0.mlp.experts.gate_up_proj_scales", "U8", {m.e, m.n, m.k / 32},
+                      m.scales),
+          f16_tensor("model.layers.0.mlp.experts.gate_up_proj_bias", {m.e, m.n}, m.bias,
+                     HM_DTYPE_BF16)};
+}
+
+double mxfp4_value(const Mxfp4& m, int64_t row, int64_t i) {  // row over [E * N]
+  return e2m1(m.codes[row * m.k + i]) * std::ldexp(1.0, m.scales[row * (m.k / 32) + i / 32] - 127);
+}
+
+TEST(Mxfp4Convert, ExpertsWithBias) {
+  const Mxfp4 m = make_mxfp4(70);
+  const Converted out = convert(HM_SCHEME_MXFP4, mxfp4_tensors(m));
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+  EXPECT_EQ(out.experts, m.e);
+  EXPECT_EQ(out.scale_dtype, HM_DTYPE_UE8M0);
+  EXPECT_EQ(out.group_k, 32);
+  EXPECT_EQ(out.activation, HM_DTYPE_BF16) << "ue8m0 scales need bf16's range";
+  std::vector<float> ref(m.codes.size()), bias(m.bias.begin(), m.bias.end());
+  for (int64_t r = 0; r < m.e * m.n; ++r)
+    for (int64_t i = 0; i < m.k; ++i) ref[r * m.k + i] = f32(mxfp4_value(m, r, i));
+  expect_bitwise(out.weight, ref, out.format);
+  expect_bitwise(out.bias, bias, "bias");
+}
+
+TEST(Mxfp4Convert, SplitGateUpDeinterleavesRows) {
+  const Mxfp4 m = make_mxfp4(71);
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.flags = HM_CONVERT_SPLIT_GATE_UP;
+  const Converted out = convert(HM_SCHEME_MXFP4, mxfp4_tensors(m), &options);
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+  // Row r < N/2 is gate row r (checkpoint row 2r); row N/2 + r is up row r (checkpoint row 2r+1).
+  std::vector<float> ref(m.codes.size()), bias(m.bias.size());
+  for (int64_t x = 0; x < m.e; ++x)
+    for (int64_t r = 0; r < m.n; ++r) {
+      const int64_t src = x * m.n + (r < m.n / 2 ? 2 * r : 2 * (r - m.n / 2) + 1);
+      for (int64_t i = 0; i < m.k; ++i) ref[(x * m.n + r) * m.k + i] = f32(mxfp4_value(m, src, i));
+      bias[x * m.n + r] = f32(m.bias[src]);
+    }
+  expect_bitwise(out.weight, ref, out.format);
+  expect_bitwise(out.bias, bias, "bias");
+}
+
+TEST(Mxfp4Convert, NanScaleIsRefused) {
+  Mxfp4 m = make_mxfp4(72);
+  m.scales[5] = 0xff;
+  const Converted out = convert(HM_SCHEME_MXFP4, mxfp4_tensors(m));
+  EXPECT_EQ(out.status, HM_ERROR_NON_FINITE);
+  EXPECT_NE(out.error.find("gate_up_proj_scales"), std::string::npos) << out.error;
+}
+
+}  // namespace
