@@ -31,7 +31,7 @@ ScaleLayout scale_layout(const io::TensorView& scale, int64_t n, int64_t k, cons
   const int64_t count = scale.numel();
   const auto& s = scale.shape;
   if (count == 1) return l;
-  if (s.size() == 2 && s[0] == n && s[1] == 1) {
+  if ((s.size() == 2 && s[0] == n && s[1] == 1) || (s.size() == 1 && s[0] == n)) {
     l.kind = Kind::kChannel;
     l.rows = n;
     return l;

@@ -72,7 +72,9 @@ hm_binding_test(bindings_coverage_python "${Python3_Interpreter_FOUND}"
   ENVIRONMENT ${HM_PY_ENV})
 
 # ---- Rust ----------------------------------------------------------------------------------
+get_filename_component(HM_CARGO_BIN "${HM_CARGO}" DIRECTORY)
 set(HM_CARGO_ENV
+  "PATH=${HM_CARGO_BIN}:$ENV{PATH}"
   "CARGO_TARGET_DIR=${HM_BINDINGS_WORK}/cargo"
   "HUMMING_LIB_DIR=${HM_BINDINGS_LIB_DIR}")
 set(HM_CARGO_TEST ${HM_CARGO} test --offline --locked --quiet

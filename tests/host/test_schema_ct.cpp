@@ -96,10 +96,11 @@ TEST(CompressedTensorsPack, DequantizesExactly) {
     const std::string what = "b" + std::to_string(c.bits) + " g" + std::to_string(c.group);
     ASSERT_EQ(out.status, HM_SUCCESS) << what << ": " << out.error;
     expect_bitwise(out.in_checkpoint_order, b.reference, what + " " + out.format);
-    if (c.symmetric)
+    if (c.symmetric) {
       EXPECT_EQ(out.weight_dtype, hm::core::Dtype::biased_integer(c.bits).code()) << out.format;
-    else
+    } else {
       EXPECT_EQ(out.zero_point_dtype, hm::core::Dtype::integer(false, c.bits).code()) << out.format;
+    }
     EXPECT_EQ(out.activation, HM_DTYPE_BF16) << "bf16 scales make bf16 the default activation";
     EXPECT_EQ(out.permutation.empty(), !c.actorder || c.group < 0);
   }

@@ -154,7 +154,9 @@ TEST_P(GptqConvert, DequantizesExactlyLikeGptq) {
     EXPECT_NE(out.zero_point_dtype, HM_DTYPE_NONE) << out.format;
   }
   EXPECT_EQ(out.scale_kind, c.group < 0 ? HM_SCALE_CHANNEL : HM_SCALE_GROUP) << out.format;
-  if (c.group > 0) EXPECT_EQ(out.group_k, c.group);
+  if (c.group > 0) {
+    EXPECT_EQ(out.group_k, c.group);
+  }
 
   // Act-order: a permutation that makes each group contiguous; none without act-order.
   if (c.act_order && c.group > 0) {

@@ -11,6 +11,7 @@ int cmd_compile(Args& args) {
   std::string arch = args.get("arch", "");
   std::string cache = args.get("cache-dir", "");
   std::string compiler = args.get("compiler", "");
+  std::string format_text = args.get("format", "");
   args.finish();
   if (arch.empty()) throw Failure{"--arch is required (e.g. --arch sm_90a)"};
 
@@ -24,6 +25,25 @@ int cmd_compile(Args& args) {
   else if (!compiler.empty()) throw Failure{"--compiler must be nvrtc or nvcc"};
   hm_context_t* ctx = nullptr;
   check(hm_context_create(&options, &ctx), "creating the context");
+
+  if (!format_text.empty()) {
+    // Every kernel a plan for this format can choose (all M ranges).
+    hm_format_t* format = nullptr;
+    hm_status_t s = hm_format_parse(format_text.c_str(), &format);
+    hm_plan_t* plan = nullptr;
+    if (s == HM_SUCCESS) s = hm_plan_create(ctx, format, nullptr, &plan);
+    auto t0 = std::chrono::steady_clock::now();
+    if (s == HM_SUCCESS) s = hm_plan_prepare(plan);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::string err = s == HM_SUCCESS ? "" : last_error();
+    hm_plan_destroy(plan);
+    hm_format_destroy(format);
+    if (s != HM_SUCCESS) {
+      hm_context_destroy(ctx);
+      throw Failure{std::string("preparing a plan: ") + hm_status_name(s) + ": " + err};
+    }
+    std::printf("plan for '%s' on %s: prepared in %.1f ms\n", format_text.c_str(), arch.c_str(), ms);
+  }
 
   // The reference GEMM for every (input, output) pair it supports.
   const hm_dtype_t types[] = {HM_DTYPE_F16, HM_DTYPE_BF16, HM_DTYPE_F32};

@@ -10,6 +10,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 include="$here/../../../include"
 out="$here/src/bindings.rs"
 
+# bindgen formats its output with rustfmt; without it the output differs, so insist on it.
+PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin"
+command -v rustfmt >/dev/null || { echo "regenerate.sh needs rustfmt (rustup component add rustfmt)" >&2; exit 1; }
+
 generate() {
   bindgen "$include/humming.h" \
     --allowlist-function 'hm_.*' \
