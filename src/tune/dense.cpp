@@ -78,9 +78,14 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, int64_t m, int64_t n_padded
   l.grid_y = (m + tile.block_m - 1) / tile.block_m;
   const int64_t k_chunks = k_padded / 64;
   const int64_t blocks = l.grid_x * l.grid_y;
-  const int64_t want = std::max<int64_t>(1, (2 * multiprocessors + blocks - 1) / blocks);
-  const int64_t max_splits = std::max<int64_t>(1, std::min<int64_t>(16, k_chunks / 4));
-  int64_t splits = blocks <= kSplitCounterSlots ? std::min(want, max_splits) : 1;
+  // Each warp keeps one weight chunk in flight, so a split's time is about its chunk count times
+  // the memory latency: small grids split K until there are ~16 blocks per SM (at least 4 chunks
+  // per split), and the f32 partials stay within 16 MiB.
+  const int64_t want = std::max<int64_t>(1, (16 * multiprocessors + blocks - 1) / blocks);
+  const int64_t by_k = std::max<int64_t>(1, std::min<int64_t>(32, k_chunks / 4));
+  const int64_t by_workspace =
+      std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, m * n_padded * 4));
+  int64_t splits = blocks <= kSplitCounterSlots ? std::min({want, by_k, by_workspace}) : 1;
   l.k_chunks_per_split = static_cast<int>((k_chunks + splits - 1) / splits);
   l.splits = static_cast<int>((k_chunks + l.k_chunks_per_split - 1) / l.k_chunks_per_split);
   return l;

@@ -39,8 +39,7 @@ struct DenseLaunch {
   int splits;              // K splits (grid z)
   int k_chunks_per_split;
 };
-// Grid and split-K for one call: enough blocks to fill the device about twice over, without
-// splitting K below 4 chunks (256 k) per split.
+// Grid and split-K for one call (see dense.cpp for the rule).
 DenseLaunch plan_dense_launch(const DenseTile& tile, int64_t m, int64_t n_padded, int64_t k_padded,
                               int multiprocessors);
 
