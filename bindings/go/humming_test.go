@@ -1,6 +1,8 @@
 package humming_test
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -346,5 +348,66 @@ func TestGPTQConversionIsExact(t *testing.T) {
 		&humming.ConvertOptions{Progress: func(string, uint64, uint64) { called = true }})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/in.safetensors") || called {
 		t.Fatal(err)
+	}
+}
+
+// writeSafetensors writes an 8-byte little-endian header length, the JSON header, the data.
+func writeSafetensors(t *testing.T, path string, names []string, dtypes []string, shapes [][]int64, blobs [][]byte) {
+	header := map[string]interface{}{}
+	var data []byte
+	for i, name := range names {
+		header[name] = map[string]interface{}{"dtype": dtypes[i], "shape": shapes[i],
+			"data_offsets": []int{len(data), len(data) + len(blobs[i])}}
+		data = append(data, blobs[i]...)
+	}
+	text, _ := json.Marshal(header)
+	for len(text)%8 != 0 {
+		text = append(text, ' ')
+	}
+	out := make([]byte, 8)
+	binary.LittleEndian.PutUint64(out, uint64(len(text)))
+	out = append(append(out, text...), data...)
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConvertFileWithProgress(t *testing.T) {
+	n, k := 64, 256
+	qweight, qzeros, scales, _ := gptq(n, k, 128)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.safetensors"), filepath.Join(dir, "out.safetensors")
+	p := "model.layers.0.mlp.down_proj."
+	writeSafetensors(t, in, []string{p + "qweight", p + "qzeros", p + "scales", "model.norm.weight"},
+		[]string{"I32", "I32", "F16", "F16"},
+		[][]int64{{int64(k / 8), int64(n)}, {2, int64(n / 8)}, {2, int64(n)}, {4}},
+		[][]byte{qweight, qzeros, scales, make([]byte, 8)})
+	var names []string
+	var lastDone, lastTotal uint64
+	err := humming.ConvertFile("gptq", in, out, &humming.ConvertOptions{Progress: func(name string, done, total uint64) {
+		names = append(names, name)
+		lastDone, lastTotal = done, total
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(names, ",")
+	if !strings.Contains(joined, "model.layers.0.mlp.down_proj") || !strings.Contains(joined, "model.norm.weight") ||
+		lastDone != lastTotal || lastTotal == 0 {
+		t.Fatalf("progress calls: %v (%d of %d)", names, lastDone, lastTotal)
+	}
+	data, _ := os.ReadFile(out)
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(data[8:8+binary.LittleEndian.Uint64(data[:8])], &header); err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]string
+	json.Unmarshal(header["__metadata__"], &meta)
+	f, err := humming.ParseFormat(meta["humming.format.model.layers.0.mlp.down_proj"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotN, gotK, _, _ := f.Shape(); gotN != int64(n) || gotK != int64(k) {
+		t.Fatal(f)
 	}
 }

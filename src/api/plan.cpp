@@ -230,7 +230,9 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     p.k_chunks_per_split = launch.k_chunks_per_split;
     p.splits = launch.splits;
     void* args[] = {&p};
-    const uint32_t smem = static_cast<uint32_t>(gemm::dense_smem_bytes(tile.block_m, tile.block_n()));
+    const int chunks = gemm::dense_chunks_in_flight(tile.warp_strips, plan->shape.weight_bits);
+    const uint32_t smem =
+        static_cast<uint32_t>(gemm::dense_smem_bytes(tile.block_m, tile.block_n(), chunks));
     runtime::launch(*ctx.device, kernel.function,
                     runtime::Dim3{static_cast<uint32_t>(launch.grid_x),
                                   static_cast<uint32_t>(launch.grid_y),

@@ -52,8 +52,9 @@ struct DenseMma {
   static constexpr uint32 kMagic = kIsF16 ? 0x6400u : 0x4300u;  // 1024.0 / 128.0
   static constexpr float kMagicValue = kIsF16 ? 1024.0f : 128.0f;
 
+  static constexpr int kDepth = dense_chunks_in_flight(C::kWarpStrips, kBits);
   struct Smem {
-    alignas(128) Act a[2][C::kBlockM][64];
+    alignas(128) Act a[2][kDepth][C::kBlockM][64];
   };
 
   // ---- scales and zero points ----------------------------------------------------------------
@@ -170,7 +171,7 @@ struct DenseMma {
   // The activation tile of chunk kc into stage `stage`: row r = token m0 + r, 64 values; 16-byte
   // unit u of row r is stored at unit u ^ (r % 8) so ldmatrix reads are conflict-free.
   static __device__ __forceinline__ void load_activations(const DenseParams& p, Smem& s, int stage,
-                                                          int64_t m0, int64_t kc) {
+                                                          int d, int64_t m0, int64_t kc) {
     const Act* a = static_cast<const Act*>(p.a);
     if constexpr (C::kAlignedK) {
       for (int u = threadIdx.x; u < C::kBlockM * 8; u += kThreads) {
@@ -178,7 +179,7 @@ struct DenseMma {
         const int64_t token = m0 + r, kk = kc * 64 + unit * 8;
         const bool valid = token < p.m && kk < p.k;  // k % 8 == 0: a unit is all in or all out
         const Act* src = valid ? a + token * p.k + kk : a;
-        ptx::cp_async_16(ptx::smem_address(&s.a[stage][r][(unit ^ (r & 7)) * 8]), src,
+        ptx::cp_async_16(ptx::smem_address(&s.a[stage][d][r][(unit ^ (r & 7)) * 8]), src,
                          valid ? 16 : 0);
       }
     } else {
@@ -187,7 +188,7 @@ struct DenseMma {
         const int64_t token = m0 + r, kk = kc * 64 + col;
         Act v{0};
         if (token < p.m && kk < p.k) v = a[token * p.k + kk];
-        s.a[stage][r][((col / 8) ^ (r & 7)) * 8 + col % 8] = v;
+        s.a[stage][d][r][((col / 8) ^ (r & 7)) * 8 + col % 8] = v;
       }
     }
   }
@@ -242,49 +243,58 @@ struct DenseMma {
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
 
+    // Chunks go in groups of kDepth: the loads of group i + 1 (weights into registers, activations
+    // into the other shared-memory stage) are issued before group i is computed, so each warp has
+    // kDepth chunks per strip in flight and waits on memory once per group.
     const char* wbase = static_cast<const char*>(p.w);
-    uint32 words[C::kWarpStrips][kBits], next[C::kWarpStrips][kBits];
-    auto load_weights = [&](uint32(&dst)[C::kWarpStrips][kBits], int64_t kc) {
+    uint32 words[kDepth][C::kWarpStrips][kBits], next[kDepth][C::kWarpStrips][kBits];
+    auto load_group = [&](uint32(&dst)[kDepth][C::kWarpStrips][kBits], int stage, int64_t kc0) {
 #pragma unroll
-      for (int i = 0; i < C::kWarpStrips; ++i) {
-        const int64_t strip = strip0 + i < strips_total ? strip0 + i : strips_total - 1;
-        load_chunk(dst[i], wbase + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, strip, kc),
-                   lane);
+      for (int d = 0; d < kDepth; ++d) {
+        // Past the split's end the last chunk is loaded again (harmless, never computed), which
+        // keeps the loads unconditional.
+        const int64_t kc = kc0 + d < kc_end ? kc0 + d : kc_end - 1;
+        load_activations(p, s, stage, d, m0, kc);
+#pragma unroll
+        for (int i = 0; i < C::kWarpStrips; ++i) {
+          const int64_t strip = strip0 + i < strips_total ? strip0 + i : strips_total - 1;
+          load_chunk(dst[d][i],
+                     wbase + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, strip, kc), lane);
+        }
       }
+      ptx::cp_async_commit();
     };
 
-    if (kc_begin < kc_end) {
-      load_activations(p, s, 0, m0, kc_begin);
-      ptx::cp_async_commit();
-      load_weights(words, kc_begin);
-    }
+    if (kc_begin < kc_end) load_group(words, 0, kc_begin);
     int stage = 0;
-    for (int64_t kc = kc_begin; kc < kc_end; ++kc) {
-      const bool more = kc + 1 < kc_end;
+    for (int64_t kc0 = kc_begin; kc0 < kc_end; kc0 += kDepth) {
+      const bool more = kc0 + kDepth < kc_end;
       if (more) {
-        load_activations(p, s, stage ^ 1, m0, kc + 1);
-        ptx::cp_async_commit();
-        load_weights(next, kc + 1);
+        load_group(next, stage ^ 1, kc0 + kDepth);
         ptx::cp_async_wait<1>();
       } else {
         ptx::cp_async_wait<0>();
       }
       __syncthreads();
-      compute_chunk(p, s, stage, words, acc, strip0, kc, lane);
-      __syncthreads();  // the next iteration overwrites the other stage; this one is read again
-                        // two iterations later
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d)
+        if (kc0 + d < kc_end) compute_chunk(p, s.a[stage][d], words[d], acc, strip0, kc0 + d, lane);
+      __syncthreads();  // the next group's loads overwrite this stage
       if (more) {
 #pragma unroll
-        for (int i = 0; i < C::kWarpStrips; ++i)
+        for (int d = 0; d < kDepth; ++d)
 #pragma unroll
-          for (int w = 0; w < kBits; ++w) words[i][w] = next[i][w];
+          for (int i = 0; i < C::kWarpStrips; ++i)
+#pragma unroll
+            for (int w = 0; w < kBits; ++w) words[d][i][w] = next[d][i][w];
       }
       stage ^= 1;
     }
     epilogue(p, acc, strip0, m0, lane, g);
   }
 
-  static __device__ __forceinline__ void compute_chunk(const DenseParams& p, Smem& s, int stage,
+  static __device__ __forceinline__ void compute_chunk(const DenseParams& p,
+                                                       const Act (&tile)[C::kBlockM][64],
                                                        const uint32 (&words)[C::kWarpStrips][kBits],
                                                        float (&acc)[C::kWarpStrips][kTokenGroups][4],
                                                        int64_t strip0, int64_t kc, int lane) {
@@ -319,7 +329,7 @@ struct DenseMma {
         const int mi = lane / 8, r = j * 8 + lane % 8;
         const int unit = 4 * pair + mi;
         uint32 b[4];
-        ptx::ldmatrix_x4(b, ptx::smem_address(&s.a[stage][r][(unit ^ (r & 7)) * 8]));
+        ptx::ldmatrix_x4(b, ptx::smem_address(&tile[r][(unit ^ (r & 7)) * 8]));
 #pragma unroll
         for (int i = 0; i < C::kWarpStrips; ++i) {
 #pragma unroll
@@ -357,8 +367,8 @@ struct DenseMma {
   // token 2t + (q & 1): the mma C fragment, here C^T.
   static constexpr int kBlockN = 16 * C::kWarps * C::kWarpStrips;
   static constexpr int kTileStride = kBlockN + 4;  // +4 floats: rows start on different banks
-  static_assert(dense_smem_bytes(C::kBlockM, kBlockN) >= sizeof(Smem) &&
-                    dense_smem_bytes(C::kBlockM, kBlockN) >= C::kBlockM * kTileStride * 4,
+  static_assert(dense_smem_bytes(C::kBlockM, kBlockN, kDepth) >= sizeof(Smem) &&
+                    dense_smem_bytes(C::kBlockM, kBlockN, kDepth) >= C::kBlockM * kTileStride * 4,
                 "the host sizes dynamic shared memory with dense_smem_bytes()");
 
   static __device__ __forceinline__ void epilogue(const DenseParams& p,

@@ -28,14 +28,26 @@ struct DenseParams {
   int32_t splits;              // gridDim.z
 };
 
-// Dynamic shared memory of a dense mma.sync block: the double-buffered activation tile
-// [2][block_m][64] of 16-bit values, reused by the epilogue's f32 tile [block_m][block_n + 4].
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-__host__ __device__
+#define HM_PARAMS_HD __host__ __device__
+#else
+#define HM_PARAMS_HD
 #endif
-constexpr int dense_smem_bytes(int block_m, int block_n) {
-  return 2 * block_m * 64 * 2 > block_m * (block_n + 4) * 4 ? 2 * block_m * 64 * 2
-                                                              : block_m * (block_n + 4) * 4;
+
+// Weight chunks each warp keeps in flight per strip: a warp waits for its loads once per group
+// of this many chunks, so small M (latency bound) wants several; bounded by the registers the
+// two buffers of (chunks x strips x bits) words take.
+HM_PARAMS_HD constexpr int dense_chunks_in_flight(int warp_strips, int weight_bits) {
+  return 16 / (warp_strips * weight_bits) >= 4 ? 4 : 16 / (warp_strips * weight_bits) >= 2 ? 2 : 1;
+}
+
+// Dynamic shared memory of a dense mma.sync block: the double-buffered activation tiles
+// [2][chunks][block_m][64] of 16-bit values, reused by the epilogue's f32 tile
+// [block_m][block_n + 4].
+HM_PARAMS_HD constexpr int dense_smem_bytes(int block_m, int block_n, int chunks) {
+  return 2 * chunks * block_m * 64 * 2 > block_m * (block_n + 4) * 4
+             ? 2 * chunks * block_m * 64 * 2
+             : block_m * (block_n + 4) * 4;
 }
 
 }  // namespace hm::gemm

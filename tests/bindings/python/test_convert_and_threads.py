@@ -1,5 +1,7 @@
 """Checkpoint conversion through the bindings (a GPTQ layer built the way GPTQ packs it), and
 the GIL being released around long C calls."""
+import json
+import struct
 import threading
 import time
 
@@ -55,6 +57,49 @@ def test_conversion_errors_name_the_tensor():
     assert "scales" in info.value.message
     with pytest.raises(humming.InvalidArgumentError, match="no safetensors name"):
         humming.convert_layer("gptq", {"qweight": np.zeros(4, np.complex64)})
+
+
+def write_safetensors(path, tensors):
+    """A safetensors file: an 8-byte little-endian header length, the JSON header, the data."""
+    names = {"int32": "I32", "float16": "F16"}
+    header, blobs, offset = {}, [], 0
+    for name, arr in tensors.items():
+        blob = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": names[arr.dtype.name], "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def read_safetensors_header(path):
+    data = path.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    return json.loads(data[8:8 + length])
+
+
+def test_convert_file_with_progress(tmp_path):
+    tensors, _ = gptq_layer()
+    prefix = "model.layers.0.mlp.down_proj"
+    src, dst = tmp_path / "in.safetensors", tmp_path / "out.safetensors"
+    write_safetensors(src, {f"{prefix}.{k}": v for k, v in tensors.items()}
+                      | {"model.norm.weight": np.ones(8, np.float16)})
+    calls = []
+    humming.convert_file("gptq", src, dst, progress=lambda *args: calls.append(args))
+    names = [name for name, _, _ in calls]
+    assert prefix in names and "model.norm.weight" in names
+    assert calls[-1][1] == calls[-1][2] > 0  # done reaches total
+    header = read_safetensors_header(dst)
+    fmt = humming.Format(header["__metadata__"]["humming.format." + prefix])
+    assert fmt.shape == (64, 256, 1)
+    assert header[prefix + ".weight"]["shape"] == [fmt.packed_sizes().weight]
+    # An exception in the callback comes back to the caller after the conversion.
+    def fail(*_):
+        raise KeyError("stop")
+    with pytest.raises(KeyError):
+        humming.convert_file("gptq", src, tmp_path / "again.safetensors", progress=fail)
 
 
 def test_convert_file_reports_a_missing_input(tmp_path):

@@ -1,5 +1,4 @@
 """humming.torch.Linear against torch (GPU only: skipped without torch or a CUDA device)."""
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

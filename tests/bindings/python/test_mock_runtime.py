@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import humming
-from humming import DType, Format
+from humming import Format
 
 RNG = np.random.default_rng(7)
 PLAN_FORMAT = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256"

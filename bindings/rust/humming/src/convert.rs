@@ -161,7 +161,7 @@ pub fn convert_layer(
     Ok(layer)
 }
 
-struct Progress<'a> {
+struct ProgressState<'a> {
     callback: &'a mut dyn FnMut(&str, u64, u64),
 }
 
@@ -171,7 +171,7 @@ unsafe extern "C" fn progress_trampoline(
     done: u64,
     total: u64,
 ) {
-    let progress = &mut *(user as *mut Progress);
+    let progress = &mut *(user as *mut ProgressState);
     let name = if name.is_null() {
         std::borrow::Cow::Borrowed("")
     } else {
@@ -183,6 +183,9 @@ unsafe extern "C" fn progress_trampoline(
     }));
 }
 
+/// A progress callback: (tensor name, bytes done, bytes in all).
+pub type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
+
 /// Converts every quantized layer of a safetensors file into the standard layout
 /// (docs/convert.md). `progress` is called after each tensor written with (name, done, total).
 pub fn convert_file(
@@ -190,7 +193,7 @@ pub fn convert_file(
     input: &Path,
     output: &Path,
     options: &ConvertOptions,
-    progress: Option<&mut dyn FnMut(&str, u64, u64)>,
+    progress: Option<Progress>,
 ) -> Result<()> {
     let path = |p: &Path, what: &str| -> Result<CString> {
         c_string(p.to_str().ok_or_else(|| Error::invalid(format!("'{what}' is not UTF-8")))?, what)
@@ -200,9 +203,9 @@ pub fn convert_file(
     let mut o = options.raw();
     let mut state;
     if let Some(callback) = progress {
-        state = Progress { callback };
+        state = ProgressState { callback };
         o.progress = Some(progress_trampoline);
-        o.progress_user_data = (&mut state as *mut Progress).cast();
+        o.progress_user_data = (&mut state as *mut ProgressState).cast();
     }
     check(unsafe { sys::hm_convert_file(scheme.as_ptr(), input.as_ptr(), output.as_ptr(), &o) })
 }

@@ -43,7 +43,7 @@ impl DType {
 
     /// Bytes of one element, rounded up (sub-byte dtypes: 1).
     pub(crate) fn bytes(self) -> usize {
-        ((self.bits() + 7) / 8) as usize
+        self.bits().div_ceil(8) as usize
     }
 
     /// The exact value of one code (dtypes of at most 8 bits, or an f16/bf16 bit pattern).

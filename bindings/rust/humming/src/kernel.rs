@@ -136,6 +136,7 @@ impl Kernel {
 
     /// `C[M,N] = A[M,K] * B[N,K]^T` on `stream`, with the buffer sizes checked against M, N, K
     /// and the kernel's dtypes. Asynchronous: synchronize before reading C.
+    #[allow(clippy::too_many_arguments)] // the GEMM's own parameters, each named
     pub fn gemm(
         &self,
         params: &mut LaunchParams,

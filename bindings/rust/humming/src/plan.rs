@@ -87,7 +87,7 @@ impl Plan {
         Ok(Plan {
             raw,
             n: n as usize,
-            a_row_bytes: (k as usize * act.bits() as usize + 7) / 8,
+            a_row_bytes: (k as usize * act.bits() as usize).div_ceil(8),
             c_elem_bytes: out.bytes(),
             bias: format.bias()?,
             packed: format.packed_sizes()?,

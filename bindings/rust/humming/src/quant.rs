@@ -49,8 +49,8 @@ pub struct QuantizedActivation {
 }
 
 fn activation_sizes(dtype: DType, m: usize, k: usize, group_k: usize) -> (usize, usize) {
-    let cols = if dtype.bits() >= 8 { k } else { (k + 1) / 2 };
-    let groups = if group_k == 0 { 1 } else { (k + group_k - 1) / group_k };
+    let cols = if dtype.bits() >= 8 { k } else { k.div_ceil(2) };
+    let groups = if group_k == 0 { 1 } else { k.div_ceil(group_k) };
     (m * cols, m * groups)
 }
 

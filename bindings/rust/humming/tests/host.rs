@@ -235,3 +235,62 @@ fn gptq_conversion_is_exact() {
     .unwrap_err();
     assert!(e.message().contains("/nonexistent/in.safetensors"), "{e}");
 }
+
+/// A safetensors file: an 8-byte little-endian header length, the JSON header, the data.
+fn write_safetensors(path: &std::path::Path, tensors: &[(&str, &str, Vec<i64>, &[u8])]) {
+    let (mut header, mut data) = (Vec::new(), Vec::new());
+    for (name, dtype, shape, bytes) in tensors {
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        header.push(format!(
+            "\"{name}\":{{\"dtype\":\"{dtype}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+            dims.join(","),
+            data.len(),
+            data.len() + bytes.len()
+        ));
+        data.extend_from_slice(bytes);
+    }
+    let mut text = format!("{{{}}}", header.join(",")).into_bytes();
+    while text.len() % 8 != 0 {
+        text.push(b' ');
+    }
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&text);
+    out.extend_from_slice(&data);
+    std::fs::write(path, out).unwrap();
+}
+
+#[test]
+fn convert_file_with_progress() {
+    let (n, k) = (64usize, 256usize);
+    let (qweight, qzeros, scales, _) = gptq(n, k, 128);
+    let dir = std::env::temp_dir().join(format!("humming-rust-convert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, output) = (dir.join("in.safetensors"), dir.join("out.safetensors"));
+    let p = "model.layers.0.mlp.down_proj";
+    write_safetensors(
+        &input,
+        &[
+            (&format!("{p}.qweight"), "I32", vec![(k / 8) as i64, n as i64], &qweight),
+            (&format!("{p}.qzeros"), "I32", vec![2, (n / 8) as i64], &qzeros),
+            (&format!("{p}.scales"), "F16", vec![2, n as i64], &scales),
+            ("model.norm.weight", "F16", vec![4], &[0u8; 8]),
+        ],
+    );
+    let mut calls: Vec<(String, u64, u64)> = Vec::new();
+    let mut record =
+        |name: &str, done: u64, total: u64| calls.push((name.to_string(), done, total));
+    humming::convert_file("gptq", &input, &output, &ConvertOptions::default(), Some(&mut record))
+        .unwrap();
+    assert!(calls.iter().any(|c| c.0 == p), "{calls:?}");
+    assert!(calls.iter().any(|c| c.0 == "model.norm.weight"), "{calls:?}");
+    let last = calls.last().unwrap();
+    assert!(last.1 == last.2 && last.2 > 0, "{calls:?}");
+    let data = std::fs::read(&output).unwrap();
+    let length = u64::from_le_bytes(data[..8].try_into().unwrap()) as usize;
+    let header = String::from_utf8_lossy(&data[8..8 + length]).into_owned();
+    let key = format!("\"humming.format.{p}\":\"");
+    let start = header.find(&key).expect(&header) + key.len();
+    let text = &header[start..start + header[start..].find('"').unwrap()];
+    assert_eq!(Format::parse(text).unwrap().shape().unwrap(), (n as i64, k as i64, 1));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
