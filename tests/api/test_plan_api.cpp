@@ -1,0 +1,134 @@
+// The plan half of the C ABI on the mock driver: creation rules, prepare, workspace sizing and
+// every argument check of hm_plan_gemm (the mock records the launch; GPU tests check results).
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "humming.h"
+#include "mock_driver/mock_loader.hpp"
+
+namespace {
+
+std::string last_error() {
+  size_t n = hm_last_error_message(nullptr, 0);
+  std::string s(n, '\0');
+  if (n) hm_last_error_message(&s[0], n + 1);
+  return s;
+}
+
+class PlanApi : public testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("HUMMING_CUDA_DRIVER_PATH", HM_MOCK_DRIVER_PATH, 1);
+    char dir[] = "/tmp/humming-plan-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    cache_ = dir;
+    hm_context_options_t o;
+    hm_context_options_init(&o);
+    o.cache_dir = cache_.c_str();
+    ASSERT_EQ(hm_context_create(&o, &ctx_), HM_SUCCESS) << last_error();
+  }
+  void TearDown() override {
+    hm_context_destroy(ctx_);
+    std::string rm = "rm -rf '" + cache_ + "'";
+    EXPECT_EQ(std::system(rm.c_str()), 0);
+  }
+  hm_plan_t* plan(const char* text, hm_status_t expect = HM_SUCCESS) {
+    hm_format_t* f = nullptr;
+    EXPECT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << last_error();
+    hm_plan_t* p = nullptr;
+    EXPECT_EQ(hm_plan_create(ctx_, f, nullptr, &p), expect) << text << ": " << last_error();
+    hm_format_destroy(f);
+    return p;
+  }
+  hm_context_t* ctx_ = nullptr;
+  std::string cache_;
+};
+
+TEST_F(PlanApi, FormatsWithoutAKernelAreRefusedAtCreation) {
+  EXPECT_EQ(plan("w=e2m1 a=e4m3 c=bf16 s=e4m3:g32 n=256 k=256", HM_ERROR_UNSUPPORTED), nullptr);
+  EXPECT_NE(last_error().find("e4m3 activations"), std::string::npos) << last_error();
+  EXPECT_EQ(plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256 e=4", HM_ERROR_UNSUPPORTED), nullptr);
+  EXPECT_NE(last_error().find("MoE"), std::string::npos) << last_error();
+  // The validation rules come first, and name the rule.
+  EXPECT_EQ(plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=0 k=256", HM_ERROR_UNSUPPORTED_FORMAT), nullptr);
+}
+
+TEST_F(PlanApi, GemmChecksItsArguments) {
+  hm_plan_t* p = plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024");
+  ASSERT_NE(p, nullptr);
+  hm_launch_params_t* lp = nullptr;
+  ASSERT_EQ(hm_launch_params_create(&lp), HM_SUCCESS);
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_INVALID_STATE);
+  EXPECT_NE(last_error().find("hm_plan_prepare"), std::string::npos);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+
+  uint64_t buf = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, 1 << 20, &buf), HM_SUCCESS);
+  hm_launch_params_set_int(lp, HM_ARG_M, 0);
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  hm_launch_params_set_int(lp, HM_ARG_M, 1);
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_INVALID_ARGUMENT);  // no pointers
+  EXPECT_NE(last_error().find("HM_ARG_A"), std::string::npos) << last_error();
+  hm_launch_params_set_pointer(lp, HM_ARG_A, buf);
+  hm_launch_params_set_pointer(lp, HM_ARG_B, buf);
+  hm_launch_params_set_pointer(lp, HM_ARG_C, buf);
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("HM_ARG_SCALES"), std::string::npos) << last_error();
+  hm_launch_params_set_pointer(lp, HM_ARG_SCALES, buf);
+  hm_launch_params_set_pointer(lp, HM_ARG_ZEROS, buf);  // the format has none
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("HM_ARG_ZEROS"), std::string::npos) << last_error();
+  hm_launch_params_set_pointer(lp, HM_ARG_ZEROS, 0);
+  hm_launch_params_set_pointer(lp, HM_ARG_A, buf + 2);  // 16-byte loads need 16-byte alignment
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_MISALIGNED);
+  hm_launch_params_set_pointer(lp, HM_ARG_A, buf);
+  // M = 1 splits K: the workspace is required, and its size is named.
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("workspace"), std::string::npos) << last_error();
+  uint64_t need = 0;
+  ASSERT_EQ(hm_plan_workspace_size(p, 64, &need), HM_SUCCESS);
+  EXPECT_GT(need, 0u);
+  uint64_t ws = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, need, &ws), HM_SUCCESS);
+  hm_launch_params_set_pointer(lp, HM_ARG_WORKSPACE, ws);
+  hm_launch_params_set_int(lp, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(need));
+  hm::test::MockControl mock;
+  mock.reset();
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_SUCCESS) << last_error();
+  auto launch = mock.last_launch();
+  ASSERT_TRUE(launch.has_value());
+  EXPECT_EQ(std::string(launch->function).rfind("hm_dense_mma_bm16", 0), 0u) << launch->function;
+  EXPECT_GT(launch->grid[2], 1u) << "M = 1 should split K";
+  char desc[256];
+  ASSERT_EQ(hm_plan_describe(p, 1, desc, sizeof desc, nullptr), HM_SUCCESS);
+  EXPECT_NE(std::string(desc).find("bm16"), std::string::npos) << desc;
+  hm_device_free(ctx_, ws);
+  hm_device_free(ctx_, buf);
+  hm_launch_params_destroy(lp);
+  hm_plan_destroy(p);
+}
+
+TEST_F(PlanApi, TuningJsonOverridesTheTilesAndIsChecked) {
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);
+  hm_plan_options_t o;
+  hm_plan_options_init(&o);
+  o.tuning_json = R"({"dense": [{"block_m": 32, "warps": 2, "warp_strips": 1}]})";
+  hm_plan_t* p = nullptr;
+  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  char desc[256];
+  ASSERT_EQ(hm_plan_describe(p, 7, desc, sizeof desc, nullptr), HM_SUCCESS);
+  EXPECT_NE(std::string(desc).find("bm32_w2_s1"), std::string::npos) << desc;
+  hm_plan_destroy(p);
+  o.tuning_json = R"({"dense": [{"block_m": 12}]})";
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  EXPECT_NE(last_error().find("block_m"), std::string::npos) << last_error();
+  o.tuning_json = R"({"dense": [{"blockm": 16}]})";
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  hm_format_destroy(f);
+}
+
+}  // namespace
