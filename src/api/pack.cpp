@@ -2,39 +2,20 @@
 // checks live here; the layout itself is src/quant/layout.* (docs/layout.md).
 #include <cstring>
 
+#include "api/canonical.hpp"
 #include "api/format.hpp"
 #include "api/guard.hpp"
 #include "quant/layout.hpp"
 
 namespace {
 
+using hm::api::canonical_view;
 using hm::api::format_of;
 using hm::api::require_not_null;
 using hm::api::require_struct_size;
 
-// Views of the C structs; struct_size must cover today's layout, the first released one.
-hm::quant::ConstCanonicalWeight canonical_in(const hm_canonical_weight_t* in) {
-  require_not_null(in, "in");
-  require_struct_size(in->struct_size, sizeof(hm_canonical_weight_t), "in");
-  hm::quant::ConstCanonicalWeight w;
-  w.codes = in->codes;
-  w.scales = in->scales;
-  w.zero_points = in->zero_points;
-  w.global_scale = in->global_scale;
-  return w;
-}
-
-hm::quant::CanonicalWeight canonical_out(const hm_canonical_weight_t* out) {
-  require_not_null(out, "out");
-  require_struct_size(out->struct_size, sizeof(hm_canonical_weight_t), "out");
-  hm::quant::CanonicalWeight w;
-  w.codes = out->codes;
-  w.scales = out->scales;
-  w.zero_points = out->zero_points;
-  w.global_scale = out->global_scale;
-  return w;
-}
-
+// The canonical buffers go through the shared view (api/canonical.hpp); packed ones are viewed
+// here. struct_size must cover today's layout, the first released one.
 hm::quant::PackedWeight packed(const hm_packed_weight_t* p, const char* name) {
   require_not_null(p, name);
   require_struct_size(p->struct_size, sizeof(hm_packed_weight_t), name);
@@ -81,7 +62,7 @@ HM_API hm_status_t hm_pack(const hm_format_t* format, const hm_canonical_weight_
                            const hm_packed_weight_t* out) {
   return HM_API_CALL({
     const hm::core::Format& f = format_of(format);
-    hm::quant::pack(f, canonical_in(in), packed(out, "out"));
+    hm::quant::pack(f, hm::quant::ConstCanonicalWeight(canonical_view(in, "in")), packed(out, "out"));
   });
 }
 
@@ -90,7 +71,7 @@ HM_API hm_status_t hm_unpack(const hm_format_t* format, const hm_packed_weight_t
   return HM_API_CALL({
     const hm::core::Format& f = format_of(format);
     const hm::quant::ConstPackedWeight packed_in(packed(in, "in"));
-    hm::quant::unpack(f, packed_in, canonical_out(out));
+    hm::quant::unpack(f, packed_in, canonical_view(out, "out"));
   });
 }
 
