@@ -12,5 +12,5 @@ else()
 endif()
 set_tests_properties(python_ml_dtypes PROPERTIES
   ENVIRONMENT "HUMMING_LIBRARY=$<TARGET_FILE:humming>"
-  LABELS "host;python"
+  LABELS host
   TIMEOUT 120)

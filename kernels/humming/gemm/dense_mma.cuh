@@ -53,58 +53,62 @@ struct DenseMma {
   static constexpr float kMagicValue = kIsF16 ? 1024.0f : 128.0f;
 
   static constexpr int kDepth = dense_chunks_in_flight(C::kWarpStrips, kBits);
-  // K groups a 64-wide chunk touches (group sizes are multiples of 16: 1, 2 or 4).
-  static constexpr int kGroupsPerChunk = (C::kGroupK == 0 || C::kGroupK >= 64) ? 1 : 64 / C::kGroupK;
-  static constexpr bool kHasRowCodes = kGroupScalesInMainloop || C::kZeroPoint != kZeroNone;
   struct Smem {
     alignas(128) Act a[2][kDepth][C::kBlockM][64];
   };
 
   // ---- scales and zero points ----------------------------------------------------------------
 
-  // Scale and zero-point codes are loaded (load_*_code) together with the weight chunks, one group
-  // ahead, and decoded (*_from_code) when the chunk is computed: a load issued in the compute
-  // step would put one full memory latency on every chunk.
-  static __device__ __forceinline__ uint32 scale_code(const DenseParams& p, int64_t group,
-                                                      int64_t col) {
-    const int64_t i = group * p.scale_cols + col;
-    if constexpr (C::kScaleCode == kScaleCodeF32) {
-      return __float_as_uint(static_cast<const float*>(p.scales)[i]);
-    } else if constexpr (C::kScaleCode == kScaleCodeAct || C::kScaleCode == kScaleCodeF16 ||
-                         C::kScaleCode == kScaleCodeBf16) {
-      return static_cast<const uint16*>(p.scales)[i];
-    } else {
-      return static_cast<const unsigned char*>(p.scales)[i];
-    }
-  }
-
-  static __device__ __forceinline__ float scale_from_code(uint32 code) {
-    if constexpr (C::kScaleCode == kScaleCodeAct) {
-      return to_float(Act{static_cast<uint16>(code)});
-    } else if constexpr (C::kScaleCode == kScaleCodeF32) {
-      return __uint_as_float(code);
-    } else if constexpr (C::kScaleCode == kScaleCodeF16) {
-      return to_float(f16{static_cast<uint16>(code)});
-    } else if constexpr (C::kScaleCode == kScaleCodeBf16) {
-      return to_float(bf16{static_cast<uint16>(code)});
-    } else if constexpr (C::kScaleCode == kScaleCodeUe8m0) {
-      return decode_ue8m0(code);
-    } else {
-      return decode_small_float<C::kScaleExp, C::kScaleMan, true>(code);
-    }
-  }
-
   static __device__ __forceinline__ float scale_value(const DenseParams& p, int64_t group,
                                                       int64_t col) {
-    return scale_from_code(scale_code(p, group, col));
+    const int64_t i = group * p.scale_cols + col;
+    if constexpr (C::kScaleCode == kScaleCodeAct) {
+      return to_float(Act{static_cast<const uint16*>(p.scales)[i]});
+    } else if constexpr (C::kScaleCode == kScaleCodeF32) {
+      return static_cast<const float*>(p.scales)[i];
+    } else if constexpr (C::kScaleCode == kScaleCodeF16) {
+      return to_float(f16{static_cast<const uint16*>(p.scales)[i]});
+    } else if constexpr (C::kScaleCode == kScaleCodeBf16) {
+      return to_float(bf16{static_cast<const uint16*>(p.scales)[i]});
+    } else if constexpr (C::kScaleCode == kScaleCodeUe8m0) {
+      return decode_ue8m0(static_cast<const unsigned char*>(p.scales)[i]);
+    } else {
+      return decode_small_float<C::kScaleExp, C::kScaleMan, true>(
+          static_cast<const unsigned char*>(p.scales)[i]);
+    }
   }
 
-  static __device__ __forceinline__ uint32 zero_code(const DenseParams& p, int64_t group,
+  // The mainloop scale of one row as an activation-type pair (the support rules guarantee the
+  // scale is exactly representable in the activation type).
+  static __device__ __forceinline__ uint32 scale_pair(const DenseParams& p, int64_t group,
+                                                      int64_t row) {
+    const int64_t col = C::kScaleKind == kScaleBlock ? row / C::kGroupN : row;
+    if constexpr (C::kScaleCode == kScaleCodeAct) {
+      return splat(Act{static_cast<const uint16*>(p.scales)[group * p.scale_cols + col]});
+    } else {
+      return splat(from_float<Act>(scale_value(p, group, col)));
+    }
+  }
+
+  static __device__ __forceinline__ float zero_value(const DenseParams& p, int64_t group,
                                                      int64_t row) {
     const int64_t i = group * p.n_pad + row;
-    if constexpr (C::kZeroPoint == kZeroInt) return static_cast<const unsigned char*>(p.zeros)[i];
-    if constexpr (C::kZeroPoint == kZeroFloat) return static_cast<const uint16*>(p.zeros)[i];
-    return 0;
+    if constexpr (C::kZeroPoint == kZeroInt) {
+      return static_cast<float>(static_cast<const unsigned char*>(p.zeros)[i]);
+    } else if constexpr (C::kZeroPoint == kZeroFloat) {
+      return to_float(Act{static_cast<const uint16*>(p.zeros)[i]});
+    } else {
+      return static_cast<float>(C::kImplicitZeroPoint);
+    }
+  }
+
+  // What dequant subtracts from (magic | q): magic + zero point, as a pair (exact: the zero point
+  // of an integer weight is an integer below 256).
+  static __device__ __forceinline__ uint32 offset_pair(const DenseParams& p, int64_t group,
+                                                       int64_t row) {
+    float zp = C::kZeroPoint == kZeroInt ? zero_value(p, group, row)
+                                         : static_cast<float>(C::kImplicitZeroPoint);
+    return splat(from_float<Act>(kMagicValue + zp));
   }
 
   // ---- dequantization of one register (two values of one row) --------------------------------
@@ -116,44 +120,18 @@ struct DenseMma {
     float scale_f, zero_f;  // the same for the f32 path
   };
 
-  // The raw codes one row needs for one K group.
-  struct RowCodes {
-    uint32 scale, zero;
-  };
-
-  using ChunkCodes = RowCodes[C::kWarpStrips][kGroupsPerChunk][2];  // [strip][group][row, row+8]
-
-  static __device__ __forceinline__ RowCodes load_row_codes(const DenseParams& p, int64_t group,
-                                                            int64_t row) {
-    RowCodes c{0, 0};
-    if constexpr (kGroupScalesInMainloop)
-      c.scale = scale_code(p, group, C::kScaleKind == kScaleBlock ? row / C::kGroupN : row);
-    if constexpr (C::kZeroPoint != kZeroNone) c.zero = zero_code(p, group, row);
-    return c;
-  }
-
-  static __device__ __forceinline__ RowTerms row_terms(const RowCodes& c) {
+  static __device__ __forceinline__ RowTerms row_terms(const DenseParams& p, int64_t group,
+                                                       int64_t row) {
     RowTerms t{};
     if constexpr (kGroupScalesInMainloop) {
-      // The support rules guarantee the scale is exactly representable in the activation type.
-      const Act s = C::kScaleCode == kScaleCodeAct ? Act{static_cast<uint16>(c.scale)}
-                                                  : from_float<Act>(scale_from_code(c.scale));
-      t.scale = splat(s);
-      t.scale_f = to_float(s);
+      t.scale = scale_pair(p, group, row);
+      t.scale_f = to_float(Act{static_cast<uint16>(t.scale & 0xFFFFu)});
     }
     if constexpr (!C::kWeightIsFloat) {
-      float zp = static_cast<float>(C::kImplicitZeroPoint);
-      if constexpr (C::kZeroPoint == kZeroInt) zp = static_cast<float>(c.zero);
-      if constexpr (C::kZeroPoint == kZeroFloat) {
-        t.zero = splat(Act{static_cast<uint16>(c.zero)});
-        zp = to_float(Act{static_cast<uint16>(c.zero)});
-      }
-      t.zero_f = zp;
-      // What dequant subtracts from (magic | q): magic + integer zero point, exact in the pair.
-      if constexpr (kIntFast)
-        t.offset = splat(from_float<Act>(kMagicValue + (C::kZeroPoint == kZeroInt
-                                                              ? zp
-                                                              : static_cast<float>(C::kImplicitZeroPoint))));
+      if constexpr (kIntFast) t.offset = offset_pair(p, group, row);
+      if constexpr (C::kZeroPoint == kZeroFloat) t.zero = splat(Act{static_cast<const uint16*>(
+          p.zeros)[group * p.n_pad + row]});
+      t.zero_f = zero_value(p, group, row);
     }
     return t;
   }
@@ -270,9 +248,7 @@ struct DenseMma {
     // kDepth chunks per strip in flight and waits on memory once per group.
     const char* wbase = static_cast<const char*>(p.w);
     uint32 words[kDepth][C::kWarpStrips][kBits], next[kDepth][C::kWarpStrips][kBits];
-    ChunkCodes codes[kDepth], next_codes[kDepth];
-    auto load_group = [&](uint32(&dst)[kDepth][C::kWarpStrips][kBits], ChunkCodes(&dst_codes)[kDepth],
-                          int stage, int64_t kc0) {
+    auto load_group = [&](uint32(&dst)[kDepth][C::kWarpStrips][kBits], int stage, int64_t kc0) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
         // Past the split's end the last chunk is loaded again (harmless, never computed), which
@@ -284,26 +260,17 @@ struct DenseMma {
           const int64_t strip = strip0 + i < strips_total ? strip0 + i : strips_total - 1;
           load_chunk(dst[d][i],
                      wbase + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, strip, kc), lane);
-          if constexpr (kHasRowCodes) {
-            const int64_t row = (strip0 + i) * 16 + g;
-#pragma unroll
-            for (int gi = 0; gi < kGroupsPerChunk; ++gi) {
-              const int64_t group = C::kGroupK > 0 ? (kc * 64 + gi * (64 / kGroupsPerChunk)) / C::kGroupK : 0;
-              dst_codes[d][i][gi][0] = load_row_codes(p, group, row < p.n_pad ? row : 0);
-              dst_codes[d][i][gi][1] = load_row_codes(p, group, row + 8 < p.n_pad ? row + 8 : 0);
-            }
-          }
         }
       }
       ptx::cp_async_commit();
     };
 
-    if (kc_begin < kc_end) load_group(words, codes, 0, kc_begin);
+    if (kc_begin < kc_end) load_group(words, 0, kc_begin);
     int stage = 0;
     for (int64_t kc0 = kc_begin; kc0 < kc_end; kc0 += kDepth) {
       const bool more = kc0 + kDepth < kc_end;
       if (more) {
-        load_group(next, next_codes, stage ^ 1, kc0 + kDepth);
+        load_group(next, stage ^ 1, kc0 + kDepth);
         ptx::cp_async_wait<1>();
       } else {
         ptx::cp_async_wait<0>();
@@ -311,7 +278,7 @@ struct DenseMma {
       __syncthreads();
 #pragma unroll
       for (int d = 0; d < kDepth; ++d)
-        if (kc0 + d < kc_end) compute_chunk(s.a[stage][d], words[d], codes[d], acc, lane);
+        if (kc0 + d < kc_end) compute_chunk(p, s.a[stage][d], words[d], acc, strip0, kc0 + d, lane);
       __syncthreads();  // the next group's loads overwrite this stage
       if (more) {
 #pragma unroll
@@ -320,43 +287,37 @@ struct DenseMma {
           for (int i = 0; i < C::kWarpStrips; ++i)
 #pragma unroll
             for (int w = 0; w < kBits; ++w) words[d][i][w] = next[d][i][w];
-        if constexpr (kHasRowCodes) {
-#pragma unroll
-          for (int d = 0; d < kDepth; ++d)
-#pragma unroll
-            for (int i = 0; i < C::kWarpStrips; ++i)
-#pragma unroll
-              for (int gi = 0; gi < kGroupsPerChunk; ++gi) {
-                codes[d][i][gi][0] = next_codes[d][i][gi][0];
-                codes[d][i][gi][1] = next_codes[d][i][gi][1];
-              }
-        }
       }
       stage ^= 1;
     }
     epilogue(p, acc, strip0, m0, lane, g);
   }
 
-  static __device__ __forceinline__ void compute_chunk(const Act (&tile)[C::kBlockM][64],
+  static __device__ __forceinline__ void compute_chunk(const DenseParams& p,
+                                                       const Act (&tile)[C::kBlockM][64],
                                                        const uint32 (&words)[C::kWarpStrips][kBits],
-                                                       const ChunkCodes& codes,
                                                        float (&acc)[C::kWarpStrips][kTokenGroups][4],
-                                                       int lane) {
-    // Dequantized A fragments of every strip for the chunk's 4 atoms (16 k each); atom x lies
-    // in the chunk's K group x / (4 / kGroupsPerChunk).
+                                                       int64_t strip0, int64_t kc, int lane) {
+    const int g = lane / 4;
+    // Dequantized A fragments of every strip for the chunk's 4 atoms.
     uint32 a_frag[C::kWarpStrips][kRegs];
 #pragma unroll
     for (int i = 0; i < C::kWarpStrips; ++i) {
+      const int64_t row = (strip0 + i) * 16 + g;  // and row + 8
+      RowTerms lo{}, hi{};
+      int64_t last_group = -1;
 #pragma unroll
-      for (int gi = 0; gi < kGroupsPerChunk; ++gi) {
-        const RowTerms lo = row_terms(codes[i][gi][0]), hi = row_terms(codes[i][gi][1]);
+      for (int x = 0; x < 4; ++x) {  // atoms of 16 k
+        const int64_t group = C::kGroupK > 0 ? (kc * 64 + x * 16) / C::kGroupK : 0;
+        if (x == 0 || (C::kGroupK > 0 && C::kGroupK < 64 && group != last_group)) {
+          lo = row_terms(p, group, row < p.n_pad ? row : 0);
+          hi = row_terms(p, group, row + 8 < p.n_pad ? row + 8 : 0);
+          last_group = group;
+        }
 #pragma unroll
-        for (int x = gi * (4 / kGroupsPerChunk); x < (gi + 1) * (4 / kGroupsPerChunk); ++x) {
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const uint32 x_reg = quant::extract_register(words[i], kBits, kActBits, 4 * x + r);
-            a_frag[i][4 * x + r] = dequant(x_reg, (r & 1) ? hi : lo);
-          }
+        for (int r = 0; r < 4; ++r) {
+          const uint32 x_reg = quant::extract_register(words[i], kBits, kActBits, 4 * x + r);
+          a_frag[i][4 * x + r] = dequant(x_reg, (r & 1) ? hi : lo);
         }
       }
     }

@@ -35,11 +35,10 @@ struct DenseParams {
 #endif
 
 // Weight chunks each warp keeps in flight per strip: a warp waits for its loads once per group
-// of this many chunks, so small M (latency bound, one strip per warp) wants several; the wide
-// tiles of larger M keep one (their registers go to accumulators, and more tokens per chunk
-// hide the latency), as does anything whose two buffers of chunks x bits words would be large.
+// of this many chunks, so small M (latency bound) wants several; bounded by the registers the
+// two buffers of (chunks x strips x bits) words take.
 HM_PARAMS_HD constexpr int dense_chunks_in_flight(int warp_strips, int weight_bits) {
-  return warp_strips > 1 ? 1 : 16 / weight_bits >= 4 ? 4 : 16 / weight_bits >= 2 ? 2 : 1;
+  return 16 / (warp_strips * weight_bits) >= 4 ? 4 : 16 / (warp_strips * weight_bits) >= 2 ? 2 : 1;
 }
 
 // Dynamic shared memory of a dense mma.sync block: the double-buffered activation tiles
