@@ -12,5 +12,5 @@ else()
 endif()
 set_tests_properties(python_ml_dtypes PROPERTIES
   ENVIRONMENT "HUMMING_LIBRARY=$<TARGET_FILE:humming>"
-  LABELS host
+  LABELS "host;python"
   TIMEOUT 120)
