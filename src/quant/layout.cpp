@@ -381,6 +381,24 @@ PackedShape packed_shape(const Format& f) {
   return s;
 }
 
+// The scales, zero points and global scale the format needs, present on both sides (pack and
+// unpack take the canonical and packed views in opposite directions).
+template <class In, class Out>
+void require_side_buffers(const PackedShape& s, const In& in, const Out& out) {
+  if (s.scale_element_bytes > 0) {
+    require_buffer(in.scales, "in->scales", "the format has per-row scales");
+    require_buffer(out.scales, "out->scales", "the format has per-row scales");
+  }
+  if (s.zero_point_element_bytes > 0) {
+    require_buffer(in.zero_points, "in->zero_points", "the format has zero points");
+    require_buffer(out.zero_points, "out->zero_points", "the format has zero points");
+  }
+  if (s.global_scale_bytes > 0) {
+    require_buffer(in.global_scale, "in->global_scale", "the format has a global scale");
+    require_buffer(out.global_scale, "out->global_scale", "the format has a global scale");
+  }
+}
+
 void pack(const Format& f, const ConstCanonicalWeight& in, const PackedWeight& out, int threads) {
   const PackedShape s = packed_shape(f);
   const CanonicalShape c = canonical_shape(f);
@@ -390,18 +408,7 @@ void pack(const Format& f, const ConstCanonicalWeight& in, const PackedWeight& o
   const SideTensor scales{"scales", f.scale, s.scale_element_bytes, c.scale_rows, c.groups_k};
   const SideTensor zeros{"zero_points", f.zero_point, s.zero_point_element_bytes, c.scale_rows,
                          c.groups_k};
-  if (row_scales) {
-    require_buffer(in.scales, "in->scales", "the format has per-row scales");
-    require_buffer(out.scales, "out->scales", "the format has per-row scales");
-  }
-  if (zp) {
-    require_buffer(in.zero_points, "in->zero_points", "the format has zero points");
-    require_buffer(out.zero_points, "out->zero_points", "the format has zero points");
-  }
-  if (s.global_scale_bytes > 0) {
-    require_buffer(in.global_scale, "in->global_scale", "the format has a global scale");
-    require_buffer(out.global_scale, "out->global_scale", "the format has a global scale");
-  }
+  require_side_buffers(s, in, out);
 
   // Check everything, then write: a failed pack leaves the outputs untouched.
   check_codes(f, s, in.codes);
@@ -424,18 +431,7 @@ void unpack(const Format& f, const ConstPackedWeight& in, const CanonicalWeight&
   require_buffer(in.weight, "in->weight", "every format has a packed weight");
   require_buffer(out.codes, "out->codes", "every format has weight codes");
   const bool zp = s.zero_point_element_bytes > 0, row_scales = s.scale_element_bytes > 0;
-  if (row_scales) {
-    require_buffer(in.scales, "in->scales", "the format has per-row scales");
-    require_buffer(out.scales, "out->scales", "the format has per-row scales");
-  }
-  if (zp) {
-    require_buffer(in.zero_points, "in->zero_points", "the format has zero points");
-    require_buffer(out.zero_points, "out->zero_points", "the format has zero points");
-  }
-  if (s.global_scale_bytes > 0) {
-    require_buffer(in.global_scale, "in->global_scale", "the format has a global scale");
-    require_buffer(out.global_scale, "out->global_scale", "the format has a global scale");
-  }
+  require_side_buffers(s, in, out);
   unpack_weight(s, in.weight, out.codes, choose_threads(threads, s.weight_bytes));
   if (row_scales)
     unpack_side(s, {"scales", f.scale, s.scale_element_bytes, c.scale_rows, c.groups_k},

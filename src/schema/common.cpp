@@ -128,6 +128,16 @@ void permute_columns(std::vector<uint8_t>& codes, int64_t rows, int64_t k,
   });
 }
 
+std::vector<int32_t> apply_act_order(const io::TensorView* g_idx, std::vector<uint8_t>& codes,
+                                     int64_t rows, int64_t k, int64_t group_k, int64_t groups,
+                                     bool keep_k_order) {
+  if (g_idx == nullptr) return {};
+  expect_dtype(*g_idx, {"I32", "I64"});
+  std::vector<int32_t> perm = act_order_permutation(*g_idx, k, group_k, groups, keep_k_order);
+  if (!perm.empty()) permute_columns(codes, rows, k, perm);
+  return perm;
+}
+
 int64_t derive_group(const Options& options, int64_t k, int64_t groups,
                      const io::TensorView& scales) {
   if (options.group_size == -1 || (options.group_size == 0 && groups == 1)) {

@@ -45,6 +45,13 @@ std::vector<int32_t> act_order_permutation(const io::TensorView& g_idx, int64_t 
 void permute_columns(std::vector<uint8_t>& codes, int64_t rows, int64_t k,
                      const std::vector<int32_t>& perm);
 
+// The whole act-order step of a scheme with a g_idx tensor (null: none): checks its dtype,
+// computes the permutation and applies it to codes [rows][K]. Returns the permutation (empty
+// when none is needed) for Layer::k_permutation.
+std::vector<int32_t> apply_act_order(const io::TensorView* g_idx, std::vector<uint8_t>& codes,
+                                     int64_t rows, int64_t k, int64_t group_k, int64_t groups,
+                                     bool keep_k_order);
+
 // The group size of a K-grouped scale with `groups` columns: options.group_size, else derived
 // (K / groups). -1 or groups == 1 with no option mean per channel (returns k).
 int64_t derive_group(const Options& options, int64_t k, int64_t groups,

@@ -112,12 +112,8 @@ Layer convert_gptq(const LayerTensors& t, const Options& options) {
     }
   }
 
-  std::vector<int32_t> perm;
-  if (g_idx) {
-    expect_dtype(*g_idx, {"I32", "I64"});
-    perm = act_order_permutation(*g_idx, k, group_k, groups, options.keep_k_order);
-    if (!perm.empty()) permute_columns(parts.codes, n, k, perm);
-  }
+  std::vector<int32_t> perm =
+      apply_act_order(g_idx, parts.codes, n, k, group_k, groups, options.keep_k_order);
 
   Layer layer = integer_layer(std::move(parts), options, preferred_16bit({&scales, t.find("bias")}),
                               qzeros ? *qzeros : scales);
