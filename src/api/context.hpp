@@ -59,4 +59,5 @@ struct hm_launch_params {
   static constexpr int kIntSlots = 16;      // HM_ARG_M ..
   std::array<uint64_t, kPointerSlots> pointers{};
   std::array<int64_t, kIntSlots> ints{};
+  int64_t integer(int32_t slot) const { return ints[slot - HM_ARG_M]; }  // slot >= HM_ARG_M
 };

@@ -30,11 +30,6 @@ std::unique_ptr<hm_kernel> build_kernel(const std::shared_ptr<ContextState>& con
   return kernel;
 }
 
-namespace {
-
-int64_t int_slot(const hm_launch_params* p, int32_t slot) { return p->ints[slot - HM_ARG_M]; }
-
-}  // namespace
 }  // namespace hm::api
 
 using namespace hm;
@@ -121,8 +116,8 @@ HM_API hm_status_t hm_kernel_launch(const hm_kernel_t* kernel, const hm_launch_p
       fail(HM_ERROR_NO_DEVICE, "kernel '" + kernel->name +
                                    "' was compiled by a context without a device: it can be "
                                    "cached, not launched");
-    const int64_t m = int_slot(params, HM_ARG_M), n = int_slot(params, HM_ARG_N),
-                  k = int_slot(params, HM_ARG_K);
+    const int64_t m = params->integer(HM_ARG_M), n = params->integer(HM_ARG_N),
+                  k = params->integer(HM_ARG_K);
     if (m <= 0 || n <= 0 || k <= 0)
       fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M, HM_ARG_N and HM_ARG_K must be positive, got M=" +
                                           std::to_string(m) + " N=" + std::to_string(n) +

@@ -173,7 +173,7 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     if (!ctx.device)
       fail(HM_ERROR_NO_DEVICE, "the plan's context has no device (ahead-of-time context)");
     const core::Format& f = plan->format;
-    const int64_t m = params->ints[HM_ARG_M - HM_ARG_M];
+    const int64_t m = params->integer(HM_ARG_M);
     if (m <= 0) fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M must be positive, got " + std::to_string(m));
     if (plan->max_m > 0 && m > plan->max_m)
       fail(HM_ERROR_INVALID_ARGUMENT, "M = " + std::to_string(m) + " exceeds the plan's max_m " +
@@ -208,7 +208,7 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     const uint64_t need = tune::dense_workspace_bytes(launch, m, plan->shape.n_padded);
     if (need > 0) {
       const uint64_t ws = params->pointers[HM_ARG_WORKSPACE];
-      const int64_t have = params->ints[HM_ARG_WORKSPACE_BYTES - HM_ARG_M];
+      const int64_t have = params->integer(HM_ARG_WORKSPACE_BYTES);
       if (ws == 0 || have < static_cast<int64_t>(need))
         fail(HM_ERROR_INVALID_ARGUMENT,
              "M = " + std::to_string(m) + " needs a zero-initialized workspace of " +
