@@ -1,14 +1,27 @@
-// Dense GEMM benchmark through the public plan API: C[M,N] = A[M,K] * dequant(W)^T.
-// Usage: bench_gemm [--format F] [--ms 1,16,...] [--iters 200] [--json FILE]
-// Timing: host clock around `iters` back-to-back launches and one synchronization, rotating over
-// enough weight copies to exceed the L2 (so weights come from HBM); reported as the mean per call.
-// This includes any launch gap the GPU cannot hide; CUDA-event timing, graph replay and the
-// cuBLAS baseline in the same process are still to come (benchmarks/NOTES.md).
+// Dense GEMM benchmark through the public plan API: C[M,N] = A[M,K] * dequant(W)^T, against cuBLAS
+// on unquantized weights in the same process. Measures the way ../shared/DESIGN.md §7 asks and the
+// H200 anchors were measured: each timed call is one CUDA-graph replay, the L2 is flushed before it
+// (a 256 MiB memset on the same stream, outside the timed event pair), warm-up first, and the
+// median of CUDA-event times over many calls is reported. `bench_gemm --help` lists the options;
+// benchmarks/README.md describes the output and benchmarks/report.py renders it.
+//
+// The CUDA driver is reached through our own dlopen of libcuda (the library loads it too, but does
+// not export it), and cuBLAS through dlopen as well, so this program builds without the toolkit and
+// runs without cuBLAS (the baseline fields are then null).
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -16,137 +29,1194 @@
 
 #include "humming.h"
 
-static std::string last_error() {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Errors: this is a measuring program, so a failed Humming or driver call ends it with a message
+// naming the call. Only the cuBLAS baseline fails softly (its fields become null).
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "bench_gemm: %s\n", message.c_str());
+  std::exit(1);
+}
+
+std::string hm_error() {
   char buf[8192];
   hm_last_error_message(buf, sizeof buf);
   return buf;
 }
-#define CHECK(call)                                                                          \
-  do {                                                                                       \
-    hm_status_t s_ = (call);                                                                 \
-    if (s_ != HM_SUCCESS) {                                                                  \
-      std::fprintf(stderr, "%s: %s: %s\n", #call, hm_status_name(s_), last_error().c_str()); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
+
+std::string hm_failure(const char* call, hm_status_t s) {
+  return std::string(call) + ": " + hm_status_name(s) + ": " + hm_error();
+}
+
+#define HM_CHECK(call)                                   \
+  do {                                                   \
+    hm_status_t s_ = (call);                             \
+    if (s_ != HM_SUCCESS) die(hm_failure(#call, s_));    \
   } while (0)
 
-int main(int argc, char** argv) {
-  std::string text = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=8192 k=8192";
-  std::string ms_text = "1,16,64,128,512,2048,8192,16384";
-  std::string json;
-  int iters = 100;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--format")) text = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--ms")) ms_text = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
-    else { std::fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+// ---------------------------------------------------------------------------------------------
+// The CUDA driver entry points this program needs, with the ABI version whose signature each
+// pointer type declares (cudaTypedefs.h spelling): cuGetProcAddress is asked for exactly that
+// version, and the versioned export name is the fallback.
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
+constexpr unsigned CU_EVENT_DEFAULT = 0;
+constexpr int CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
+constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
+constexpr uint64_t CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1;
+constexpr int CU_GET_PROC_ADDRESS_SUCCESS = 0;
+
+using PFN_cuInit = CUresult (*)(unsigned);
+using PFN_cuGetProcAddress_v12000 = CUresult (*)(const char*, void**, int, uint64_t, int*);
+using PFN_cuGetErrorName = CUresult (*)(CUresult, const char**);
+using PFN_cuDeviceGet_v2000 = CUresult (*)(CUdevice*, int);
+using PFN_cuDevicePrimaryCtxRetain_v7000 = CUresult (*)(CUcontext*, CUdevice);
+using PFN_cuDevicePrimaryCtxRelease_v11000 = CUresult (*)(CUdevice);
+using PFN_cuCtxSetCurrent_v4000 = CUresult (*)(CUcontext);
+using PFN_cuStreamCreate_v2000 = CUresult (*)(CUstream*, unsigned);
+using PFN_cuStreamDestroy_v4000 = CUresult (*)(CUstream);
+using PFN_cuStreamSynchronize_v2000 = CUresult (*)(CUstream);
+using PFN_cuEventCreate_v2000 = CUresult (*)(CUevent*, unsigned);
+using PFN_cuEventRecord_v2000 = CUresult (*)(CUevent, CUstream);
+using PFN_cuEventSynchronize_v2000 = CUresult (*)(CUevent);
+using PFN_cuEventElapsedTime_v2000 = CUresult (*)(float*, CUevent, CUevent);
+using PFN_cuEventDestroy_v4000 = CUresult (*)(CUevent);
+using PFN_cuMemsetD8Async_v3020 = CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream);
+using PFN_cuStreamBeginCapture_v10010 = CUresult (*)(CUstream, int);
+using PFN_cuStreamEndCapture_v10000 = CUresult (*)(CUstream, CUgraph*);
+using PFN_cuGraphInstantiateWithFlags_v11040 = CUresult (*)(CUgraphExec*, CUgraph,
+                                                            unsigned long long);
+using PFN_cuGraphLaunch_v10000 = CUresult (*)(CUgraphExec, CUstream);
+using PFN_cuGraphExecDestroy_v10000 = CUresult (*)(CUgraphExec);
+using PFN_cuGraphDestroy_v10000 = CUresult (*)(CUgraph);
+
+// X(name, exported versioned name, ABI version)
+#define BENCH_DRIVER_ENTRY_POINTS(X)                                \
+  X(cuDeviceGet, "cuDeviceGet", 2000)                               \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000)     \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 11000) \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000)                       \
+  X(cuStreamCreate, "cuStreamCreate", 2000)                         \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", 4000)                    \
+  X(cuStreamSynchronize, "cuStreamSynchronize", 2000)               \
+  X(cuEventCreate, "cuEventCreate", 2000)                           \
+  X(cuEventRecord, "cuEventRecord", 2000)                           \
+  X(cuEventSynchronize, "cuEventSynchronize", 2000)                 \
+  X(cuEventElapsedTime, "cuEventElapsedTime", 2000)                 \
+  X(cuEventDestroy, "cuEventDestroy_v2", 4000)                      \
+  X(cuMemsetD8Async, "cuMemsetD8Async", 3020)                       \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 10010)         \
+  X(cuStreamEndCapture, "cuStreamEndCapture", 10000)                \
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040) \
+  X(cuGraphLaunch, "cuGraphLaunch", 10000)                          \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000)                \
+  X(cuGraphDestroy, "cuGraphDestroy", 10000)
+
+struct Cuda {
+  void* handle = nullptr;
+  PFN_cuGetErrorName cuGetErrorName = nullptr;  // optional
+  PFN_cuGetErrorName cuGetErrorString = nullptr;  // optional, same signature
+#define BENCH_FIELD(name, exported, version) PFN_##name##_v##version name = nullptr;
+  BENCH_DRIVER_ENTRY_POINTS(BENCH_FIELD)
+#undef BENCH_FIELD
+
+  std::string describe(CUresult r) const {
+    const char* name = nullptr;
+    const char* text = nullptr;
+    if (cuGetErrorName == nullptr || cuGetErrorName(r, &name) != CUDA_SUCCESS) name = nullptr;
+    if (cuGetErrorString == nullptr || cuGetErrorString(r, &text) != CUDA_SUCCESS) text = nullptr;
+    std::string out = name ? name : "CUDA error " + std::to_string(r);
+    if (text) out += std::string(" (") + text + ")";
+    return out;
   }
-  std::vector<int64_t> ms;
-  std::stringstream ss(ms_text);
-  for (std::string item; std::getline(ss, item, ',');) ms.push_back(std::stoll(item));
+  void check(CUresult r, const char* call) const {
+    if (r != CUDA_SUCCESS) die(std::string(call) + " failed: " + describe(r));
+  }
+};
 
-  hm_context_options_t o;
-  hm_context_options_init(&o);
-  hm_context_t* ctx = nullptr;
-  CHECK(hm_context_create(&o, &ctx));
-  hm_device_info_t dev;
-  hm_device_info_init(&dev);
-  CHECK(hm_context_device_info(ctx, &dev));
-  hm_format_t* f = nullptr;
-  CHECK(hm_format_parse(text.c_str(), &f));
-  int64_t n = 0, k = 0;
-  int32_t e = 0;
-  CHECK(hm_format_get_shape(f, &n, &k, &e));
-  hm_packed_sizes_t ps;
-  hm_packed_sizes_init(&ps);
-  CHECK(hm_format_packed_sizes(f, &ps));
+#define CU_CHECK(cu, call) (cu).check((cu).call, #call)
 
-  // Random packed bytes are valid codes for every integer format; scales set to small values.
-  const uint64_t l2_rotate = 4;
-  std::mt19937 rng(1);
-  std::vector<uint8_t> wbytes(ps.weight);
-  for (auto& b : wbytes) b = static_cast<uint8_t>(rng());
-  std::vector<uint8_t> sbytes(ps.scales);
-  for (size_t i = 0; i + 1 < sbytes.size(); i += 2) { sbytes[i] = 0x00; sbytes[i + 1] = 0x20; }
-  std::vector<uint64_t> w(l2_rotate), s(l2_rotate);
-  for (uint64_t r = 0; r < l2_rotate; ++r) {
-    CHECK(hm_device_alloc(ctx, ps.weight, &w[r]));
-    CHECK(hm_copy_to_device(ctx, w[r], wbytes.data(), ps.weight));
-    if (ps.scales) {
-      CHECK(hm_device_alloc(ctx, ps.scales, &s[r]));
-      CHECK(hm_copy_to_device(ctx, s[r], sbytes.data(), ps.scales));
+// The same library the Humming runtime loads: HUMMING_CUDA_DRIVER_PATH when set, else
+// libcuda.so.1 (a second dlopen of an already loaded library returns the same instance).
+Cuda load_driver() {
+  Cuda cu;
+  const char* env = std::getenv("HUMMING_CUDA_DRIVER_PATH");
+  const std::string path = env && *env ? env : "libcuda.so.1";
+  cu.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (cu.handle == nullptr) die("cannot load the CUDA driver " + path + ": " + dlerror());
+  auto init = reinterpret_cast<PFN_cuInit>(dlsym(cu.handle, "cuInit"));
+  auto gpa = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(cu.handle, "cuGetProcAddress_v2"));
+  cu.cuGetErrorName = reinterpret_cast<PFN_cuGetErrorName>(dlsym(cu.handle, "cuGetErrorName"));
+  cu.cuGetErrorString = reinterpret_cast<PFN_cuGetErrorName>(dlsym(cu.handle, "cuGetErrorString"));
+  if (init == nullptr) die(path + " has no cuInit: not a CUDA driver library");
+  cu.check(init(0), "cuInit");
+  auto resolve = [&](const char* base, const char* exported, int version) -> void* {
+    if (gpa != nullptr) {
+      void* fn = nullptr;
+      int found = -1;
+      if (gpa(base, &fn, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) == CUDA_SUCCESS &&
+          found == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr)
+        return fn;
+    }
+    return dlsym(cu.handle, exported);
+  };
+  std::string missing;
+#define BENCH_RESOLVE(name, exported, version)                                             \
+  cu.name = reinterpret_cast<PFN_##name##_v##version>(resolve(#name, exported, version)); \
+  if (cu.name == nullptr) missing += std::string(missing.empty() ? "" : ", ") + exported;
+  BENCH_DRIVER_ENTRY_POINTS(BENCH_RESOLVE)
+#undef BENCH_RESOLVE
+  if (!missing.empty()) die("the CUDA driver " + path + " lacks " + missing + " (too old?)");
+  return cu;
+}
+
+// ---------------------------------------------------------------------------------------------
+// cuBLAS, loaded by dlopen. Only the calls the baseline needs.
+
+using cublasHandle_t = struct cublasContext*;
+using cublasStatus_t = int;
+constexpr cublasStatus_t CUBLAS_STATUS_SUCCESS = 0;
+constexpr int CUBLAS_OP_N = 0;
+constexpr int CUBLAS_OP_T = 1;
+constexpr int CUBLAS_COMPUTE_32F = 68;
+constexpr int CUBLAS_GEMM_DEFAULT = -1;
+constexpr int CUDA_R_16F = 2;
+constexpr int CUDA_R_16BF = 14;
+// cuBLAS recommends a 32 MiB workspace on Hopper; we hand it our own so that nothing is allocated
+// while a call is being captured into a graph.
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+struct Cublas {
+  std::string library;  // the name or path that loaded
+  std::string error;    // why it is unavailable ("" when usable)
+  cublasHandle_t handle = nullptr;
+  int version = 0;
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, CUstream) = nullptr;
+  cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;
+  cublasStatus_t (*get_version)(cublasHandle_t, int*) = nullptr;
+  const char* (*status_string)(cublasStatus_t) = nullptr;  // optional
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, int, int, int, int, int, const void*, const void*,
+                            int, int, const void*, int, int, const void*, void*, int, int, int,
+                            int) = nullptr;
+
+  bool usable() const { return handle != nullptr; }
+  std::string describe(cublasStatus_t s) const {
+    std::string out = "cuBLAS status " + std::to_string(s);
+    if (status_string) {
+      const char* text = status_string(s);
+      if (text) out += std::string(" (") + text + ")";
+    }
+    return out;
+  }
+};
+
+// HUMMING_CUBLAS_PATH when set (and only that), else the sonames of CUDA 13 and 12, else the
+// unversioned name; NVIDIA's libcublas finds its libcublasLt next to itself ($ORIGIN runpath).
+void load_cublas(Cublas& cb) {
+  std::vector<std::string> candidates;
+  const char* env = std::getenv("HUMMING_CUBLAS_PATH");
+  if (env && *env) candidates.push_back(env);
+  else candidates = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  std::string tried;
+  void* handle = nullptr;
+  for (const std::string& c : candidates) {
+    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle) {
+      cb.library = c;
+      break;
+    }
+    tried += (tried.empty() ? "" : "; ") + c + ": " + dlerror();
+  }
+  if (handle == nullptr) {
+    cb.error = "cannot load cuBLAS (set HUMMING_CUBLAS_PATH to libcublas.so.*): " + tried;
+    return;
+  }
+  auto sym = [&](const char* name) { return dlsym(handle, name); };
+  cb.create = reinterpret_cast<decltype(cb.create)>(sym("cublasCreate_v2"));
+  cb.destroy = reinterpret_cast<decltype(cb.destroy)>(sym("cublasDestroy_v2"));
+  cb.set_stream = reinterpret_cast<decltype(cb.set_stream)>(sym("cublasSetStream_v2"));
+  cb.set_workspace = reinterpret_cast<decltype(cb.set_workspace)>(sym("cublasSetWorkspace_v2"));
+  cb.get_version = reinterpret_cast<decltype(cb.get_version)>(sym("cublasGetVersion_v2"));
+  cb.status_string = reinterpret_cast<decltype(cb.status_string)>(sym("cublasGetStatusString"));
+  cb.gemm_ex = reinterpret_cast<decltype(cb.gemm_ex)>(sym("cublasGemmEx"));
+  if (!cb.create || !cb.destroy || !cb.set_stream || !cb.set_workspace || !cb.get_version ||
+      !cb.gemm_ex) {
+    cb.error = cb.library + " lacks one of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2, "
+               "cublasSetWorkspace_v2, cublasGetVersion_v2, cublasGemmEx";
+    return;
+  }
+  cublasHandle_t h = nullptr;
+  const cublasStatus_t s = cb.create(&h);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    cb.error = "cublasCreate_v2 failed: " + cb.describe(s);
+    return;
+  }
+  cb.handle = h;
+  if (cb.get_version(h, &cb.version) != CUBLAS_STATUS_SUCCESS) cb.version = 0;
+}
+
+// Binds the handle to `stream` and our workspace. cublasSetStream resets the workspace to the
+// library's own pool, so the workspace is set after it.
+std::string cublas_bind(Cublas& cb, CUstream stream, CUdeviceptr workspace) {
+  cublasStatus_t s = cb.set_stream(cb.handle, stream);
+  if (s != CUBLAS_STATUS_SUCCESS) return "cublasSetStream_v2 failed: " + cb.describe(s);
+  s = cb.set_workspace(cb.handle, reinterpret_cast<void*>(workspace), kCublasWorkspaceBytes);
+  if (s != CUBLAS_STATUS_SUCCESS) return "cublasSetWorkspace_v2 failed: " + cb.describe(s);
+  return "";
+}
+
+// Row-major C[M,N] = A[M,K] * W[N,K]^T in cuBLAS's column-major terms: a row-major [R,C] matrix
+// is a column-major [C,R] one with the same leading dimension. So C is column-major C^T [N,M]
+// (ldc N), W is column-major W^T [K,N] (lda K) and A is column-major A^T [K,M] (ldb K), and
+// C^T = W * A^T = op(W^T) * A^T with op = transpose: cublas(m=N, n=M, k=K, transa=T, transb=N).
+std::string cublas_gemm(const Cublas& cb, int dtype, CUdeviceptr a, CUdeviceptr w, CUdeviceptr c,
+                        int64_t m, int64_t n, int64_t k) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t s = cb.gemm_ex(
+      cb.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+      static_cast<int>(k), &alpha, reinterpret_cast<const void*>(w), dtype, static_cast<int>(k),
+      reinterpret_cast<const void*>(a), dtype, static_cast<int>(k), &beta,
+      reinterpret_cast<void*>(c), dtype, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
+  return s == CUBLAS_STATUS_SUCCESS ? "" : "cublasGemmEx failed: " + cb.describe(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing: one call = optional L2 flush, event, the launch, event. All calls are queued before
+// the host waits, so the GPU never idles between them (idle gaps would let clocks drop).
+
+// Enqueues one call on the stream; returns "" or why it failed.
+using Launch = std::function<std::string()>;
+
+struct Stats {
+  bool ok = false;
+  std::string error;
+  double median = 0, p10 = 0, p90 = 0, min = 0;
+  int count = 0;
+};
+
+double percentile(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+class Timer {
+ public:
+  Timer(const Cuda& cu, CUstream stream, CUdeviceptr scratch, size_t scratch_bytes, int events)
+      : cu_(cu), stream_(stream), scratch_(scratch), scratch_bytes_(scratch_bytes) {
+    start_.resize(events);
+    stop_.resize(events);
+    for (int i = 0; i < events; ++i) {
+      CU_CHECK(cu_, cuEventCreate(&start_[i], CU_EVENT_DEFAULT));
+      CU_CHECK(cu_, cuEventCreate(&stop_[i], CU_EVENT_DEFAULT));
     }
   }
-  const int64_t max_m = *std::max_element(ms.begin(), ms.end());
-  std::vector<uint16_t> a(static_cast<size_t>(max_m * k), 0x3c00);
-  uint64_t da = 0, dc = 0, ws = 0;
-  CHECK(hm_device_alloc(ctx, a.size() * 2, &da));
-  CHECK(hm_copy_to_device(ctx, da, a.data(), a.size() * 2));
-  CHECK(hm_device_alloc(ctx, static_cast<size_t>(max_m * n * 2), &dc));
+  ~Timer() {
+    for (size_t i = 0; i < start_.size(); ++i) {
+      CU_CHECK(cu_, cuEventDestroy(start_[i]));
+      CU_CHECK(cu_, cuEventDestroy(stop_[i]));
+    }
+  }
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
 
+  // Overwrites the whole scratch buffer (>= 2x L2), so the next call finds none of its data there.
+  void flush(int i) {
+    if (scratch_bytes_)
+      CU_CHECK(cu_, cuMemsetD8Async(scratch_, static_cast<unsigned char>(i), scratch_bytes_, stream_));
+  }
+
+  Stats run(const Launch& launch, int warmup, int iters) {
+    Stats st;
+    if (iters > static_cast<int>(start_.size())) die("internal: more iterations than events");
+    for (int i = 0; i < warmup; ++i) {
+      flush(i);
+      st.error = launch();
+      if (!st.error.empty()) return drain(st);
+    }
+    for (int i = 0; i < iters; ++i) {
+      flush(i);
+      CU_CHECK(cu_, cuEventRecord(start_[i], stream_));
+      st.error = launch();
+      if (!st.error.empty()) return drain(st);
+      CU_CHECK(cu_, cuEventRecord(stop_[i], stream_));
+    }
+    CU_CHECK(cu_, cuEventSynchronize(stop_[iters - 1]));
+    CU_CHECK(cu_, cuStreamSynchronize(stream_));
+    std::vector<double> us(iters);
+    for (int i = 0; i < iters; ++i) {
+      float ms = 0;
+      CU_CHECK(cu_, cuEventElapsedTime(&ms, start_[i], stop_[i]));
+      us[i] = 1e3 * ms;
+    }
+    std::sort(us.begin(), us.end());
+    st.ok = true;
+    st.count = iters;
+    st.median = percentile(us, 0.5);
+    st.p10 = percentile(us, 0.1);
+    st.p90 = percentile(us, 0.9);
+    st.min = us.front();
+    return st;
+  }
+
+ private:
+  Stats drain(Stats st) {
+    CU_CHECK(cu_, cuStreamSynchronize(stream_));
+    return st;
+  }
+  const Cuda& cu_;
+  CUstream stream_;
+  CUdeviceptr scratch_;
+  size_t scratch_bytes_;
+  std::vector<CUevent> start_, stop_;
+};
+
+// Captures what `body` enqueues on `stream` into a graph and instantiates it. The capture is
+// always ended, even when the body fails, so the stream stays usable.
+std::string capture(const Cuda& cu, CUstream stream, int mode, const Launch& body,
+                    CUgraphExec* exec) {
+  *exec = nullptr;
+  CUresult r = cu.cuStreamBeginCapture(stream, mode);
+  if (r != CUDA_SUCCESS) return "cuStreamBeginCapture_v2 failed: " + cu.describe(r);
+  std::string error = body();
+  CUgraph graph = nullptr;
+  r = cu.cuStreamEndCapture(stream, &graph);
+  if (error.empty() && r != CUDA_SUCCESS)
+    error = "cuStreamEndCapture failed: " + cu.describe(r) +
+            " (something in the captured call is not capturable)";
+  if (error.empty() && graph != nullptr) {
+    r = cu.cuGraphInstantiateWithFlags(exec, graph, 0);
+    if (r != CUDA_SUCCESS) {
+      *exec = nullptr;
+      error = "cuGraphInstantiateWithFlags failed: " + cu.describe(r);
+    }
+  }
+  // The executable graph is independent of the graph it was made from.
+  if (graph != nullptr) CU_CHECK(cu, cuGraphDestroy(graph));
+  if (error.empty() && *exec == nullptr) error = "stream capture produced no graph";
+  return error;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host data.
+
+uint32_t dtype_bits(hm_dtype_t d) { return d & 0xffu; }
+
+std::string dtype_name(hm_dtype_t d) {
+  char buf[64];
+  if (hm_dtype_name(d, buf, sizeof buf, nullptr) != HM_SUCCESS) return "?";
+  return buf;
+}
+
+// Elements of `dtype` (16, 8 or 4 bits) holding values uniform in [-1, 1], `count` elements, as
+// bytes (4-bit: two per byte, even element in the low nibble). Random data, not constants:
+// tensor cores draw less power (and may clock higher) on constant or zero inputs.
+std::vector<uint8_t> random_elements(hm_dtype_t dtype, size_t count, uint64_t seed) {
+  const uint32_t bits = dtype_bits(dtype);
+  if (bits != 16 && bits != 8 && bits != 4)
+    die("activation dtype " + dtype_name(dtype) + " (" + std::to_string(bits) +
+        " bits) is not handled by this benchmark");
+  // A table of encoded values, then a cheap generator picks from it (encoding every element
+  // through the C API would take seconds for M = 16384).
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  std::vector<uint32_t> table(4096);
+  for (uint32_t& code : table) HM_CHECK(hm_dtype_encode(dtype, uni(rng), &code));
+  std::vector<uint8_t> out((count * bits + 7) / 8, 0);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < count; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const uint32_t code = table[x & 4095];
+    if (bits == 16) {
+      out[2 * i] = static_cast<uint8_t>(code);
+      out[2 * i + 1] = static_cast<uint8_t>(code >> 8);
+    } else if (bits == 8) {
+      out[i] = static_cast<uint8_t>(code);
+    } else {
+      out[i / 2] |= static_cast<uint8_t>((code & 0xf) << (i % 2 ? 4 : 0));
+    }
+  }
+  return out;
+}
+
+// `bytes` filled with one value of `dtype` repeated (for scales).
+std::vector<uint8_t> repeated_value(hm_dtype_t dtype, double value, size_t bytes) {
+  std::vector<uint8_t> out(bytes, 0);
+  const uint32_t bits = dtype_bits(dtype);
+  uint32_t code = 0;
+  if (dtype == HM_DTYPE_F32) {
+    const float f = static_cast<float>(value);
+    std::memcpy(&code, &f, 4);
+  } else if (hm_dtype_encode(dtype, value, &code) != HM_SUCCESS) {
+    die("cannot encode " + std::to_string(value) + " as scale dtype " + dtype_name(dtype) + ": " +
+        hm_error());
+  }
+  if (bits == 32 || bits == 16 || bits == 8) {
+    const size_t size = bits / 8;
+    for (size_t i = 0; i + size <= bytes; i += size)
+      for (size_t b = 0; b < size; ++b) out[i + b] = static_cast<uint8_t>(code >> (8 * b));
+  } else if (bits == 4) {
+    std::fill(out.begin(), out.end(), static_cast<uint8_t>((code & 0xf) | (code & 0xf) << 4));
+  } else {
+    die("scale dtype " + dtype_name(dtype) + " is not handled by this benchmark");
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) die("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// A finite number, or null (JSON has no NaN).
+std::string json_number(double v, int decimals = 3) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options.
+
+struct Options {
+  std::string format = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=8192 k=8192";
+  std::string ms = "1,16,64,128,512,2048,8192,16384";
+  std::string json;
+  std::string tuning;
+  std::string label;
+  int device = 0;
+  int iters = 200;
+  int warmup = 10;
+  bool graph = true;
+  bool flush = true;
+  int64_t flush_mib = 256;
+  bool cublas = true;
+  bool selftest = false;
+  bool dry_run = false;
+  double copy_tbps = 4.27;
+  double peak_tflops = 705.0;
+};
+
+const char* kUsage =
+    "usage: bench_gemm [options]\n"
+    "Times C[M,N] = A[M,K] * dequant(W)^T through hm_plan_gemm, and cuBLAS on unquantized\n"
+    "weights, for each M. Each timed call is one CUDA-graph replay, preceded (outside the timed\n"
+    "CUDA-event pair) by a memset of a scratch buffer that flushes the L2; reports the median.\n"
+    "\n"
+    "  --format F         layer format (default \"w=uint4b8 a=f16 c=f16 s=f16:g128 n=8192 k=8192\")\n"
+    "  --ms LIST          comma-separated M values (default 1,16,64,128,512,2048,8192,16384)\n"
+    "  --iters N          timed calls per M, >= 1; the median wants >= 100 (default 200)\n"
+    "  --warmup N         untimed calls per M before timing (default 10)\n"
+    "  --json FILE        write every number, the device, format, plans and options as JSON\n"
+    "  --tuning FILE      a tuning JSON (docs/tuning.md) passed as hm_plan_options_t.tuning_json\n"
+    "  --label TEXT       a name for this variant in reports (stored in the JSON)\n"
+    "  --device N         CUDA device ordinal (default 0)\n"
+    "  --no-graph         time plain launches instead of graph replays (includes launch cost)\n"
+    "  --no-flush         do not flush the L2 between calls (warm-cache numbers)\n"
+    "  --flush-mib N      scratch buffer for the flush, raised to 2x the L2 if smaller (default 256)\n"
+    "  --no-cublas        skip the cuBLAS baseline (its fields are null)\n"
+    "  --copy-tbps X      copy bandwidth ceiling for GB/s and the floor, TB/s (default 4.27)\n"
+    "  --peak-tflops X    dense tensor-core peak for TFLOP/s and the floor (default 705)\n"
+    "  --selftest         check the cuBLAS call and graph path against a small host product, exit\n"
+    "  --dry-run          no GPU: synthetic timings through the table and JSON path (for tests)\n"
+    "  -h, --help         this text\n"
+    "Environment: HUMMING_CUBLAS_PATH (the cuBLAS library to load), HUMMING_CUDA_DRIVER_PATH.\n";
+
+int64_t parse_int(const char* option, const std::string& text, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    std::fprintf(stderr, "bench_gemm: %s wants an integer in [%lld, %lld], got \"%s\"\n", option,
+                 static_cast<long long>(lo), static_cast<long long>(hi), text.c_str());
+    std::exit(2);
+  }
+  return v;
+}
+
+double parse_positive(const char* option, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
+    std::fprintf(stderr, "bench_gemm: %s wants a positive number, got \"%s\"\n", option,
+                 text.c_str());
+    std::exit(2);
+  }
+  return v;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_gemm: %s needs a value\n%s", arg.c_str(), kUsage);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (arg == "--format") o.format = value();
+    else if (arg == "--ms") o.ms = value();
+    else if (arg == "--json") o.json = value();
+    else if (arg == "--tuning") o.tuning = value();
+    else if (arg == "--label") o.label = value();
+    else if (arg == "--device") o.device = static_cast<int>(parse_int("--device", value(), 0, 1023));
+    else if (arg == "--iters") o.iters = static_cast<int>(parse_int("--iters", value(), 1, 100000));
+    else if (arg == "--warmup") o.warmup = static_cast<int>(parse_int("--warmup", value(), 0, 100000));
+    else if (arg == "--flush-mib") o.flush_mib = parse_int("--flush-mib", value(), 1, 1 << 20);
+    else if (arg == "--copy-tbps") o.copy_tbps = parse_positive("--copy-tbps", value());
+    else if (arg == "--peak-tflops") o.peak_tflops = parse_positive("--peak-tflops", value());
+    else if (arg == "--no-graph") o.graph = false;
+    else if (arg == "--no-flush") o.flush = false;
+    else if (arg == "--no-cublas") o.cublas = false;
+    else if (arg == "--selftest") o.selftest = true;
+    else if (arg == "--dry-run") o.dry_run = true;
+    else {
+      std::fprintf(stderr, "bench_gemm: unknown option %s\n%s", arg.c_str(), kUsage);
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+std::vector<int64_t> parse_ms(const std::string& text) {
+  std::vector<int64_t> ms;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    ms.push_back(parse_int("--ms", item, 1, int64_t{1} << 31));
+  if (ms.empty()) die("--ms lists no M");
+  return ms;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results.
+
+struct Row {
+  int64_t m = 0;
+  Stats hm;
+  Stats cb;
+  double bytes = 0, flops = 0;
+  std::string plan;
+  std::string note;  // anything unusual about how this row was measured
+};
+
+struct Run {
+  Options opt;
+  std::string date, device = "none", arch = "none", format;
+  int sms = 0;
+  int64_t l2_bytes = 0;
+  int driver_version = 0;
+  int64_t n = 0, k = 0;
+  double prepare_ms = 0;
+  size_t flush_bytes = 0;
+  std::string cublas_library, cublas_error, cublas_dtype;
+  int cublas_version = 0;
+  std::string tuning_json;
+  std::vector<Row> rows;
+};
+
+double floor_us(const Run& r, const Row& row) {
+  return std::max(row.bytes / (r.opt.copy_tbps * 1e6), row.flops / (r.opt.peak_tflops * 1e6));
+}
+
+const double kNaN = std::nan("");
+
+void print_table(const Run& r) {
+  std::printf("%7s %9s %9s %9s %8s %8s %9s %7s %9s %7s  %s\n", "M", "us", "p10", "p90", "GB/s",
+              "TFLOP/s", "floor us", "xfloor", "cuBLAS", "x cuBL", "plan");
+  for (const Row& row : r.rows) {
+    const double fl = floor_us(r, row);
+    auto cell = [](double v, const char* fmt) {
+      char buf[32];
+      if (std::isfinite(v)) std::snprintf(buf, sizeof buf, fmt, v);
+      else std::snprintf(buf, sizeof buf, "-");
+      return std::string(buf);
+    };
+    const double us = row.hm.ok ? row.hm.median : kNaN;
+    const double cb = row.cb.ok ? row.cb.median : kNaN;
+    std::printf("%7lld %9s %9s %9s %8s %8s %9s %7s %9s %7s  %s\n", static_cast<long long>(row.m),
+                cell(us, "%.1f").c_str(), cell(row.hm.ok ? row.hm.p10 : kNaN, "%.1f").c_str(),
+                cell(row.hm.ok ? row.hm.p90 : kNaN, "%.1f").c_str(),
+                cell(row.bytes / us / 1e3, "%.0f").c_str(), cell(row.flops / us / 1e6, "%.1f").c_str(),
+                cell(fl, "%.1f").c_str(), cell(us / fl, "%.2f").c_str(), cell(cb, "%.1f").c_str(),
+                cell(us / cb, "%.2f").c_str(), row.plan.c_str());
+    if (!row.hm.ok) std::printf("        humming failed: %s\n", row.hm.error.c_str());
+    if (!row.note.empty()) std::printf("        note: %s\n", row.note.c_str());
+    if (!row.cb.ok && !row.cb.error.empty())
+      std::printf("        cuBLAS failed: %s\n", row.cb.error.c_str());
+  }
+}
+
+void write_json(const Run& r) {
+  std::string s = "{\n";
+  auto field = [&](const char* name, const std::string& value, bool last = false) {
+    s += std::string("  \"") + name + "\": " + value + (last ? "\n" : ",\n");
+  };
+  const Options& o = r.opt;
+  field("benchmark", json_string("dense_gemm"));
+  field("schema", "2");
+  field("date", json_string(r.date));
+  field("label", o.label.empty() ? "null" : json_string(o.label));
+  field("device", json_string(r.device));
+  field("arch", json_string(r.arch));
+  field("multiprocessors", std::to_string(r.sms));
+  field("l2_cache_bytes", std::to_string(r.l2_bytes));
+  field("driver_version", std::to_string(r.driver_version));
+  field("humming_version", json_string(hm_version_string()));
+  field("format", json_string(r.format));
+  field("n", std::to_string(r.n));
+  field("k", std::to_string(r.k));
+  std::string timing = o.graph ? "CUDA events around one CUDA-graph replay per call"
+                               : "CUDA events around one plain launch per call";
+  timing += o.flush ? ", L2 flushed by a " + std::to_string(r.flush_bytes >> 20) +
+                          " MiB memset before each call (outside the events)"
+                    : ", L2 not flushed";
+  timing += ", median of " + std::to_string(o.iters) + " after " + std::to_string(o.warmup) +
+            " warm-up calls";
+  field("timing", json_string(timing));
+  field("floor_model", json_string("max(bytes / copy_tbps, flops / peak_tflops); bytes = packed "
+                                   "weight + scales + zero points + global scales + bias + A + C"));
+  field("prepare_ms", json_number(r.prepare_ms, 1));
+  std::string opts = "{";
+  opts += "\"ms\": " + json_string(o.ms) + ", \"iters\": " + std::to_string(o.iters) +
+          ", \"warmup\": " + std::to_string(o.warmup) + ", \"graph\": " + (o.graph ? "true" : "false") +
+          ", \"flush\": " + (o.flush ? "true" : "false") +
+          ", \"flush_bytes\": " + std::to_string(r.flush_bytes) +
+          ", \"cublas\": " + (o.cublas ? "true" : "false") +
+          ", \"copy_tbps\": " + json_number(o.copy_tbps, 4) +
+          ", \"peak_tflops\": " + json_number(o.peak_tflops, 2) +
+          ", \"device\": " + std::to_string(o.device) +
+          ", \"tuning_file\": " + (o.tuning.empty() ? "null" : json_string(o.tuning)) +
+          ", \"tuning_json\": " + (o.tuning.empty() ? "null" : json_string(r.tuning_json)) +
+          ", \"dry_run\": " + (o.dry_run ? "true" : "false") + "}";
+  field("options", opts);
+  std::string cb = "{\"library\": " + (r.cublas_library.empty() ? "null" : json_string(r.cublas_library)) +
+                   ", \"version\": " + (r.cublas_version ? std::to_string(r.cublas_version) : "null") +
+                   ", \"dtype\": " + (r.cublas_dtype.empty() ? "null" : json_string(r.cublas_dtype)) +
+                   ", \"error\": " + (r.cublas_error.empty() ? "null" : json_string(r.cublas_error)) +
+                   "}";
+  field("cublas", cb);
+  s += "  \"results\": [\n";
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const Row& row = r.rows[i];
+    const double us = row.hm.ok ? row.hm.median : kNaN;
+    const double cbus = row.cb.ok ? row.cb.median : kNaN;
+    const double fl = floor_us(r, row);
+    s += "    {\"m\": " + std::to_string(row.m) + ", \"us\": " + json_number(us) +
+         ", \"us_p10\": " + json_number(row.hm.ok ? row.hm.p10 : kNaN) +
+         ", \"us_p90\": " + json_number(row.hm.ok ? row.hm.p90 : kNaN) +
+         ", \"us_min\": " + json_number(row.hm.ok ? row.hm.min : kNaN) +
+         ", \"samples\": " + std::to_string(row.hm.count) +
+         ", \"bytes\": " + json_number(row.bytes, 0) + ", \"flops\": " + json_number(row.flops, 0) +
+         ", \"gbps\": " + json_number(row.bytes / us / 1e3, 1) +
+         ", \"tflops\": " + json_number(row.flops / us / 1e6, 2) +
+         ", \"floor_us\": " + json_number(fl) + ", \"ratio_to_floor\": " + json_number(us / fl) +
+         ", \"cublas_us\": " + json_number(cbus) +
+         ", \"cublas_us_p10\": " + json_number(row.cb.ok ? row.cb.p10 : kNaN) +
+         ", \"cublas_us_p90\": " + json_number(row.cb.ok ? row.cb.p90 : kNaN) +
+         ", \"cublas_tflops\": " + json_number(row.flops / cbus / 1e6, 2) +
+         ", \"ratio_to_cublas\": " + json_number(us / cbus) +
+         ", \"kernel\": " + json_string(row.plan) +
+         ", \"error\": " + (row.hm.ok ? "null" : json_string(row.hm.error)) +
+         ", \"note\": " + (row.note.empty() ? "null" : json_string(row.note)) +
+         ", \"cublas_error\": " + (row.cb.error.empty() ? "null" : json_string(row.cb.error)) + "}" +
+         (i + 1 < r.rows.size() ? ",\n" : "\n");
+  }
+  s += "  ]\n}\n";
+  FILE* out = std::fopen(o.json.c_str(), "w");
+  if (out == nullptr) die("cannot write " + o.json + ": " + std::strerror(errno));
+  const bool ok = std::fwrite(s.data(), 1, s.size(), out) == s.size();
+  if (std::fclose(out) != 0 || !ok) die("writing " + o.json + " failed");
+  std::printf("wrote %s\n", o.json.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The layer: format, sizes, and a plan.
+
+struct Layer {
+  hm_format_t* format = nullptr;
+  int64_t n = 0, k = 0;
+  hm_dtype_t act = 0, out = 0, scale = 0;
+  int32_t bias = 0;
+  hm_packed_sizes_t packed{};
+  std::string canonical;
+
+  // Bytes one call moves at least once: weights and their metadata, A in, C out.
+  double bytes(int64_t m) const {
+    const double fixed = static_cast<double>(packed.weight + packed.scales + packed.zero_points +
+                                             packed.global_scale) +
+                         (bias ? n * dtype_bits(out) / 8.0 : 0.0);
+    return fixed + m * k * dtype_bits(act) / 8.0 + m * n * dtype_bits(out) / 8.0;
+  }
+};
+
+Layer make_layer(const std::string& text) {
+  Layer l;
+  HM_CHECK(hm_format_parse(text.c_str(), &l.format));
+  int32_t experts = 0;
+  HM_CHECK(hm_format_get_shape(l.format, &l.n, &l.k, &experts));
+  if (experts != 1) die("bench_gemm times dense layers; the format has e=" + std::to_string(experts));
+  HM_CHECK(hm_format_get_dtype(l.format, HM_ROLE_ACTIVATION, &l.act));
+  HM_CHECK(hm_format_get_dtype(l.format, HM_ROLE_OUTPUT, &l.out));
+  HM_CHECK(hm_format_get_dtype(l.format, HM_ROLE_SCALE, &l.scale));
+  HM_CHECK(hm_format_get_bias(l.format, &l.bias));
+  hm_packed_sizes_init(&l.packed);
+  HM_CHECK(hm_format_packed_sizes(l.format, &l.packed));
+  char buf[1024];
+  HM_CHECK(hm_format_to_string(l.format, buf, sizeof buf, nullptr));
+  l.canonical = buf;
+  return l;
+}
+
+std::string describe_plan(const hm_plan_t* plan, int64_t m) {
+  char buf[1024];
+  const hm_status_t s = hm_plan_describe(plan, m, buf, sizeof buf, nullptr);
+  return s == HM_SUCCESS ? std::string(buf) : "(hm_plan_describe failed: " + hm_error() + ")";
+}
+
+hm_plan_t* make_plan(hm_context_t* ctx, const Layer& l, const std::string& tuning_json) {
+  hm_plan_options_t po;
+  hm_plan_options_init(&po);
+  po.tuning_json = tuning_json.empty() ? nullptr : tuning_json.c_str();
   hm_plan_t* plan = nullptr;
-  CHECK(hm_plan_create(ctx, f, nullptr, &plan));
-  auto t0 = std::chrono::steady_clock::now();
-  CHECK(hm_plan_prepare(plan));
-  const double prepare_ms =
+  HM_CHECK(hm_plan_create(ctx, l.format, &po, &plan));
+  return plan;
+}
+
+// The cuBLAS dtype for a layer: its activation dtype when 16-bit, else f16.
+int cublas_dtype(hm_dtype_t act, std::string* name) {
+  if (act == HM_DTYPE_BF16) {
+    *name = "bf16";
+    return CUDA_R_16BF;
+  }
+  *name = "f16";
+  return CUDA_R_16F;
+}
+
+// ---------------------------------------------------------------------------------------------
+// --dry-run: the whole reporting path with made-up times and no device (the plan is made for
+// sm_90a with no device, which is enough for hm_plan_describe when the library allows it).
+
+int dry_run(Run& run, const std::vector<int64_t>& ms) {
+  Layer l = make_layer(run.opt.format);
+  run.format = l.canonical;
+  run.n = l.n;
+  run.k = l.k;
+  run.device = "dry run (no GPU)";
+  run.arch = "sm_90a";
+  run.cublas_dtype = "f16";
+  run.cublas_library = "(dry run: not loaded)";
+  run.flush_bytes = run.opt.flush ? static_cast<size_t>(run.opt.flush_mib) << 20 : 0;
+  hm_context_options_t co;
+  hm_context_options_init(&co);
+  co.device = HM_NO_DEVICE;
+  co.target_arch = "sm_90a";
+  hm_context_t* ctx = nullptr;
+  hm_plan_t* plan = nullptr;
+  if (hm_context_create(&co, &ctx) == HM_SUCCESS) {
+    hm_plan_options_t po;
+    hm_plan_options_init(&po);
+    po.tuning_json = run.tuning_json.empty() ? nullptr : run.tuning_json.c_str();
+    if (hm_plan_create(ctx, l.format, &po, &plan) != HM_SUCCESS) plan = nullptr;
+  }
+  for (int64_t m : ms) {
+    Row row;
+    row.m = m;
+    row.bytes = l.bytes(m);
+    row.flops = 2.0 * m * l.n * l.k;
+    // Synthetic: 1.5x the floor, cuBLAS 2x; only the plumbing is real.
+    const double fl = floor_us(run, row);
+    row.hm.ok = true;
+    row.hm.count = run.opt.iters;
+    row.hm.median = 1.5 * fl;
+    row.hm.p10 = 1.45 * fl;
+    row.hm.p90 = 1.6 * fl;
+    row.hm.min = 1.4 * fl;
+    row.cb.ok = run.opt.cublas;
+    row.cb.count = run.opt.cublas ? run.opt.iters : 0;
+    row.cb.median = 2.0 * fl;
+    row.cb.p10 = 1.9 * fl;
+    row.cb.p90 = 2.1 * fl;
+    row.plan = plan ? describe_plan(plan, m) : "(no plan in dry run)";
+    run.rows.push_back(row);
+  }
+  hm_plan_destroy(plan);
+  hm_context_destroy(ctx);
+  hm_format_destroy(l.format);
+  std::printf("DRY RUN: synthetic times, no GPU used; format %s\n", run.format.c_str());
+  print_table(run);
+  if (!run.opt.json.empty()) write_json(run);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// --selftest: the cuBLAS operand mapping and the capture/replay path, on a product small enough
+// to check exactly (integers in [-2, 2], K = 7: every partial sum is exact in f16, bf16 and f32).
+
+struct Device {
+  hm_context_t* ctx = nullptr;
+  std::vector<uint64_t> owned;
+  uint64_t alloc(size_t bytes) {
+    uint64_t p = 0;
+    HM_CHECK(hm_device_alloc(ctx, bytes, &p));
+    owned.push_back(p);
+    return p;
+  }
+  uint64_t upload(const std::vector<uint8_t>& data) {
+    const uint64_t p = alloc(data.size());
+    HM_CHECK(hm_copy_to_device(ctx, p, data.data(), data.size()));
+    return p;
+  }
+  void free_all() {
+    for (uint64_t p : owned) HM_CHECK(hm_device_free(ctx, p));
+    owned.clear();
+  }
+};
+
+int selftest(const Cuda& cu, CUstream stream, Device& dev, Cublas& cb, CUdeviceptr cb_workspace) {
+  if (!cb.usable()) {
+    std::printf("selftest: cuBLAS unavailable: %s\n", cb.error.c_str());
+    return 1;
+  }
+  const std::string bind = cublas_bind(cb, stream, cb_workspace);
+  if (!bind.empty()) die(bind);
+  const int64_t m = 3, n = 5, k = 7;
+  int failures = 0;
+  for (hm_dtype_t dt : {HM_DTYPE_F16, HM_DTYPE_BF16}) {
+    std::string name;
+    const int cuda_type = cublas_dtype(dt, &name);
+    std::vector<double> a(m * k), w(n * k);
+    std::vector<uint8_t> a16(2 * m * k), w16(2 * n * k);
+    auto fill = [&](std::vector<double>& v, std::vector<uint8_t>& bytes, int salt) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        v[i] = static_cast<double>(static_cast<int>((i * 7 + salt * 3 + i / 3) % 5) - 2);
+        uint32_t code = 0;
+        HM_CHECK(hm_dtype_encode(dt, v[i], &code));
+        bytes[2 * i] = static_cast<uint8_t>(code);
+        bytes[2 * i + 1] = static_cast<uint8_t>(code >> 8);
+      }
+    };
+    fill(a, a16, 1);
+    fill(w, w16, 2);
+    const uint64_t da = dev.upload(a16), dw = dev.upload(w16);
+    const uint64_t dc = dev.alloc(2 * m * n);
+    for (int via_graph = 0; via_graph < 2; ++via_graph) {
+      HM_CHECK(hm_copy_to_device(dev.ctx, dc, std::vector<uint8_t>(2 * m * n, 0xff).data(), 2 * m * n));
+      const Launch call = [&] { return cublas_gemm(cb, cuda_type, da, dw, dc, m, n, k); };
+      std::string err;
+      if (via_graph) {
+        CUgraphExec exec = nullptr;
+        err = capture(cu, stream, CU_STREAM_CAPTURE_MODE_RELAXED, call, &exec);
+        if (err.empty()) {
+          CU_CHECK(cu, cuGraphLaunch(exec, stream));
+          CU_CHECK(cu, cuGraphExecDestroy(exec));
+        }
+      } else {
+        err = call();
+      }
+      CU_CHECK(cu, cuStreamSynchronize(stream));
+      if (!err.empty()) die("selftest: " + err);
+      std::vector<uint8_t> c16(2 * m * n);
+      HM_CHECK(hm_copy_to_host(dev.ctx, c16.data(), dc, c16.size()));
+      int bad = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t kk = 0; kk < k; ++kk) want += a[i * k + kk] * w[j * k + kk];
+          double got = 0;
+          const uint32_t code = c16[2 * (i * n + j)] | c16[2 * (i * n + j) + 1] << 8;
+          HM_CHECK(hm_dtype_decode(dt, code, &got));
+          if (got != want) {
+            if (bad++ < 5)
+              std::printf("  %s %s: C[%lld][%lld] = %g, want %g\n", name.c_str(),
+                          via_graph ? "graph" : "plain", static_cast<long long>(i),
+                          static_cast<long long>(j), got, want);
+          }
+        }
+      std::printf("selftest: cuBLAS %s %s C[%lld,%lld] = A * W^T: %s\n", name.c_str(),
+                  via_graph ? "graph replay" : "plain call", static_cast<long long>(m),
+                  static_cast<long long>(n), bad ? "WRONG" : "exact");
+      failures += bad != 0;
+    }
+  }
+  dev.free_all();
+  return failures ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+int bench(Run& run, const std::vector<int64_t>& ms) {
+  const Options& o = run.opt;
+  hm_context_options_t co;
+  hm_context_options_init(&co);
+  co.device = o.device;
+  Device dev;
+  HM_CHECK(hm_context_create(&co, &dev.ctx));
+  hm_device_info_t info;
+  hm_device_info_init(&info);
+  HM_CHECK(hm_context_device_info(dev.ctx, &info));
+  run.device = info.name;
+  run.arch = info.arch;
+  run.sms = info.multiprocessors;
+  run.l2_bytes = info.l2_cache_bytes;
+  hm_runtime_info_t rt;
+  hm_runtime_info_init(&rt);
+  if (hm_runtime_info(&rt) == HM_SUCCESS) run.driver_version = rt.driver_version;
+
+  // The library retains the device's primary context and makes it current only inside its own
+  // calls; our driver calls (streams, events, graphs) need it current on this thread.
+  const Cuda cu = load_driver();
+  CUdevice cudev = 0;
+  CUcontext primary = nullptr;
+  CU_CHECK(cu, cuDeviceGet(&cudev, o.device));
+  CU_CHECK(cu, cuDevicePrimaryCtxRetain(&primary, cudev));
+  CU_CHECK(cu, cuCtxSetCurrent(primary));
+  // Graph capture is not allowed on the legacy default stream.
+  CUstream stream = nullptr;
+  CU_CHECK(cu, cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+
+  Cublas cb;
+  if (o.cublas || o.selftest) load_cublas(cb);
+  else cb.error = "disabled by --no-cublas";
+  if (!cb.error.empty()) std::printf("cuBLAS baseline unavailable: %s\n", cb.error.c_str());
+  run.cublas_library = cb.library;
+  run.cublas_error = cb.error;
+  run.cublas_version = cb.version;
+  const CUdeviceptr cb_workspace = cb.usable() ? dev.alloc(kCublasWorkspaceBytes) : 0;
+
+  if (o.selftest) {
+    const int rc = selftest(cu, stream, dev, cb, cb_workspace);
+    std::printf("selftest %s\n", rc ? "FAILED" : "passed");
+    return rc;
+  }
+
+  Layer l = make_layer(o.format);
+  run.format = l.canonical;
+  run.n = l.n;
+  run.k = l.k;
+  const int64_t max_m = *std::max_element(ms.begin(), ms.end());
+
+  // Weights: random packed bytes (valid codes for every integer format; for float weights a few
+  // NaN codes are possible, which costs the kernel nothing), scales 2^-7, zero points 0, global
+  // scales 1. Values do not matter for timing; only their sizes and addresses do.
+  std::mt19937_64 rng(1);
+  std::vector<uint8_t> wbytes(l.packed.weight);
+  for (auto& b : wbytes) b = static_cast<uint8_t>(rng());
+  const uint64_t w = dev.upload(wbytes);
+  wbytes = {};
+  const uint64_t s = l.packed.scales ? dev.upload(repeated_value(l.scale, 1.0 / 128, l.packed.scales)) : 0;
+  const uint64_t zp = l.packed.zero_points ? dev.upload(std::vector<uint8_t>(l.packed.zero_points, 0)) : 0;
+  const uint64_t gs =
+      l.packed.global_scale ? dev.upload(repeated_value(HM_DTYPE_F32, 1.0, l.packed.global_scale)) : 0;
+  const uint64_t bias = l.bias ? dev.upload(std::vector<uint8_t>(l.n * dtype_bits(l.out) / 8, 0)) : 0;
+  const uint64_t a = dev.upload(random_elements(l.act, static_cast<size_t>(max_m * l.k), 2));
+  const uint64_t c = dev.alloc(static_cast<size_t>(max_m * l.n * dtype_bits(l.out) / 8));
+
+  // cuBLAS operands: unquantized [N,K] weights and, unless the activations already are 16-bit
+  // floats of the same kind, its own A.
+  const int cb_type = cublas_dtype(l.act, &run.cublas_dtype);
+  const hm_dtype_t cb_dtype = cb_type == CUDA_R_16BF ? HM_DTYPE_BF16 : HM_DTYPE_F16;
+  uint64_t cb_w = 0, cb_a = 0, cb_c = 0;
+  if (cb.usable() && o.cublas) {
+    const std::string err = cublas_bind(cb, stream, cb_workspace);
+    if (!err.empty()) {
+      run.cublas_error = err;
+      std::printf("cuBLAS baseline unavailable: %s\n", err.c_str());
+    } else {
+      cb_w = dev.upload(random_elements(cb_dtype, static_cast<size_t>(l.n * l.k), 3));
+      cb_a = l.act == cb_dtype ? a : dev.upload(random_elements(cb_dtype, static_cast<size_t>(max_m * l.k), 4));
+      cb_c = dev.alloc(static_cast<size_t>(max_m * l.n * 2));
+    }
+  }
+  const bool with_cublas = cb_w != 0;
+
+  hm_plan_t* plan = make_plan(dev.ctx, l, run.tuning_json);
+  const auto t0 = std::chrono::steady_clock::now();
+  HM_CHECK(hm_plan_prepare(plan));
+  run.prepare_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   uint64_t ws_bytes = 0;
-  CHECK(hm_plan_workspace_size(plan, max_m, &ws_bytes));
-  if (ws_bytes) {
-    CHECK(hm_device_alloc(ctx, ws_bytes, &ws));
-    std::vector<uint8_t> zeros(ws_bytes, 0);
-    CHECK(hm_copy_to_device(ctx, ws, zeros.data(), ws_bytes));
-  }
-  std::printf("device %s (%s, %d SMs); format %s; prepare %.0f ms\n", dev.name, dev.arch,
-              dev.multiprocessors, text.c_str(), prepare_ms);
-  std::printf("%8s %10s %10s %10s  %s\n", "M", "us/call", "GB/s", "TFLOP/s", "kernel");
-  std::string rows;
+  HM_CHECK(hm_plan_workspace_size(plan, max_m, &ws_bytes));
+  // Zeroed once; the kernels leave it zeroed again.
+  const uint64_t ws = ws_bytes ? dev.upload(std::vector<uint8_t>(ws_bytes, 0)) : 0;
+
+  // At least 2x the L2, so that nothing of the previous call survives the flush.
+  run.flush_bytes = o.flush ? std::max<size_t>(static_cast<size_t>(o.flush_mib) << 20,
+                                               2 * static_cast<size_t>(std::max<int64_t>(run.l2_bytes, 0)))
+                            : 0;
+  const CUdeviceptr scratch = run.flush_bytes ? dev.alloc(run.flush_bytes) : 0;
+  // Its events belong to the primary context: destroyed before the context is released below.
+  auto timer = std::make_unique<Timer>(cu, stream, scratch, run.flush_bytes, o.iters);
+
+  std::printf("device %s (%s, %d SMs, L2 %lld MiB); format %s; prepare %.0f ms\n", run.device.c_str(),
+              run.arch.c_str(), run.sms, static_cast<long long>(run.l2_bytes >> 20), run.format.c_str(),
+              run.prepare_ms);
+  std::printf("timing: %s, %s, median of %d after %d warm-up; cuBLAS %s\n",
+              o.graph ? "graph replay" : "plain launches",
+              o.flush ? ("L2 flush " + std::to_string(run.flush_bytes >> 20) + " MiB").c_str() : "no L2 flush",
+              o.iters, o.warmup,
+              with_cublas ? (run.cublas_dtype + " via " + cb.library).c_str() : "off");
+  if (o.iters < 100) std::printf("note: --iters %d is below the 100 the protocol asks for\n", o.iters);
+
   hm_launch_params_t* p = nullptr;
-  CHECK(hm_launch_params_create(&p));
+  HM_CHECK(hm_launch_params_create(&p));
   for (int64_t m : ms) {
-    hm_launch_params_clear(p);
-    hm_launch_params_set_pointer(p, HM_ARG_A, da);
-    hm_launch_params_set_pointer(p, HM_ARG_C, dc);
+    Row row;
+    row.m = m;
+    row.bytes = l.bytes(m);
+    row.flops = 2.0 * m * l.n * l.k;
+    row.plan = describe_plan(plan, m);
+
+    HM_CHECK(hm_launch_params_clear(p));
+    HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_A, a));
+    HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_B, w));
+    HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_C, c));
+    if (s) HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_SCALES, s));
+    if (zp) HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_ZEROS, zp));
+    if (gs) HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_GLOBAL, gs));
+    if (bias) HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_BIAS, bias));
     if (ws) {
-      hm_launch_params_set_pointer(p, HM_ARG_WORKSPACE, ws);
-      hm_launch_params_set_int(p, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(ws_bytes));
+      HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_WORKSPACE, ws));
+      HM_CHECK(hm_launch_params_set_int(p, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(ws_bytes)));
     }
-    hm_launch_params_set_int(p, HM_ARG_M, m);
-    auto call = [&](int i) {
-      hm_launch_params_set_pointer(p, HM_ARG_B, w[i % l2_rotate]);
-      if (ps.scales) hm_launch_params_set_pointer(p, HM_ARG_SCALES, s[i % l2_rotate]);
-      CHECK(hm_plan_gemm(plan, p, nullptr));
+    HM_CHECK(hm_launch_params_set_int(p, HM_ARG_M, m));
+    const Launch hm_call = [&]() -> std::string {
+      const hm_status_t st = hm_plan_gemm(plan, p, stream);
+      return st == HM_SUCCESS ? "" : hm_failure("hm_plan_gemm", st);
     };
-    for (int i = 0; i < 10; ++i) call(i);
-    CHECK(hm_stream_synchronize(ctx, nullptr));
-    const int reps = m >= 4096 ? std::max(5, iters / 20) : iters;
-    auto t1 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) call(i);
-    CHECK(hm_stream_synchronize(ctx, nullptr));
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t1).count() / reps;
-    const double bytes = static_cast<double>(ps.weight + ps.scales) + 2.0 * m * k + 2.0 * m * n;
-    const double flops = 2.0 * m * n * k;
-    char desc[256];
-    hm_plan_describe(plan, m, desc, sizeof desc, nullptr);
-    std::printf("%8lld %10.1f %10.0f %10.1f  %s\n", static_cast<long long>(m), us, bytes / us / 1e3,
-                flops / us / 1e6, desc);
-    char row[512];
-    std::snprintf(row, sizeof row, "%s    {\"m\": %lld, \"us\": %.2f, \"gbps\": %.1f, \"tflops\": %.2f, \"kernel\": \"%s\"}",
-                  rows.empty() ? "" : ",\n", static_cast<long long>(m), us, bytes / us / 1e3, flops / us / 1e6, desc);
-    rows += row;
-  }
-  if (!json.empty()) {
-    FILE* out = std::fopen(json.c_str(), "w");
-    std::fprintf(out, "{\n  \"benchmark\": \"dense_gemm\",\n  \"device\": \"%s\",\n  \"format\": \"%s\",\n"
-                 "  \"timing\": \"host clock over back-to-back launches, weights rotated over %llu copies\",\n"
-                 "  \"prepare_ms\": %.1f,\n  \"results\": [\n%s\n  ]\n}\n",
-                 dev.name, text.c_str(), static_cast<unsigned long long>(l2_rotate), prepare_ms, rows.c_str());
-    std::fclose(out);
+    // One plain call first: any one-time work (module loading, attributes) happens outside the
+    // capture, and a failure here is reported as the library's own error.
+    {
+      const std::string err = hm_call();
+      if (!err.empty()) die(err);
+      CU_CHECK(cu, cuStreamSynchronize(stream));
+    }
+    CUgraphExec hm_exec = nullptr;
+    if (o.graph) {
+      // Global mode: the plan promises nothing unsafe (no allocation, no sync) while capturing.
+      // If that promise breaks, say so loudly but still measure (relaxed mode): a benchmark run
+      // on a borrowed GPU should not be lost to it; the GPU tests are where it must fail.
+      std::string err = capture(cu, stream, CU_STREAM_CAPTURE_MODE_GLOBAL, hm_call, &hm_exec);
+      if (!err.empty()) {
+        row.note = "global-mode capture failed (" + err + "); captured in relaxed mode";
+        std::printf("WARNING: M=%lld: %s\n", static_cast<long long>(m), row.note.c_str());
+        const std::string again = capture(cu, stream, CU_STREAM_CAPTURE_MODE_RELAXED, hm_call, &hm_exec);
+        if (!again.empty())
+          die("capturing hm_plan_gemm for M=" + std::to_string(m) + ": " + err + "; relaxed: " + again);
+      }
+      row.hm = timer->run([&]() -> std::string {
+        const CUresult r = cu.cuGraphLaunch(hm_exec, stream);
+        return r == CUDA_SUCCESS ? "" : "cuGraphLaunch failed: " + cu.describe(r);
+      }, o.warmup, o.iters);
+      CU_CHECK(cu, cuGraphExecDestroy(hm_exec));
+    } else {
+      row.hm = timer->run(hm_call, o.warmup, o.iters);
+    }
+    if (!row.hm.ok) die("timing hm_plan_gemm for M=" + std::to_string(m) + ": " + row.hm.error);
+
+    if (with_cublas) {
+      const Launch cb_call = [&] { return cublas_gemm(cb, cb_type, cb_a, cb_w, cb_c, m, l.n, l.k); };
+      std::string err = cb_call();  // heuristics and kernel loading outside the capture
+      CU_CHECK(cu, cuStreamSynchronize(stream));
+      CUgraphExec cb_exec = nullptr;
+      // Relaxed mode: cuBLAS is only the baseline; what it does inside is its own business.
+      if (err.empty() && o.graph) err = capture(cu, stream, CU_STREAM_CAPTURE_MODE_RELAXED, cb_call, &cb_exec);
+      if (err.empty()) {
+        if (o.graph) {
+          row.cb = timer->run([&]() -> std::string {
+            const CUresult r = cu.cuGraphLaunch(cb_exec, stream);
+            return r == CUDA_SUCCESS ? "" : "cuGraphLaunch failed: " + cu.describe(r);
+          }, o.warmup, o.iters);
+        } else {
+          row.cb = timer->run(cb_call, o.warmup, o.iters);
+        }
+      } else {
+        row.cb.error = err;
+      }
+      if (cb_exec) CU_CHECK(cu, cuGraphExecDestroy(cb_exec));
+    }
+    run.rows.push_back(row);
+    std::fflush(stdout);
   }
   hm_launch_params_destroy(p);
+  timer.reset();
+
+  print_table(run);
+  if (!o.json.empty()) write_json(run);
+
+  if (cb.usable()) {
+    const cublasStatus_t st = cb.destroy(cb.handle);
+    if (st != CUBLAS_STATUS_SUCCESS) std::fprintf(stderr, "warning: cublasDestroy_v2: %s\n", cb.describe(st).c_str());
+  }
+  CU_CHECK(cu, cuStreamDestroy(stream));
   hm_plan_destroy(plan);
-  hm_format_destroy(f);
-  hm_context_destroy(ctx);
+  hm_format_destroy(l.format);
+  dev.free_all();
+  hm_context_destroy(dev.ctx);
+  CU_CHECK(cu, cuDevicePrimaryCtxRelease(cudev));
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Run run;
+  run.opt = parse_options(argc, argv);
+  run.date = utc_now();
+  const std::vector<int64_t> ms = parse_ms(run.opt.ms);
+  if (!run.opt.tuning.empty()) run.tuning_json = read_file(run.opt.tuning);
+  if (run.opt.dry_run) return dry_run(run, ms);
+  return bench(run, ms);
 }

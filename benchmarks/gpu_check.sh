@@ -19,22 +19,43 @@ cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -5 || exit 1
 echo "build took $(( $(date +%s) - t0 )) s"
 
 echo "== humming info"; ./build-gpu/humming info
+# Modes: all (default: tests + every benchmark), bench (benchmarks only), quick (tests + the
+# default-tuning benchmarks only).
 if [ "${1:-all}" = bench ]; then SKIP_TESTS=1; fi
 if [ -z "${SKIP_TESTS:-}" ]; then
 echo "== gpu tests"
-ctest --test-dir build-gpu -L gpu --output-on-failure -j 1 2>&1 | tee "$OUT/ctest.txt" | tail -40
+ctest --test-dir build-gpu -L gpu --output-on-failure -j 8 --timeout 900 2>&1 | tee "$OUT/ctest.txt" | tail -60
 echo "== api + jit tests (on the GPU host too)"
 ctest --test-dir build-gpu -L 'api|jit' -j 8 2>&1 | tail -5
 echo "== demo"; ./build-gpu/humming demo
 fi
 echo "== bench: jit"
 ./build-gpu/benchmarks/bench_jit --repeat 5 --json "$OUT/jit.json"
-echo "== bench: dense gemm"
-./build-gpu/benchmarks/bench_gemm --json "$OUT/gemm_int4_g128_f16.json"
-./build-gpu/benchmarks/bench_gemm --format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=28672 k=4096" --ms 1,16,128,2048 --json "$OUT/gemm_int4_g128_f16_n28672_k4096.json"
-./build-gpu/benchmarks/bench_gemm --format "w=uint8b128 a=f16 c=f16 s=f16:channel n=8192 k=8192" --ms 1,128,2048 --json "$OUT/gemm_int8_channel_f16.json"
-if [ -z "${SKIP_TESTS:-}" ]; then
-echo "== bench: cublas baseline"
-python3 benchmarks/cublas_baseline.py --json "$OUT/cublas_f16.json" || true
+echo "== bench: cublas selftest"
+./build-gpu/benchmarks/bench_gemm --selftest || true
+B=./build-gpu/benchmarks/bench_gemm
+echo "== bench: dense gemm (defaults)"
+$B --label default --json "$OUT/gemm_int4_g128_f16.json"
+$B --format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=28672 k=4096" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_f16_n28672_k4096.json"
+$B --format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=14336" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_f16_n4096_k14336.json"
+if [ "${1:-all}" != quick ]; then
+echo "== bench: tile sweep (int4 g128 f16 8192^2)"
+for t in benchmarks/tuning/*.json; do
+  name=$(basename "$t" .json)
+  case $name in
+    *bm8_*|*bm16_*) ms=1,16,64 ;;
+    *bm64_*|*bm128_w4*) ms=16,64,128,512 ;;
+    mma_*) ms=1,16,128,2048 ;;
+    *) ms=128,512,2048,8192,16384 ;;
+  esac
+  $B --ms $ms --tuning "$t" --label "$name" --no-cublas --iters 100 --json "$OUT/sweep_$name.json" | tail -n +1
+done
+echo "== bench: other formats"
+$B --format "w=uint8b128 a=f16 c=f16 s=f16:channel n=8192 k=8192" --ms 1,16,128,2048 --label default --json "$OUT/gemm_int8_channel_f16.json"
+$B --format "w=uint3b4 a=f16 c=f16 s=f16:g128 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_int3_g128_f16.json"
+$B --format "w=uint2b2 a=f16 c=f16 s=f16:g128 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_int2_g128_f16.json"
+$B --format "w=e2m1 a=f16 c=f16 s=f16:g32 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_e2m1_g32_f16.json"
+$B --format "w=uint4b8 a=bf16 c=bf16 s=bf16:g128 n=8192 k=8192" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_bf16.json"
 fi
+python3 benchmarks/report.py "$OUT"/*.json --out "$OUT/report" || true
 echo "== done"

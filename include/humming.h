@@ -481,7 +481,9 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
 /* Runs C[M,N] = A[M,K] * dequant(W)^T (+ bias) on `stream`. Uses HM_ARG_A (activations, row-major
  * [M][K] in the activation dtype), HM_ARG_B (packed weight), HM_ARG_SCALES, HM_ARG_ZEROS,
  * HM_ARG_GLOBAL (as the format needs), HM_ARG_BIAS ([N] in the output dtype, if the format has a
- * bias), HM_ARG_C ([M][N] in the output dtype), HM_ARG_WORKSPACE(_BYTES) and HM_ARG_M. */
+ * bias), HM_ARG_C ([M][N] in the output dtype), HM_ARG_WORKSPACE(_BYTES) and HM_ARG_M.
+ * Alignment (HM_ERROR_MISALIGNED otherwise): A 16 bytes when K % 8 == 0 (else 2), B, SCALES, ZEROS
+ * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C 2 bytes. */
 HM_API hm_status_t hm_plan_gemm(const hm_plan_t *plan, const hm_launch_params_t *params,
                                 void *stream);
 /* The kernel and tiling the plan uses for M (for logs), e.g. "dense_mma bm16 ... split 4". */
@@ -501,6 +503,64 @@ HM_API hm_status_t hm_copy_to_device(hm_context_t *context, uint64_t dst, const 
 HM_API hm_status_t hm_copy_to_host(hm_context_t *context, void *dst, uint64_t src, size_t bytes);
 /* Waits for all work on `stream` (0: the default stream). */
 HM_API hm_status_t hm_stream_synchronize(hm_context_t *context, void *stream);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Packing on the device                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Canonical buffers in device memory, for packing at load time without a host round trip. Fields
+ * are device addresses (CUdeviceptr, as hm_device_alloc returns them; 0 = absent). Shapes as in
+ * hm_canonical_weight_t (counts from hm_format_canonical_sizes), but scales and zero points are
+ * already encoded in their dtype, one element of the packed element size each:
+ *   codes        uint8 [E][N][K]  one code per byte, the weight dtype's bit pattern
+ *   scales       [E][R][G]        scale dtype codes, little-endian: 1 byte (8 bits or fewer:
+ *                                 e4m3, ue8m0, ...), 2 (f16, bf16) or 4 (f32); R = N (block
+ *                                 scales: ceil(N / group_n)), G = ceil(K / group_k) (1: channel)
+ *   zero_points  [E][R][G]        zero-point codes: 1 byte (integer zp: the code), 2 (f16, bf16)
+ *   global_scale f32 [E]
+ */
+typedef struct hm_device_canonical {
+  uint32_t struct_size;
+  uint64_t codes;
+  uint64_t scales;
+  uint64_t zero_points;
+  uint64_t global_scale;
+} hm_device_canonical_t;
+HM_API void hm_device_canonical_init(hm_device_canonical_t *weight);
+
+/* Standard-layout buffers in device memory (sizes from hm_format_packed_sizes). */
+typedef struct hm_device_packed {
+  uint32_t struct_size;
+  uint64_t weight;
+  uint64_t scales;
+  uint64_t zero_points;
+  uint64_t global_scale;
+} hm_device_packed_t;
+HM_API void hm_device_packed_init(hm_device_packed_t *weight);
+
+/* Canonical -> standard layout on the context's device, on `stream` (a CUstream; 0: the legacy
+ * default stream). The weight is byte for byte what hm_pack writes for the same codes, padding
+ * included. The side tensors are only reordered ([E][R][G] -> [E][groups][columns], zero bytes
+ * in the padding) and the global scale is copied, so they equal hm_pack's output exactly when
+ * their codes are the encodings hm_pack would make (hm_dtype_encode).
+ *   - in->codes and out->weight are required. Each side tensor the format has (scales, zero
+ *     points, global scale) is packed when both its in and out addresses are set and skipped
+ *     when both are 0 (for callers that place it themselves); one without the other, or one the
+ *     format does not have, is HM_ERROR_INVALID_ARGUMENT.
+ *   - out->weight must be 16-byte aligned (HM_ERROR_MISALIGNED); scale, zero-point and global
+ *     scale addresses aligned to their element size. Codes may have any alignment.
+ *   - Nothing is checked on the device: only the low b bits of each code are used (hm_pack
+ *     refuses codes of b or more bits), and no scale is checked for representability.
+ *   - The buffers must hold the sizes above; in and out must not overlap.
+ * Compiles the packer for the format's (weight bits, activation bits) through the cache on first
+ * use (keep the context; later calls reuse it). Asynchronous, no host synchronization and no
+ * allocation after the first call for a width; then capturable in a CUDA graph. A context
+ * without a device: HM_ERROR_NO_DEVICE; a pointer or stream of another device:
+ * HM_ERROR_WRONG_DEVICE where the driver can tell. Thread-safe. */
+HM_API hm_status_t hm_pack_device(hm_context_t *context, const hm_format_t *format,
+                                  const hm_device_canonical_t *in, const hm_device_packed_t *out,
+                                  void *stream);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Checkpoint conversion                                                                       */

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +28,13 @@ struct ContextState {
   // The compiler is loaded on first use: a context that only loads cached kernels never needs
   // NVRTC or NVCC to be installed.
   const jit::Compiler& compiler();
+
+  // Utility kernels (the GPU packer), built on first use and kept for the context's life, by
+  // generated name (src/api/pack_device.cpp). Their hm_kernel::context is left empty: a reference
+  // back to this state would keep it alive forever. Declared after `device`, so they are unloaded
+  // before it goes.
+  std::mutex utility_mutex;
+  std::map<std::string, std::unique_ptr<hm_kernel>> utility_kernels;
 
  private:
   std::mutex compiler_mutex_;

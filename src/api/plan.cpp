@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/context.hpp"
+#include "api/device_check.hpp"
 #include "api/format.hpp"
 #include "api/guard.hpp"
 #include "core/support.hpp"
@@ -54,9 +55,10 @@ void require_aligned(uint64_t pointer, uint64_t alignment, const char* slot) {
 
 std::string describe(const hm_plan* plan, int64_t m) {
   const tune::DenseTile& tile = tune::tile_for(plan->ranges, m);
-  const auto launch = tune::plan_dense_launch(tile, m, plan->shape.n_padded, plan->shape.k_padded,
-                                              multiprocessors(plan));
-  return "dense_mma " + tile.name() + (plan->aligned_k ? "" : " unaligned-k") + " grid " +
+  const auto launch = tune::plan_dense_launch(tile, plan->format, m, plan->shape.n_padded,
+                                              plan->shape.k_padded, multiprocessors(plan));
+  return std::string(tile.kernel == tune::DenseKernel::kWgmma ? "dense_wgmma " : "dense_mma ") +
+         tile.name() + (plan->aligned_k ? "" : " unaligned-k") + " grid " +
          std::to_string(launch.grid_x) + "x" + std::to_string(launch.grid_y) + "x" +
          std::to_string(launch.splits) + " (split-K " + std::to_string(launch.splits) + " x " +
          std::to_string(launch.k_chunks_per_split) + " chunks of 64), workspace " +
@@ -102,11 +104,12 @@ HM_API hm_status_t hm_plan_create(hm_context_t* context, const hm_format_t* form
     plan->max_m = o.max_m;
     plan->aligned_k = f.k % 8 == 0;
     plan->ranges = o.tuning_json ? tune::parse_dense_ranges(o.tuning_json)
-                                 : tune::default_dense_ranges(context->state->arch.compute_capability());
+                                 : tune::default_dense_ranges(f, context->state->arch);
+    tune::check_dense_ranges(plan->ranges, f, context->state->arch);
     // Generate every kernel now (cheap, and it rejects what the kernels do not cover yet, at
     // creation rather than at the first call); compile them in hm_plan_prepare().
     for (const auto& r : plan->ranges)
-      jit::dense_mma_kernel(f, r.tile, plan->aligned_k, context->state->arch_name);
+      jit::dense_gemm_kernel(f, r.tile, plan->aligned_k, context->state->arch_name);
     *out = plan.release();
   });
 }
@@ -130,7 +133,7 @@ HM_API hm_status_t hm_plan_prepare(hm_plan_t* plan) {
     std::vector<std::future<std::unique_ptr<hm_kernel>>> pending;
     for (const auto& tile : tiles) {
       pending.push_back(std::async(std::launch::async, [plan, tile] {
-        return build_kernel(plan->context, jit::dense_mma_kernel(plan->format, tile, plan->aligned_k,
+        return build_kernel(plan->context, jit::dense_gemm_kernel(plan->format, tile, plan->aligned_k,
                                                                  plan->context->arch_name));
       }));
     }
@@ -152,7 +155,7 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t* plan, int64_t max_m, 
       fail(HM_ERROR_INVALID_ARGUMENT, "max_m above 2^24 is not supported by the size query");
     uint64_t most = 0;
     for (int64_t m = 1; m <= max_m; ++m) {
-      const auto launch = tune::plan_dense_launch(tune::tile_for(plan->ranges, m), m,
+      const auto launch = tune::plan_dense_launch(tune::tile_for(plan->ranges, m), plan->format, m,
                                                   plan->shape.n_padded, plan->shape.k_padded,
                                                   multiprocessors(plan));
       if (launch.splits <= 1 && m > 4096) break;  // larger M never splits K (more tiles)
@@ -198,11 +201,15 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     require_aligned(params->pointers[HM_ARG_A], plan->aligned_k ? 16 : 2, "HM_ARG_A");
     require_aligned(params->pointers[HM_ARG_B], 16, "HM_ARG_B");
     require_aligned(params->pointers[HM_ARG_C], 2, "HM_ARG_C");
+    // Scales and zero points are staged in 16-byte units by the wgmma kernel; the rule holds for
+    // every kernel so that an alignment that works for one M works for all.
+    require_aligned(params->pointers[HM_ARG_SCALES], 16, "HM_ARG_SCALES");
+    require_aligned(params->pointers[HM_ARG_ZEROS], 16, "HM_ARG_ZEROS");
 
     const size_t r = range_index(plan, m);
     const tune::DenseTile& tile = plan->ranges[r].tile;
     const hm_kernel& kernel = *plan->kernels[plan->kernel_of_range[r]];
-    const auto launch = tune::plan_dense_launch(tile, m, plan->shape.n_padded,
+    const auto launch = tune::plan_dense_launch(tile, f, m, plan->shape.n_padded,
                                                 plan->shape.k_padded,
                                                 ctx.device->properties().multiprocessors);
     const uint64_t need = tune::dense_workspace_bytes(launch, m, plan->shape.n_padded);
@@ -221,6 +228,7 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     }
     if (launch.grid_y > 65535)
       fail(HM_ERROR_UNSUPPORTED, "M = " + std::to_string(m) + " needs more than 65535 token blocks");
+    check_launch_device(*ctx.device, *params, static_cast<runtime::CUstream>(stream));
     p.m = m;
     p.n = f.n;
     p.k = f.k;
@@ -230,14 +238,11 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     p.k_chunks_per_split = launch.k_chunks_per_split;
     p.splits = launch.splits;
     void* args[] = {&p};
-    const int chunks = gemm::dense_chunks_in_flight(tile.warp_strips, plan->shape.weight_bits);
-    const uint32_t smem =
-        static_cast<uint32_t>(gemm::dense_smem_bytes(tile.block_m, tile.block_n(), chunks));
     runtime::launch(*ctx.device, kernel.function,
                     runtime::Dim3{static_cast<uint32_t>(launch.grid_x),
                                   static_cast<uint32_t>(launch.grid_y),
                                   static_cast<uint32_t>(launch.splits)},
-                    runtime::Dim3{static_cast<uint32_t>(32 * tile.warps), 1, 1}, smem,
+                    runtime::Dim3{launch.threads, 1, 1}, launch.smem_bytes,
                     static_cast<runtime::CUstream>(stream), args, kernel.entry.c_str());
   });
 }

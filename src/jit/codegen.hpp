@@ -21,10 +21,16 @@ struct GeneratedKernel {
 // Throws HM_ERROR_UNSUPPORTED for other dtypes.
 GeneratedKernel reference_gemm_kernel(core::Dtype in, core::Dtype out, const std::string& arch);
 
-// The dense mma.sync GEMM (kernels/humming/gemm/dense_mma.cuh) for a 16-bit-activation format
-// and one tile. aligned_k: K % 8 == 0, so activation rows load in 16-byte units.
-// Throws HM_ERROR_UNSUPPORTED for formats this kernel does not cover yet (named).
-GeneratedKernel dense_mma_kernel(const core::Format& format, const tune::DenseTile& tile,
-                                 bool aligned_k, const std::string& arch);
+// The dense GEMM for a 16-bit-activation format and one tile: the mma.sync kernel
+// (kernels/humming/gemm/dense_mma.cuh) or, for wgmma tiles, the sm_90a warpgroup kernel
+// (gemm/dense_wgmma.cuh). aligned_k: K % 8 == 0, so activation rows load in 16-byte units.
+// Throws HM_ERROR_UNSUPPORTED for formats the kernels do not cover yet (named).
+GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseTile& tile,
+                                  bool aligned_k, const std::string& arch);
+
+// The wgmma instruction m64nNk16 with A from registers and B by descriptor, f32 accumulators, as
+// a struct `name` with `static void run(float (&d)[n / 8][4], uint32 a0, a1, a2, a3, unsigned
+// long long desc)`. Generated because its operand list has n / 2 accumulators.
+std::string wgmma_op_source(const std::string& name, int n, bool f16);
 
 }  // namespace hm::jit

@@ -363,6 +363,7 @@ PackedShape packed_shape(const Format& f) {
   s.strips = s.n_padded / kChunkRows;
   s.k_chunks = s.k_padded / kChunkK;
   s.code_xor = f.weight.kind() == core::DtypeKind::kSignedInt ? 1u << (s.weight_bits - 1) : 0u;
+  s.pad_code = padding_code(f);
   s.weight_bytes = uint64_t(s.experts) * uint64_t(s.n_padded) * uint64_t(s.k_padded) *
                    uint64_t(s.weight_bits) / 8;
   if (has_row_scales(f)) {

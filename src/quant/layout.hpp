@@ -47,6 +47,7 @@ struct PackedShape {
   int scale_element_bytes = 0;  // 0: the format has no per-row scales
   int zero_point_element_bytes = 0;  // 0: no zero points
   uint32_t code_xor = 0;  // stored code = canonical code ^ code_xor (signed ints: sign bit)
+  uint32_t pad_code = 0;  // canonical code pack writes into the padding (the dtype's zero)
   uint64_t weight_bytes = 0, scale_bytes = 0, zero_point_bytes = 0, global_scale_bytes = 0;
 };
 

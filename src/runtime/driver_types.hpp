@@ -63,6 +63,7 @@ constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS = 88;
 constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
 
 // CUfunction_attribute values.
@@ -74,7 +75,14 @@ constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
 // CUpointer_attribute values.
 constexpr int CU_POINTER_ATTRIBUTE_CONTEXT = 1;
+constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
+constexpr int CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3;
+constexpr int CU_POINTER_ATTRIBUTE_IS_MANAGED = 8;
 constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
+
+// CUmemorytype values (CU_POINTER_ATTRIBUTE_MEMORY_TYPE).
+constexpr unsigned int CU_MEMORYTYPE_HOST = 1;
+constexpr unsigned int CU_MEMORYTYPE_DEVICE = 2;
 
 // CUjit_option values (cuModuleLoadDataEx), for the driver JIT's logs.
 constexpr int CU_JIT_INFO_LOG_BUFFER = 3;

@@ -5,22 +5,65 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include <humming/gemm/params.h>
 
 namespace hm::tune {
 
 std::string DenseTile::name() const {
+  if (kernel == DenseKernel::kWgmma)
+    return "wg_bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_st" +
+           std::to_string(stages);
   return "bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_s" +
          std::to_string(warp_strips);
 }
 
-std::vector<DenseRange> default_dense_ranges(int compute_capability) {
-  // Small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with split-K, every SM
-  // streams weights; larger M reuses each weight chunk over more tokens in registers.
-  (void)compute_capability;  // one table for every mma.sync arch until measurements say otherwise
+bool wgmma_covers(const core::Format& f, const core::Arch& arch) {
+  return arch.major == 9 && arch.minor == 0 && arch.suffix == 'a' && f.k % 8 == 0 &&
+         f.scale_kind != core::ScaleKind::kBlock;
+}
+
+namespace {
+
+DenseTile mma(int block_m, int warps, int warp_strips) {
+  DenseTile t;
+  t.block_m = block_m;
+  t.warps = warps;
+  t.warp_strips = warp_strips;
+  return t;
+}
+
+DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm) {
+  DenseTile t;
+  t.kernel = DenseKernel::kWgmma;
+  t.block_m = block_m;
+  t.warps = warps;
+  t.stages = stages;
+  t.blocks_per_sm = blocks_per_sm;
+  return t;
+}
+
+}  // namespace
+
+std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::Arch& arch) {
+  if (wgmma_covers(f, arch)) {
+    // Small M streams weights: one warpgroup per block (64 channels), deep pipelines, split-K
+    // to one full wave. Larger M: two warpgroups share each activation tile.
+    return {
+        {8, wgmma(8, 4, 8, 4)},
+        {16, wgmma(16, 4, 8, 4)},
+        {32, wgmma(32, 4, 8, 4)},
+        {64, wgmma(64, 4, 6, 3)},
+        {128, wgmma(128, 4, 5, 2)},
+        {INT64_MAX, wgmma(256, 8, 4, 1)},
+    };
+  }
+  // mma.sync: small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with
+  // split-K, every SM streams weights; larger M reuses each weight chunk over more tokens in
+  // registers. One table for every mma.sync arch until measurements say otherwise.
   return {
-      {16, {16, 4, 1}},
-      {32, {32, 4, 2}},
-      {INT64_MAX, {64, 4, 2}},
+      {16, mma(16, 4, 1)},
+      {32, mma(32, 4, 2)},
+      {INT64_MAX, mma(64, 4, 2)},
   };
 }
 
@@ -40,23 +83,49 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
     HM_REQUIRE(e.is_object(), HM_ERROR_PARSE, where + " must be an object");
     for (auto it = e.begin(); it != e.end(); ++it) {
       const std::string& key = it.key();
-      HM_REQUIRE(key == "max_m" || key == "block_m" || key == "warps" || key == "warp_strips",
+      if (key == "kernel") {
+        HM_REQUIRE(it->is_string() && (*it == "mma" || *it == "wgmma"), HM_ERROR_PARSE,
+                   where + ".kernel must be \"mma\" or \"wgmma\"");
+        continue;
+      }
+      HM_REQUIRE(key == "max_m" || key == "block_m" || key == "warps" || key == "warp_strips" ||
+                     key == "stages" || key == "blocks_per_sm",
                  HM_ERROR_PARSE,
-                 where + ": unknown key \"" + key + "\" (max_m, block_m, warps, warp_strips)");
+                 where + ": unknown key \"" + key +
+                     "\" (max_m, kernel, block_m, warps, warp_strips, stages, blocks_per_sm)");
       HM_REQUIRE(it->is_number_integer(), HM_ERROR_PARSE, where + "." + key + " must be an integer");
     }
     DenseRange r{INT64_MAX, {}};
+    const bool wg = e.value("kernel", std::string("mma")) == "wgmma";
     if (e.contains("max_m")) r.max_m = e["max_m"].get<int64_t>();
+    r.tile.kernel = wg ? DenseKernel::kWgmma : DenseKernel::kMma;
     r.tile.block_m = e.value("block_m", 16);
     r.tile.warps = e.value("warps", 4);
     r.tile.warp_strips = e.value("warp_strips", 1);
+    r.tile.stages = e.value("stages", wg ? 4 : 0);
+    r.tile.blocks_per_sm = e.value("blocks_per_sm", wg ? 1 : 16);
     HM_REQUIRE(r.max_m > 0, HM_ERROR_PARSE, where + ".max_m must be positive");
-    HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 128 && r.tile.block_m % 8 == 0,
-               HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 128]");
-    HM_REQUIRE(r.tile.warps >= 1 && r.tile.warps <= 16, HM_ERROR_PARSE,
-               where + ".warps must be in [1, 16]");
-    HM_REQUIRE(r.tile.warp_strips >= 1 && r.tile.warp_strips <= 4, HM_ERROR_PARSE,
-               where + ".warp_strips must be in [1, 4]");
+    HM_REQUIRE(r.tile.blocks_per_sm >= 1 && r.tile.blocks_per_sm <= 32, HM_ERROR_PARSE,
+               where + ".blocks_per_sm must be in [1, 32]");
+    if (wg) {
+      HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 256 && r.tile.block_m % 8 == 0,
+                 HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 256] for wgmma");
+      HM_REQUIRE(r.tile.warps == 4 || r.tile.warps == 8, HM_ERROR_PARSE,
+                 where + ".warps must be 4 or 8 (one or two warpgroups) for wgmma");
+      HM_REQUIRE(r.tile.warp_strips == 1, HM_ERROR_PARSE,
+                 where + ".warp_strips must be 1 for wgmma (a warp owns one strip)");
+      HM_REQUIRE(r.tile.stages >= 3 && r.tile.stages <= 16, HM_ERROR_PARSE,
+                 where + ".stages must be in [3, 16]");
+    } else {
+      HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 128 && r.tile.block_m % 8 == 0,
+                 HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 128]");
+      HM_REQUIRE(r.tile.warps >= 1 && r.tile.warps <= 16, HM_ERROR_PARSE,
+                 where + ".warps must be in [1, 16]");
+      HM_REQUIRE(r.tile.warp_strips >= 1 && r.tile.warp_strips <= 4, HM_ERROR_PARSE,
+                 where + ".warp_strips must be in [1, 4]");
+      HM_REQUIRE(r.tile.stages == 0, HM_ERROR_PARSE,
+                 where + ".stages applies to wgmma only (mma.sync double-buffers)");
+    }
     HM_REQUIRE(out.empty() || r.max_m > out.back().max_m, HM_ERROR_PARSE,
                where + ".max_m must be larger than the previous entry's");
     out.push_back(r);
@@ -65,23 +134,50 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
   return out;
 }
 
+void check_dense_ranges(const std::vector<DenseRange>& ranges, const core::Format& f,
+                        const core::Arch& arch) {
+  for (const DenseRange& r : ranges)
+    if (r.tile.kernel == DenseKernel::kWgmma && !wgmma_covers(f, arch))
+      fail(HM_ERROR_UNSUPPORTED,
+           "tile " + r.tile.name() + " asks for the wgmma kernel, which needs sm_90a (this plan: " +
+               arch.name() + "), K a multiple of 8 (K = " + std::to_string(f.k) +
+               ") and no block scales; use \"kernel\": \"mma\" for this format");
+}
+
 const DenseTile& tile_for(const std::vector<DenseRange>& ranges, int64_t m) {
   for (const DenseRange& r : ranges)
     if (m <= r.max_m) return r.tile;
   return ranges.back().tile;
 }
 
-DenseLaunch plan_dense_launch(const DenseTile& tile, int64_t m, int64_t n_padded, int64_t k_padded,
-                              int multiprocessors) {
+namespace {
+
+int code_bytes(const core::Dtype& d) { return (d.bits() + 7) / 8; }
+
+}  // namespace
+
+DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int64_t m,
+                              int64_t n_padded, int64_t k_padded, int multiprocessors) {
   DenseLaunch l{};
   l.grid_x = (n_padded + tile.block_n() - 1) / tile.block_n();
   l.grid_y = (m + tile.block_m - 1) / tile.block_m;
+  l.threads = static_cast<uint32_t>(32 * tile.warps);
+  const int bits = f.weight.bits();
+  if (tile.kernel == DenseKernel::kWgmma) {
+    const int group_k = f.has_group_scales() ? f.group_k : 0;
+    l.smem_bytes = static_cast<uint32_t>(gemm::dense_wgmma_smem_bytes(
+        tile.block_m, tile.warps, tile.stages, bits, gemm::dense_group_slots(group_k),
+        f.has_group_scales() ? code_bytes(f.scale) : 0,
+        f.has_zero_point() ? code_bytes(f.zero_point) : 0));
+  } else {
+    l.smem_bytes = static_cast<uint32_t>(gemm::dense_smem_bytes(
+        tile.block_m, tile.block_n(), gemm::dense_chunks_in_flight(tile.warp_strips, bits)));
+  }
   const int64_t k_chunks = k_padded / 64;
   const int64_t blocks = l.grid_x * l.grid_y;
-  // Each warp keeps one weight chunk in flight, so a split's time is about its chunk count times
-  // the memory latency: small grids split K until there are ~16 blocks per SM (at least 4 chunks
-  // per split), and the f32 partials stay within 16 MiB.
-  const int64_t want = std::max<int64_t>(1, (16 * multiprocessors + blocks - 1) / blocks);
+  // Small grids split K so that about one wave of blocks (blocks_per_sm on every SM) streams
+  // the weights, with at least 4 chunks per split and the f32 partials within 16 MiB.
+  const int64_t want = std::max<int64_t>(1, int64_t{tile.blocks_per_sm} * multiprocessors / blocks);
   const int64_t by_k = std::max<int64_t>(1, std::min<int64_t>(32, k_chunks / 4));
   const int64_t by_workspace =
       std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, m * n_padded * 4));

@@ -1,5 +1,5 @@
-// Tuning v1 for the dense mma.sync GEMM: which tile each range of M uses, and how many K splits a
-// launch gets. Heuristics per arch family live here as data; a JSON tuning config can replace
+// Tuning v1 for the dense GEMM: which kernel and tile each range of M uses, and how many K splits
+// a launch gets. Heuristics per arch family live here as data; a JSON tuning config can replace
 // the tile table (docs/tuning.md).
 #pragma once
 
@@ -7,16 +7,29 @@
 #include <string>
 #include <vector>
 
+#include "core/arch.hpp"
+#include "core/format.hpp"
+
 namespace hm::tune {
 
+// The two dense kernels: mma.sync (every arch from sm75, kernels/humming/gemm/dense_mma.cuh) and
+// Hopper's warpgroup MMA (sm_90a only, gemm/dense_wgmma.cuh).
+enum class DenseKernel { kMma, kWgmma };
+
 struct DenseTile {
+  DenseKernel kernel = DenseKernel::kMma;
   int block_m = 16;     // tokens per block (multiple of 8)
-  int warps = 4;        // warps per block
-  int warp_strips = 1;  // 16-channel strips per warp
+  int warps = 4;        // warps per block (wgmma: whole warpgroups)
+  int warp_strips = 1;  // 16-channel strips per warp (wgmma: 1)
+  int stages = 0;       // wgmma: shared-memory pipeline stages (mma.sync: 0, fixed double buffer)
+  // Blocks of this tile one SM is assumed to run at once; split-K fills one such wave.
+  int blocks_per_sm = 16;
   int block_n() const { return 16 * warps * warp_strips; }
-  std::string name() const;  // "bm16_w4_s1"
+  std::string name() const;  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4" (wgmma)
   friend bool operator==(const DenseTile& a, const DenseTile& b) {
-    return a.block_m == b.block_m && a.warps == b.warps && a.warp_strips == b.warp_strips;
+    return a.kernel == b.kernel && a.block_m == b.block_m && a.warps == b.warps &&
+           a.warp_strips == b.warp_strips && a.stages == b.stages &&
+           a.blocks_per_sm == b.blocks_per_sm;
   }
 };
 
@@ -25,11 +38,19 @@ struct DenseRange {
   DenseTile tile;
 };
 
-// The default table for a compute capability (major * 10 + minor).
-std::vector<DenseRange> default_dense_ranges(int compute_capability);
-// {"dense": [{"max_m": 16, "block_m": 16, "warps": 4, "warp_strips": 1}, ...]} -> the table.
-// Throws HM_ERROR_PARSE naming what is wrong. The last entry serves every larger M.
+// Whether the wgmma kernel covers a format on an arch: sm_90a, K a multiple of 8 (activation rows
+// load in 16-byte units), no block scales (those stay on mma.sync).
+bool wgmma_covers(const core::Format& format, const core::Arch& arch);
+
+// The default table for a format on an arch.
+std::vector<DenseRange> default_dense_ranges(const core::Format& format, const core::Arch& arch);
+// {"dense": [{"max_m": 16, "kernel": "wgmma", "block_m": 16, "warps": 4, ...}, ...]} -> the
+// table (keys in docs/tuning.md). Throws HM_ERROR_PARSE naming what is wrong. The last entry
+// serves every larger M.
 std::vector<DenseRange> parse_dense_ranges(const std::string& json);
+// Throws HM_ERROR_UNSUPPORTED when a range asks for a kernel the format or arch cannot use.
+void check_dense_ranges(const std::vector<DenseRange>& ranges, const core::Format& format,
+                        const core::Arch& arch);
 
 // The range serving m.
 const DenseTile& tile_for(const std::vector<DenseRange>& ranges, int64_t m);
@@ -38,10 +59,12 @@ struct DenseLaunch {
   int64_t grid_x, grid_y;  // channel blocks, token blocks
   int splits;              // K splits (grid z)
   int k_chunks_per_split;
+  uint32_t threads;        // per block
+  uint32_t smem_bytes;     // dynamic shared memory per block
 };
-// Grid and split-K for one call (see dense.cpp for the rule).
-DenseLaunch plan_dense_launch(const DenseTile& tile, int64_t m, int64_t n_padded, int64_t k_padded,
-                              int multiprocessors);
+// Grid, block and split-K for one call (see dense.cpp for the rule).
+DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& format, int64_t m,
+                              int64_t n_padded, int64_t k_padded, int multiprocessors);
 
 // The split-K workspace: tile counters at a fixed place first (so that they stay zeroed whatever
 // M the previous call had), then the f32 partials [splits][m][n_padded]. Split-K is only used

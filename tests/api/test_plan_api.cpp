@@ -100,11 +100,12 @@ TEST_F(PlanApi, GemmChecksItsArguments) {
   EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_SUCCESS) << last_error();
   auto launch = mock.last_launch();
   ASSERT_TRUE(launch.has_value());
-  EXPECT_EQ(std::string(launch->function).rfind("hm_dense_mma_bm16", 0), 0u) << launch->function;
+  // The mock's device 0 is a 9.0: M = 1 runs the sm_90a wgmma kernel with 8-token tiles.
+  EXPECT_EQ(std::string(launch->function).rfind("hm_dense_wgmma_wg_bm8", 0), 0u) << launch->function;
   EXPECT_GT(launch->grid[2], 1u) << "M = 1 should split K";
   char desc[256];
   ASSERT_EQ(hm_plan_describe(p, 1, desc, sizeof desc, nullptr), HM_SUCCESS);
-  EXPECT_NE(std::string(desc).find("bm16"), std::string::npos) << desc;
+  EXPECT_NE(std::string(desc).find("dense_wgmma wg_bm8"), std::string::npos) << desc;
   hm_device_free(ctx_, ws);
   hm_device_free(ctx_, buf);
   hm_launch_params_destroy(lp);
@@ -128,7 +129,27 @@ TEST_F(PlanApi, TuningJsonOverridesTheTilesAndIsChecked) {
   EXPECT_NE(last_error().find("block_m"), std::string::npos) << last_error();
   o.tuning_json = R"({"dense": [{"blockm": 16}]})";
   EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  // wgmma tiles: their own limits, and only where the kernel applies.
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4}]})";
+  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_describe(p, 300, desc, sizeof desc, nullptr), HM_SUCCESS);
+  EXPECT_NE(std::string(desc).find("dense_wgmma wg_bm256_w8_st4"), std::string::npos) << desc;
+  hm_plan_destroy(p);
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 16, "warps": 6}]})";
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  EXPECT_NE(last_error().find("warps"), std::string::npos) << last_error();
+  o.tuning_json = R"({"dense": [{"kernel": "tcgen05"}]})";
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
   hm_format_destroy(f);
+  // Block scales and K % 8 != 0 stay on mma.sync: asking for wgmma is an error, not a fallback.
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 64}]})";
+  for (const char* text : {"w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=256 k=1024",
+                           "w=uint4b8 a=f16 c=f16 s=f16:g16 n=256 k=1020"}) {
+    ASSERT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << last_error();
+    EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_UNSUPPORTED) << text;
+    EXPECT_NE(last_error().find("\"kernel\": \"mma\""), std::string::npos) << last_error();
+    hm_format_destroy(f);
+  }
 }
 
 }  // namespace

@@ -119,7 +119,8 @@ Layer make_layer(const std::string& text, std::mt19937& rng, bool exact = false)
 }
 
 // Runs the plan for m tokens and returns (relative Frobenius error, max abs difference).
-std::pair<double, double> run(Gpu& gpu, Layer& L, int64_t m, std::mt19937& rng, bool exact = false) {
+std::pair<double, double> run(Gpu& gpu, Layer& L, int64_t m, std::mt19937& rng, bool exact = false,
+                              const char* tuning = nullptr) {
   std::vector<uint16_t> a_codes(m * L.k);
   std::vector<double> a(m * L.k);
   std::normal_distribution<double> normal;
@@ -135,7 +136,10 @@ std::pair<double, double> run(Gpu& gpu, Layer& L, int64_t m, std::mt19937& rng, 
       ref[i * L.n + j] = s;
     }
   hm_plan_t* plan = nullptr;
-  EXPECT_EQ(hm_plan_create(gpu.ctx, L.format, nullptr, &plan), HM_SUCCESS) << last_error();
+  hm_plan_options_t options;
+  hm_plan_options_init(&options);
+  options.tuning_json = tuning;
+  EXPECT_EQ(hm_plan_create(gpu.ctx, L.format, &options, &plan), HM_SUCCESS) << last_error();
   if (!plan) return {1e9, 1e9};
   EXPECT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
   uint64_t ws_bytes = 0;
@@ -199,7 +203,29 @@ const FormatCase kCases[] = {
     {"w=uint7b64 a=f16 c=f16 s=f16:g128 n=64 k=256", 2e-3},
     {"w=uint5b16 a=bf16 c=f16 s=bf16:g128 n=96 k=4100", 1.5e-2},
     {"w=uint6b32 a=f16 c=bf16 s=f16:g64 bias=1 n=80 k=200", 1e-2},
+    // Group sizes that do not divide the 64-wide chunk, nor are multiples of it.
+    {"w=uint4b8 a=f16 c=f16 s=f16:g48 n=136 k=480", 2e-3},
+    {"w=uint4 a=bf16 c=bf16 s=bf16:g96 zp=uint4 n=200 k=576", 1.5e-2},
+    // Block scales (the mma.sync kernel on every arch).
+    {"w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=200 k=384", 1.5e-2},
 };
+
+// Tuning overrides that force each kernel and tile the defaults may not reach on this GPU.
+const char* kForceMma =
+    R"({"dense": [{"max_m": 16, "block_m": 16, "warps": 4, "warp_strips": 1},
+                  {"max_m": 32, "block_m": 32, "warps": 4, "warp_strips": 2},
+                  {"block_m": 64, "warps": 4, "warp_strips": 2}]})";
+const char* kWgmmaWide =
+    R"({"dense": [{"max_m": 8, "kernel": "wgmma", "block_m": 8, "warps": 8, "stages": 3},
+                  {"max_m": 64, "kernel": "wgmma", "block_m": 24, "warps": 4, "stages": 2},
+                  {"kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4}]})";
+
+bool device_has_wgmma(Gpu& gpu) {
+  hm_device_info_t info;
+  hm_device_info_init(&info);
+  return hm_context_device_info(gpu.ctx, &info) == HM_SUCCESS && info.cc_major == 9 &&
+         info.cc_minor == 0;
+}
 
 class DenseGemm : public testing::TestWithParam<FormatCase> {};
 
@@ -212,6 +238,28 @@ TEST_P(DenseGemm, MatchesTheHostReferenceForEveryTileAndRaggedShape) {
     auto [err, max_abs] = run(gpu, L, m, rng);
     EXPECT_LE(err, GetParam().bound) << GetParam().text << " m=" << m << " max |diff| " << max_abs;
   }
+  hm_format_destroy(L.format);
+}
+
+// The same formats through the mma.sync kernel (on sm_90a the defaults pick wgmma) and through
+// wgmma tiles the defaults do not use (two warpgroups at N = 8, an odd N = 24, two stages).
+TEST_P(DenseGemm, MatchesTheHostReferenceThroughForcedTiles) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  std::mt19937 rng(12);
+  Layer L = make_layer(GetParam().text, rng);
+  std::vector<const char*> tunings = {kForceMma};
+  int64_t k = 0, n = 0;
+  int32_t e = 0;
+  hm_format_get_shape(L.format, &n, &k, &e);
+  const bool block = std::string(GetParam().text).find(":b") != std::string::npos;
+  if (device_has_wgmma(gpu) && k % 8 == 0 && !block) tunings.push_back(kWgmmaWide);
+  for (const char* tuning : tunings)
+    for (int64_t m : {1, 3, 17, 70, 300}) {
+      auto [err, max_abs] = run(gpu, L, m, rng, false, tuning);
+      EXPECT_LE(err, GetParam().bound) << GetParam().text << " m=" << m << " max |diff| " << max_abs
+                                       << " tuning " << tuning;
+    }
   hm_format_destroy(L.format);
 }
 
@@ -229,9 +277,13 @@ TEST(DenseGemmExact, BitExactOnRepresentableInputs) {
   for (const char* text : {"w=uint4b8 a=f16 c=f16 s=f16:g64 bias=1 n=208 k=1344",
                            "w=uint4b8 a=bf16 c=f16 s=bf16:g64 n=200 k=1000"}) {
     Layer L = make_layer(text, rng, /*exact=*/true);
-    for (int64_t m : {1, 3, 16, 17, 40, 97}) {
-      auto [err, max_abs] = run(gpu, L, m, rng, /*exact=*/true);
-      EXPECT_EQ(max_abs, 0.0) << text << " m=" << m << " rel err " << err;
+    for (const char* tuning : {static_cast<const char*>(nullptr), kForceMma, kWgmmaWide}) {
+      if (tuning == kWgmmaWide && !device_has_wgmma(gpu)) continue;
+      for (int64_t m : {1, 3, 16, 17, 40, 97, 129, 260}) {
+        auto [err, max_abs] = run(gpu, L, m, rng, /*exact=*/true, tuning);
+        EXPECT_EQ(max_abs, 0.0) << text << " m=" << m << " rel err " << err << " tuning "
+                                << (tuning ? tuning : "default");
+      }
     }
     hm_format_destroy(L.format);
   }

@@ -15,21 +15,13 @@
 
 #include <humming/core/types.cuh>
 #include <humming/dtype/convert.cuh>
+#include <humming/gemm/dequant.cuh>
+#include <humming/gemm/epilogue.cuh>
 #include <humming/gemm/params.h>
 #include <humming/layout/spec.h>
 #include <humming/ptx/mma.cuh>
 
 namespace hm::gemm {
-
-// Scale kinds, as in humming.h (HM_SCALE_*).
-constexpr int kScaleNone = 0, kScaleChannel = 1, kScaleGroup = 2, kScaleBlock = 3,
-              kScaleTensor = 4, kScaleGroupTensor = 5;
-// Zero points.
-constexpr int kZeroNone = 0, kZeroInt = 1, kZeroFloat = 2;
-// How a scale code becomes a value: the activation's own 16-bit type, f32, ue8m0, or a small
-// signed float of kScaleExp / kScaleMan bits.
-constexpr int kScaleCodeAct = 0, kScaleCodeF32 = 1, kScaleCodeUe8m0 = 2, kScaleCodeSmallFloat = 3,
-              kScaleCodeF16 = 4, kScaleCodeBf16 = 5;
 
 template <class C>
 struct DenseMma {
@@ -40,131 +32,18 @@ struct DenseMma {
   static constexpr int kRegs = quant::registers_per_chunk(kActBits);  // 16 per chunk
   static constexpr int kTokenGroups = C::kBlockM / 8;
   static constexpr int kThreads = C::kWarps * 32;
-  static constexpr bool kIsF16 = sizeof(Act) == 2 && C::kActIsF16;
-  static constexpr int kActMantissa = kIsF16 ? 10 : 7;
-  static constexpr int kActBias = kIsF16 ? 15 : 127;
-  static constexpr bool kGroupScalesInMainloop =
-      C::kScaleKind == kScaleGroup || C::kScaleKind == kScaleBlock ||
-      C::kScaleKind == kScaleGroupTensor;
-  // Integers dequantize exactly through the activation's magic number while magic + q fits the
-  // mantissa (f16: 1024 + q for q < 1024; bf16: 128 + q for q < 128); else through f32.
-  static constexpr bool kIntFast = !C::kWeightIsFloat && (kIsF16 || kBits <= 7);
-  static constexpr uint32 kMagic = kIsF16 ? 0x6400u : 0x4300u;  // 1024.0 / 128.0
-  static constexpr float kMagicValue = kIsF16 ? 1024.0f : 128.0f;
+  using D = Dequant<C>;
+  using RowCodes = typename D::RowCodes;
+  using RowTerms = typename D::RowTerms;
+  static constexpr bool kIsF16 = D::kIsF16;
+  static constexpr int kGroupSlots = D::kGroupSlots;
 
   static constexpr int kDepth = dense_chunks_in_flight(C::kWarpStrips, kBits);
   struct Smem {
     alignas(128) Act a[2][kDepth][C::kBlockM][64];
   };
-
-  // ---- scales and zero points ----------------------------------------------------------------
-
-  static __device__ __forceinline__ float scale_value(const DenseParams& p, int64_t group,
-                                                      int64_t col) {
-    const int64_t i = group * p.scale_cols + col;
-    if constexpr (C::kScaleCode == kScaleCodeAct) {
-      return to_float(Act{static_cast<const uint16*>(p.scales)[i]});
-    } else if constexpr (C::kScaleCode == kScaleCodeF32) {
-      return static_cast<const float*>(p.scales)[i];
-    } else if constexpr (C::kScaleCode == kScaleCodeF16) {
-      return to_float(f16{static_cast<const uint16*>(p.scales)[i]});
-    } else if constexpr (C::kScaleCode == kScaleCodeBf16) {
-      return to_float(bf16{static_cast<const uint16*>(p.scales)[i]});
-    } else if constexpr (C::kScaleCode == kScaleCodeUe8m0) {
-      return decode_ue8m0(static_cast<const unsigned char*>(p.scales)[i]);
-    } else {
-      return decode_small_float<C::kScaleExp, C::kScaleMan, true>(
-          static_cast<const unsigned char*>(p.scales)[i]);
-    }
-  }
-
-  // The mainloop scale of one row as an activation-type pair (the support rules guarantee the
-  // scale is exactly representable in the activation type).
-  static __device__ __forceinline__ uint32 scale_pair(const DenseParams& p, int64_t group,
-                                                      int64_t row) {
-    const int64_t col = C::kScaleKind == kScaleBlock ? row / C::kGroupN : row;
-    if constexpr (C::kScaleCode == kScaleCodeAct) {
-      return splat(Act{static_cast<const uint16*>(p.scales)[group * p.scale_cols + col]});
-    } else {
-      return splat(from_float<Act>(scale_value(p, group, col)));
-    }
-  }
-
-  static __device__ __forceinline__ float zero_value(const DenseParams& p, int64_t group,
-                                                     int64_t row) {
-    const int64_t i = group * p.n_pad + row;
-    if constexpr (C::kZeroPoint == kZeroInt) {
-      return static_cast<float>(static_cast<const unsigned char*>(p.zeros)[i]);
-    } else if constexpr (C::kZeroPoint == kZeroFloat) {
-      return to_float(Act{static_cast<const uint16*>(p.zeros)[i]});
-    } else {
-      return static_cast<float>(C::kImplicitZeroPoint);
-    }
-  }
-
-  // What dequant subtracts from (magic | q): magic + zero point, as a pair (exact: the zero point
-  // of an integer weight is an integer below 256).
-  static __device__ __forceinline__ uint32 offset_pair(const DenseParams& p, int64_t group,
-                                                       int64_t row) {
-    float zp = C::kZeroPoint == kZeroInt ? zero_value(p, group, row)
-                                         : static_cast<float>(C::kImplicitZeroPoint);
-    return splat(from_float<Act>(kMagicValue + zp));
-  }
-
-  // ---- dequantization of one register (two values of one row) --------------------------------
-
-  struct RowTerms {
-    uint32 scale;   // pair; unused without mainloop scales
-    uint32 offset;  // pair: magic + integer zero point
-    uint32 zero;    // pair: float zero point
-    float scale_f, zero_f;  // the same for the f32 path
-  };
-
-  static __device__ __forceinline__ RowTerms row_terms(const DenseParams& p, int64_t group,
-                                                       int64_t row) {
-    RowTerms t{};
-    if constexpr (kGroupScalesInMainloop) {
-      t.scale = scale_pair(p, group, row);
-      t.scale_f = to_float(Act{static_cast<uint16>(t.scale & 0xFFFFu)});
-    }
-    if constexpr (!C::kWeightIsFloat) {
-      if constexpr (kIntFast) t.offset = offset_pair(p, group, row);
-      if constexpr (C::kZeroPoint == kZeroFloat) t.zero = splat(Act{static_cast<const uint16*>(
-          p.zeros)[group * p.n_pad + row]});
-      t.zero_f = zero_value(p, group, row);
-    }
-    return t;
-  }
-
-  // x: the register from the layout recipe, each 16-bit field's value in its low kBits bits.
-  static __device__ __forceinline__ uint32 dequant(uint32 x, const RowTerms& t) {
-    uint32 w;
-    if constexpr (C::kWeightIsFloat) {
-      // Sign to bit 15, exponent and mantissa under the activation's: the pair then holds
-      // w * 2^(bias_w - bias_act) for normals and subnormals alike; one exact multiply by a power
-      // of two restores w.
-      constexpr int kMan = C::kWeightManBits;
-      constexpr uint32 kMagMask = quant::replicate(quant::low_bits(kBits - 1), 16);
-      const uint32 sign = (x << (16 - kBits)) & 0x80008000u;
-      const uint32 magnitude = (x & kMagMask) << (kActMantissa - kMan);
-      constexpr int kFix = kActBias - C::kWeightBias;
-      constexpr uint32 kFixBits = static_cast<uint32>(kFix + kActBias) << kActMantissa;
-      w = Pair<Act>::mul(sign | magnitude, kFixBits | (kFixBits << 16));
-    } else if constexpr (kIntFast) {
-      w = Pair<Act>::sub(x | (kMagic | (kMagic << 16)), t.offset);  // q - zp, exact
-      if constexpr (C::kZeroPoint == kZeroFloat) w = Pair<Act>::sub(w, t.zero);
-    } else {
-      const float q0 = static_cast<float>(x & 0xFFFFu), q1 = static_cast<float>(x >> 16);
-      float w0 = q0 - t.zero_f, w1 = q1 - t.zero_f;
-      if constexpr (kGroupScalesInMainloop) {
-        w0 *= t.scale_f;
-        w1 *= t.scale_f;
-      }
-      return pack_pair<Act>(w0, w1);
-    }
-    if constexpr (kGroupScalesInMainloop) w = Pair<Act>::mul(w, t.scale);
-    return w;
-  }
+  // Scale / zero-point codes are loaded with the weight chunks, one group ahead (D explains why).
+  using ChunkCodes = RowCodes[C::kWarpStrips][kGroupSlots][2];  // [strip][slot][row, row+8]
 
   // ---- loads ---------------------------------------------------------------------------------
 
@@ -248,7 +127,9 @@ struct DenseMma {
     // kDepth chunks per strip in flight and waits on memory once per group.
     const char* wbase = static_cast<const char*>(p.w);
     uint32 words[kDepth][C::kWarpStrips][kBits], next[kDepth][C::kWarpStrips][kBits];
-    auto load_group = [&](uint32(&dst)[kDepth][C::kWarpStrips][kBits], int stage, int64_t kc0) {
+    ChunkCodes codes[kDepth], next_codes[kDepth];
+    auto load_group = [&](uint32(&dst)[kDepth][C::kWarpStrips][kBits], ChunkCodes(&dst_codes)[kDepth],
+                          int stage, int64_t kc0) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
         // Past the split's end the last chunk is loaded again (harmless, never computed), which
@@ -260,17 +141,28 @@ struct DenseMma {
           const int64_t strip = strip0 + i < strips_total ? strip0 + i : strips_total - 1;
           load_chunk(dst[d][i],
                      wbase + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, strip, kc), lane);
+          if constexpr (D::kHasRowCodes) {
+            const int64_t row = (strip0 + i) * 16 + g;
+#pragma unroll
+            for (int gi = 0; gi < kGroupSlots; ++gi) {
+              const int64_t group = D::group_of_slot(kc, gi);
+              dst_codes[d][i][gi][0] = D::load_row_codes(p.scales, p.zeros, p.scale_cols, p.n_pad,
+                                                         group, row < p.n_pad ? row : 0);
+              dst_codes[d][i][gi][1] = D::load_row_codes(p.scales, p.zeros, p.scale_cols, p.n_pad,
+                                                         group, row + 8 < p.n_pad ? row + 8 : 0);
+            }
+          }
         }
       }
       ptx::cp_async_commit();
     };
 
-    if (kc_begin < kc_end) load_group(words, 0, kc_begin);
+    if (kc_begin < kc_end) load_group(words, codes, 0, kc_begin);
     int stage = 0;
     for (int64_t kc0 = kc_begin; kc0 < kc_end; kc0 += kDepth) {
       const bool more = kc0 + kDepth < kc_end;
       if (more) {
-        load_group(next, stage ^ 1, kc0 + kDepth);
+        load_group(next, next_codes, stage ^ 1, kc0 + kDepth);
         ptx::cp_async_wait<1>();
       } else {
         ptx::cp_async_wait<0>();
@@ -278,7 +170,7 @@ struct DenseMma {
       __syncthreads();
 #pragma unroll
       for (int d = 0; d < kDepth; ++d)
-        if (kc0 + d < kc_end) compute_chunk(p, s.a[stage][d], words[d], acc, strip0, kc0 + d, lane);
+        if (kc0 + d < kc_end) compute_chunk(s.a[stage][d], words[d], codes[d], acc, lane);
       __syncthreads();  // the next group's loads overwrite this stage
       if (more) {
 #pragma unroll
@@ -287,39 +179,40 @@ struct DenseMma {
           for (int i = 0; i < C::kWarpStrips; ++i)
 #pragma unroll
             for (int w = 0; w < kBits; ++w) words[d][i][w] = next[d][i][w];
+        if constexpr (D::kHasRowCodes) {
+#pragma unroll
+          for (int d = 0; d < kDepth; ++d)
+#pragma unroll
+            for (int i = 0; i < C::kWarpStrips; ++i)
+#pragma unroll
+              for (int gi = 0; gi < kGroupSlots; ++gi) {
+                codes[d][i][gi][0] = next_codes[d][i][gi][0];
+                codes[d][i][gi][1] = next_codes[d][i][gi][1];
+              }
+        }
       }
       stage ^= 1;
     }
-    epilogue(p, acc, strip0, m0, lane, g);
+    Epilogue::run(p, reinterpret_cast<float*>(smem_raw), acc,
+                  static_cast<int64_t>(blockIdx.x) * Epilogue::kBlockN, m0);
   }
 
-  static __device__ __forceinline__ void compute_chunk(const DenseParams& p,
-                                                       const Act (&tile)[C::kBlockM][64],
+  static __device__ __forceinline__ void compute_chunk(const Act (&tile)[C::kBlockM][64],
                                                        const uint32 (&words)[C::kWarpStrips][kBits],
+                                                       const ChunkCodes& codes,
                                                        float (&acc)[C::kWarpStrips][kTokenGroups][4],
-                                                       int64_t strip0, int64_t kc, int lane) {
-    const int g = lane / 4;
+                                                       int lane) {
     // Dequantized A fragments of every strip for the chunk's 4 atoms.
     uint32 a_frag[C::kWarpStrips][kRegs];
 #pragma unroll
     for (int i = 0; i < C::kWarpStrips; ++i) {
-      const int64_t row = (strip0 + i) * 16 + g;  // and row + 8
-      RowTerms lo{}, hi{};
-      int64_t last_group = -1;
+      RowTerms lo[kGroupSlots], hi[kGroupSlots];
 #pragma unroll
-      for (int x = 0; x < 4; ++x) {  // atoms of 16 k
-        const int64_t group = C::kGroupK > 0 ? (kc * 64 + x * 16) / C::kGroupK : 0;
-        if (x == 0 || (C::kGroupK > 0 && C::kGroupK < 64 && group != last_group)) {
-          lo = row_terms(p, group, row < p.n_pad ? row : 0);
-          hi = row_terms(p, group, row + 8 < p.n_pad ? row + 8 : 0);
-          last_group = group;
-        }
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const uint32 x_reg = quant::extract_register(words[i], kBits, kActBits, 4 * x + r);
-          a_frag[i][4 * x + r] = dequant(x_reg, (r & 1) ? hi : lo);
-        }
+      for (int gi = 0; gi < kGroupSlots; ++gi) {
+        lo[gi] = D::row_terms(codes[i][gi][0]);
+        hi[gi] = D::row_terms(codes[i][gi][1]);
       }
+      D::chunk_fragments(a_frag[i], words[i], lo, hi);
     }
     // B fragments by ldmatrix (two atoms per x4), then the MMAs.
 #pragma unroll
@@ -351,80 +244,10 @@ struct DenseMma {
 
   // ---- epilogue ------------------------------------------------------------------------------
 
-  static __device__ __forceinline__ void store(const DenseParams& p, float v, int64_t token,
-                                               int64_t channel) {
-    if (token >= p.m || channel >= p.n) return;
-    if constexpr (C::kScaleKind == kScaleChannel) v *= scale_value(p, 0, channel);
-    if constexpr (C::kScaleKind == kScaleTensor || C::kScaleKind == kScaleGroupTensor) v *= p.global[0];
-    if constexpr (C::kHasBias) v += to_float(static_cast<const Out*>(p.bias)[channel]);
-    static_cast<Out*>(p.c)[token * p.n + channel] = from_float<Out>(v);
-  }
-
-  // The epilogue goes through shared memory: the warps drop their accumulators into an f32 tile
-  // [kBlockM][block_n], then the whole block walks the tile row by row, so global stores (and
-  // split-K partial traffic) are coalesced along the channels, and no accumulator is indexed at
-  // run time. Accumulator element q of (strip i, token group j) is channel row g (+8 for q >= 2),
-  // token 2t + (q & 1): the mma C fragment, here C^T.
-  static constexpr int kBlockN = 16 * C::kWarps * C::kWarpStrips;
-  static constexpr int kTileStride = kBlockN + 4;  // +4 floats: rows start on different banks
-  static_assert(dense_smem_bytes(C::kBlockM, kBlockN, kDepth) >= sizeof(Smem) &&
-                    dense_smem_bytes(C::kBlockM, kBlockN, kDepth) >= C::kBlockM * kTileStride * 4,
+  using Epilogue = DenseEpilogue<C, C::kWarps, C::kWarpStrips>;
+  static_assert(dense_smem_bytes(C::kBlockM, Epilogue::kBlockN, kDepth) >= sizeof(Smem) &&
+                    dense_smem_bytes(C::kBlockM, Epilogue::kBlockN, kDepth) >= Epilogue::kSmemBytes,
                 "the host sizes dynamic shared memory with dense_smem_bytes()");
-
-  static __device__ __forceinline__ void epilogue(const DenseParams& p,
-                                                  float (&acc)[C::kWarpStrips][kTokenGroups][4],
-                                                  int64_t strip0, int64_t m0, int lane, int g) {
-    extern __shared__ __align__(128) unsigned char smem_raw[];
-    float* tile = reinterpret_cast<float*>(smem_raw);
-    const int t = lane % 4, warp = threadIdx.x / 32;
-    __syncthreads();  // the mainloop's last reads of the staging buffers are done
-#pragma unroll
-    for (int i = 0; i < C::kWarpStrips; ++i)
-#pragma unroll
-      for (int j = 0; j < kTokenGroups; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int token = j * 8 + 2 * t + (q & 1);
-          const int channel = (warp * C::kWarpStrips + i) * 16 + g + 8 * (q >> 1);
-          tile[token * kTileStride + channel] = acc[i][j][q];
-        }
-    __syncthreads();
-    const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBlockN;
-    if (p.splits == 1) {
-      for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
-        const int r = e / kBlockN, c = e % kBlockN;
-        store(p, tile[r * kTileStride + c], m0 + r, n0 + c);
-      }
-      return;
-    }
-    // Split-K: publish this split's partials, count arrivals per tile; the last one reduces in
-    // split order (deterministic whatever the arrival order) and leaves its counter at zero.
-    float* mine = p.partials + static_cast<int64_t>(blockIdx.z) * p.m * p.n_pad;
-    for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
-      const int r = e / kBlockN, c = e % kBlockN;
-      if (m0 + r < p.m && n0 + c < p.n_pad) mine[(m0 + r) * p.n_pad + n0 + c] = tile[r * kTileStride + c];
-    }
-    __threadfence();
-    __syncthreads();
-    __shared__ int last;
-    if (threadIdx.x == 0) {
-      int32_t* counter = p.counters + blockIdx.y * gridDim.x + blockIdx.x;
-      last = atomicAdd(counter, 1) == p.splits - 1;
-      if (last) *counter = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
-      const int r = e / kBlockN, c = e % kBlockN;
-      const int64_t token = m0 + r, channel = n0 + c;
-      if (token >= p.m || channel >= p.n) continue;
-      float sum = 0.0f;
-      for (int z = 0; z < p.splits; ++z)
-        sum += __ldcg(p.partials + (static_cast<int64_t>(z) * p.m + token) * p.n_pad + channel);
-      store(p, sum, token, channel);
-    }
-  }
 };
 
 }  // namespace hm::gemm

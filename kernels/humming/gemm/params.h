@@ -35,10 +35,11 @@ struct DenseParams {
 #endif
 
 // Weight chunks each warp keeps in flight per strip: a warp waits for its loads once per group
-// of this many chunks, so small M (latency bound) wants several; bounded by the registers the
-// two buffers of (chunks x strips x bits) words take.
+// of this many chunks, so small M (latency bound, one strip per warp) wants several; the wide
+// tiles of larger M keep one (their registers go to accumulators, and more tokens per chunk
+// hide the latency), as does anything whose two buffers of chunks x bits words would be large.
 HM_PARAMS_HD constexpr int dense_chunks_in_flight(int warp_strips, int weight_bits) {
-  return 16 / (warp_strips * weight_bits) >= 4 ? 4 : 16 / (warp_strips * weight_bits) >= 2 ? 2 : 1;
+  return warp_strips > 1 ? 1 : 16 / weight_bits >= 4 ? 4 : 16 / weight_bits >= 2 ? 2 : 1;
 }
 
 // Dynamic shared memory of a dense mma.sync block: the double-buffered activation tiles
@@ -48,6 +49,36 @@ HM_PARAMS_HD constexpr int dense_smem_bytes(int block_m, int block_n, int chunks
   return 2 * chunks * block_m * 64 * 2 > block_m * (block_n + 4) * 4
              ? 2 * chunks * block_m * 64 * 2
              : block_m * (block_n + 4) * 4;
+}
+
+// The K groups a 64-wide chunk needs scale / zero-point codes for ("slots"). Group sizes are
+// multiples of 16 (rule R17), so a 16-wide MMA atom never straddles groups: a group of 64 j has
+// one slot per chunk, a divisor of 64 (16, 32) 64 / group_k slots, anything else (48, 80, 96 ...)
+// one slot per atom. group_k 0: no group scales, one slot.
+HM_PARAMS_HD constexpr int dense_group_slots(int group_k) {
+  return (group_k <= 0 || group_k % 64 == 0) ? 1 : (64 % group_k == 0 ? 64 / group_k : 4);
+}
+
+// Shared memory of the sm90a wgmma kernel (gemm/dense_wgmma.cuh). Each pipeline stage holds,
+// for one 64-wide K chunk: the activation tile [block_m][64] (128-byte rows, 128B-swizzled, so
+// stage starts are 1024-byte aligned), one weight chunk per warp (128 * bits bytes), and the
+// scale and zero-point codes of the block's channels per group slot. The epilogue's f32 tile
+// reuses the stages; 1024 bytes of slack let the kernel align the base.
+HM_PARAMS_HD constexpr int dense_wgmma_stage_bytes(int block_m, int warps, int weight_bits,
+                                                   int group_slots, int scale_code_bytes,
+                                                   int zero_code_bytes) {
+  return (block_m * 128 + warps * 128 * weight_bits +
+          group_slots * 16 * warps * (scale_code_bytes + zero_code_bytes) + 1023) / 1024 * 1024;
+}
+HM_PARAMS_HD constexpr int dense_wgmma_smem_bytes(int block_m, int warps, int stages,
+                                                  int weight_bits, int group_slots,
+                                                  int scale_code_bytes, int zero_code_bytes) {
+  return 1024 + (stages * dense_wgmma_stage_bytes(block_m, warps, weight_bits, group_slots,
+                                                  scale_code_bytes, zero_code_bytes) >
+                         block_m * (16 * warps + 4) * 4
+                     ? stages * dense_wgmma_stage_bytes(block_m, warps, weight_bits, group_slots,
+                                                        scale_code_bytes, zero_code_bytes)
+                     : block_m * (16 * warps + 4) * 4);
 }
 
 }  // namespace hm::gemm

@@ -1,0 +1,92 @@
+// The dense GEMM epilogue, shared by the mma.sync and wgmma kernels: accumulators -> shared f32
+// tile -> (split-K reduction) -> channel scale, global scale, bias, conversion, coalesced store.
+//
+// Both kernels hold C^T fragments of the same shape: per warp, kWarpStrips strips of 16 channels
+// by kTokenGroups groups of 8 tokens, element q of (strip i, token group j) being channel row
+// g (+8 for q >= 2) and token 2t + (q & 1) — the mma.sync m16n8 C fragment, which is also the
+// wgmma m64nN accumulator of one warp of the warpgroup.
+#pragma once
+
+#include <humming/core/types.cuh>
+#include <humming/gemm/dequant.cuh>
+#include <humming/gemm/params.h>
+
+namespace hm::gemm {
+
+template <class C, int kWarps, int kWarpStrips>
+struct DenseEpilogue {
+  using Out = typename C::Out;
+  static constexpr int kTokenGroups = C::kBlockM / 8;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kBlockN = 16 * kWarps * kWarpStrips;
+  static constexpr int kTileStride = kBlockN + 4;  // +4 floats: rows start on different banks
+  // Shared memory the epilogue needs (the caller's staging buffers are reused).
+  static constexpr int kSmemBytes = C::kBlockM * kTileStride * 4;
+
+  static __device__ __forceinline__ void store(const DenseParams& p, float v, int64_t token,
+                                               int64_t channel) {
+    if (token >= p.m || channel >= p.n) return;
+    if constexpr (C::kScaleKind == kScaleChannel) v *= Dequant<C>::scale_from_code(
+        Dequant<C>::scale_code(p.scales, channel));
+    if constexpr (C::kScaleKind == kScaleTensor || C::kScaleKind == kScaleGroupTensor) v *= p.global[0];
+    if constexpr (C::kHasBias) v += to_float(static_cast<const Out*>(p.bias)[channel]);
+    static_cast<Out*>(p.c)[token * p.n + channel] = from_float<Out>(v);
+  }
+
+  // `tile`: at least kSmemBytes of shared memory the block no longer reads. The whole block
+  // calls this; it starts with a barrier so the mainloop's last shared-memory reads are done.
+  static __device__ __forceinline__ void run(const DenseParams& p, float* tile,
+                                             float (&acc)[kWarpStrips][kTokenGroups][4],
+                                             int64_t n0, int64_t m0) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kWarpStrips; ++i)
+#pragma unroll
+      for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int token = j * 8 + 2 * t + (q & 1);
+          const int channel = (warp * kWarpStrips + i) * 16 + g + 8 * (q >> 1);
+          tile[token * kTileStride + channel] = acc[i][j][q];
+        }
+    __syncthreads();
+    if (p.splits == 1) {
+      for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
+        const int r = e / kBlockN, c = e % kBlockN;
+        store(p, tile[r * kTileStride + c], m0 + r, n0 + c);
+      }
+      return;
+    }
+    // Split-K: publish this split's partials, count arrivals per tile; the last one reduces in
+    // split order (deterministic whatever the arrival order) and leaves its counter at zero.
+    float* mine = p.partials + static_cast<int64_t>(blockIdx.z) * p.m * p.n_pad;
+    for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
+      const int r = e / kBlockN, c = e % kBlockN;
+      if (m0 + r < p.m && n0 + c < p.n_pad) mine[(m0 + r) * p.n_pad + n0 + c] = tile[r * kTileStride + c];
+    }
+    __threadfence();
+    __syncthreads();
+    __shared__ int last;
+    if (threadIdx.x == 0) {
+      int32_t* counter = p.counters + blockIdx.y * gridDim.x + blockIdx.x;
+      last = atomicAdd(counter, 1) == p.splits - 1;
+      if (last) *counter = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
+      const int r = e / kBlockN, c = e % kBlockN;
+      const int64_t token = m0 + r, channel = n0 + c;
+      if (token >= p.m || channel >= p.n) continue;
+      float sum = 0.0f;
+      for (int z = 0; z < p.splits; ++z)
+        sum += __ldcg(p.partials + (static_cast<int64_t>(z) * p.m + token) * p.n_pad + channel);
+      store(p, sum, token, channel);
+    }
+  }
+};
+
+}  // namespace hm::gemm

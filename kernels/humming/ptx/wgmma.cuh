@@ -1,0 +1,39 @@
+// Hopper warpgroup MMA (sm90a): the synchronization instructions and the shared-memory matrix
+// descriptor. The wgmma instruction itself is emitted by the code generator for the exact
+// token width N the kernel uses (src/jit/codegen.cpp, `wgmma_op_source`), because its operand
+// list has N / 2 accumulator registers.
+#pragma once
+
+#include <humming/core/types.cuh>
+
+namespace hm::ptx {
+
+// Orders this thread's register writes (A fragments, accumulators) before the next wgmma reads.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Waits until at most kPending committed wgmma groups of this warpgroup are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving reads or writes of an accumulator across a wgmma wait: the
+// register is "changed" here, where the wait has made it final.
+__device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+
+// Matrix descriptor of a K-major operand tile in shared memory with the 128-byte swizzle: rows
+// of 64 16-bit values (128 bytes), 16-byte unit u of row r stored at unit u ^ (r % 8), 8-row
+// groups 1024 bytes apart, the tile 1024-byte aligned. Advancing the start address by 32 bytes
+// selects the next 16 values of K (the swizzle is applied to the absolute address bits).
+// Fields (PTX ISA, "Matrix Descriptor Format"): start address >> 4 in bits 0-13, leading byte
+// offset >> 4 in 16-29 (unused for swizzled K-major), stride byte offset >> 4 in 32-45, base
+// offset 0, swizzle mode in 62-63 (1 = 128B).
+__device__ __forceinline__ uint64_t smem_descriptor_k_sw128(uint32 smem_address) {
+  return static_cast<uint64_t>((smem_address & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+}  // namespace hm::ptx

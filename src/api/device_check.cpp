@@ -1,0 +1,142 @@
+// Which device memory and which stream a launch may use (see device_check.hpp).
+//
+// Cost: with the plan's context pushed once, each set pointer costs two cuPointerGetAttribute
+// calls (its device ordinal and memory type) and the stream one cuStreamGetCtx (plus its own
+// context push); other queries run only on the unusual paths (managed memory of another device,
+// host memory, memory the driver does not know).
+// These are host-side lookups in the driver's address table: no device round trip, no
+// synchronization, no allocation, so a typical call (A, B, C, scales, workspace) adds about a
+// dozen driver calls, each far cheaper than the cuLaunchKernel that follows.
+//
+// CUDA graphs: none of these calls is a stream operation, and none is among the calls that stream
+// capture forbids (synchronizing, querying or allocating), so hm_plan_gemm stays capturable.
+#include "api/device_check.hpp"
+
+#include <cstdio>
+#include <string>
+
+#include "api/context.hpp"
+#include "core/error.hpp"
+
+namespace hm::api {
+namespace {
+
+const char* const kSlotNames[] = {"HM_ARG_A",      "HM_ARG_B",     "HM_ARG_C",      "HM_ARG_BIAS",
+                                  "HM_ARG_SCALES", "HM_ARG_ZEROS", "HM_ARG_GLOBAL", "HM_ARG_WORKSPACE"};
+static_assert(sizeof(kSlotNames) / sizeof(kSlotNames[0]) == HM_ARG_WORKSPACE + 1,
+              "one name per pointer slot of humming.h");
+
+std::string hex(uint64_t value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+std::string named(const char* slot, uint64_t pointer) {
+  return std::string(slot) + " (" + hex(pointer) + ")";
+}
+
+// Whether the device can read pageable host memory it was never told about (HMM or ATS): then a
+// pointer unknown to the driver may still be valid. Asked only on that (rare) path; a driver
+// that does not know the attribute is taken to say no.
+bool pageable_memory_access(const runtime::Device& device) {
+  const runtime::DriverApi& api = device.driver().api();
+  runtime::CUdevice handle = 0;
+  int value = 0;
+  return api.cuDeviceGet(&handle, device.ordinal()) == runtime::CUDA_SUCCESS &&
+         api.cuDeviceGetAttribute(&value, runtime::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
+                                  handle) == runtime::CUDA_SUCCESS &&
+         value != 0;
+}
+
+// A secondary attribute; false when the driver cannot answer (some CUDA-compatible runtimes
+// know only the device ordinal), and the caller then decides by the ordinal alone. The buffer is
+// 8 zeroed bytes so that a value written as 1, 4 or 8 bytes (bool, unsigned, CUdeviceptr) reads
+// the same on this little-endian ABI.
+bool query(const runtime::Device& device, int attribute, uint64_t pointer, uint64_t* value) {
+  *value = 0;
+  return device.driver().api().cuPointerGetAttribute(value, attribute, pointer) ==
+         runtime::CUDA_SUCCESS;
+}
+
+void check_pointer(const runtime::Device& device, const char* slot, uint64_t pointer) {
+  using namespace runtime;
+  const Driver& driver = device.driver();
+  const int ours = device.ordinal();
+  int ordinal = -1;
+  const CUresult result =
+      driver.api().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pointer);
+  if (result == CUDA_ERROR_INVALID_VALUE) {  // not allocated, registered or mapped by CUDA
+    // Unless the driver has no ordinal for memory it does know (managed or mapped host memory
+    // on some drivers): ask what it is before calling it unknown.
+    uint64_t managed = 0, type = 0, mapped = 0;
+    if (query(device, CU_POINTER_ATTRIBUTE_IS_MANAGED, pointer, &managed) && managed != 0) return;
+    if (query(device, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pointer, &type) &&
+        type == CU_MEMORYTYPE_HOST &&
+        query(device, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, pointer, &mapped) && mapped == pointer)
+      return;
+    if (pageable_memory_access(device)) return;
+    fail(HM_ERROR_INVALID_ARGUMENT,
+         named(slot, pointer) + " is not memory device " + std::to_string(ours) +
+             " can access: the CUDA driver does not know the address (plain host memory from "
+             "malloc/new, freed memory, or not a pointer). Pass device memory (cuMemAlloc, "
+             "hm_device_alloc), managed memory, or host memory pinned with cuMemHostRegister");
+  }
+  driver.check(result, "cuPointerGetAttribute", slot);
+
+  uint64_t type = 0;
+  if (query(device, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pointer, &type) &&
+      type == CU_MEMORYTYPE_HOST) {
+    // Pinned host memory: usable when it is mapped into this context, at this very address
+    // (registered memory can have a device address different from its host address).
+    uint64_t mapped = 0;
+    if (!query(device, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, pointer, &mapped)) {
+      if (ordinal != ours)
+        fail(HM_ERROR_WRONG_DEVICE,
+             named(slot, pointer) + " is host memory registered with device " +
+                 std::to_string(ordinal) + " and not mapped for device " + std::to_string(ours) +
+                 ", the plan's device: register it with CU_MEMHOSTREGISTER_PORTABLE");
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           named(slot, pointer) + " is host memory that is not mapped for device " +
+               std::to_string(ours) + ": register it with CU_MEMHOSTREGISTER_DEVICEMAP");
+    }
+    if (mapped != pointer)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           named(slot, pointer) + " is the host address of registered host memory; kernels " +
+               "reach it at " + hex(mapped) + " (cuMemHostGetDevicePointer): pass that address");
+    return;
+  }
+  if (ordinal == ours) return;
+  uint64_t managed = 0;
+  if (query(device, CU_POINTER_ATTRIBUTE_IS_MANAGED, pointer, &managed) && managed != 0)
+    return;  // managed memory migrates to whichever device touches it
+  fail(HM_ERROR_WRONG_DEVICE,
+       named(slot, pointer) + " is memory of device " + std::to_string(ordinal) +
+           ", but the plan runs on device " + std::to_string(ours) +
+           " (its context's device): allocate it on device " + std::to_string(ours) +
+           " or copy it there; peer memory is refused even with peer access enabled");
+}
+
+}  // namespace
+
+void check_launch_device(const runtime::Device& device, const hm_launch_params& params,
+                         runtime::CUstream stream) {
+  if (device.driver().has_pointer_get_attribute()) {
+    // The plan's context current: DEVICE_POINTER answers for the current context.
+    runtime::Device::Scope scope(device);
+    for (int slot = HM_ARG_A; slot <= HM_ARG_WORKSPACE; ++slot)
+      if (params.pointers[slot] != 0) check_pointer(device, kSlotNames[slot], params.pointers[slot]);
+  }
+  // nullopt: the driver lacks cuStreamGetCtx, so the stream cannot be checked here (a stream of
+  // another context then fails in cuLaunchKernel instead).
+  if (device.owns_stream(stream) == false)
+    fail(HM_ERROR_WRONG_DEVICE,
+         "the stream " + hex(reinterpret_cast<uintptr_t>(stream)) +
+             " belongs to another CUDA context (another device, or a context of device " +
+             std::to_string(device.ordinal()) +
+             " other than its primary context, which the plan's kernels are loaded in), or is "
+             "not a valid stream: use a stream created on device " +
+             std::to_string(device.ordinal()) + " (CUDA runtime streams on it qualify)");
+}
+
+}  // namespace hm::api

@@ -1,0 +1,24 @@
+// Per-call device checks of hm_plan_gemm: every pointer argument and the stream must be usable by
+// a launch on the plan's device, or the call fails with a status that names the argument.
+#pragma once
+
+#include "runtime/device.hpp"
+
+struct hm_launch_params;
+
+namespace hm::api {
+
+// Throws, naming the slot (HM_ARG_A ... HM_ARG_WORKSPACE) or the stream:
+//   HM_ERROR_WRONG_DEVICE      memory of another device (not managed, not host memory mapped for
+//                              this device), or a stream of another CUDA context;
+//   HM_ERROR_INVALID_ARGUMENT  host memory the device cannot reach (unknown to the driver on a
+//                              device without pageable memory access, or registered but not
+//                              mapped here, or passed by its host address where the device
+//                              address differs).
+// Accepts device memory of this device, managed memory, host memory mapped for this device and
+// the default stream handles. A check whose driver entry point is missing (old drivers, the
+// minimal mock) is skipped. Driver queries only: legal during stream capture, no device work.
+void check_launch_device(const runtime::Device& device, const hm_launch_params& params,
+                         runtime::CUstream stream);
+
+}  // namespace hm::api
