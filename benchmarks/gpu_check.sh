@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # One call on the GPU host: build, run the GPU tests and the benchmarks, collect results in $OUT.
-#   (device tool) run: bash benchmarks/gpu_check.sh
-# Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results).
+#   (device tool) run: bash benchmarks/gpu_check.sh [MODE]
+# MODE: all (default: tests + every benchmark + profile), tests (tests and the demo), quick (tests
+# + the default-tuning benchmarks), defaults (the default-tuning benchmarks only), bench (every benchmark, no tests), profile (ncu of the dense
+# GEMM at a few M).
+# Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results), $OUT/report/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/humming-out}
+MODE=${1:-all}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
+# MODE may list several, comma-separated (e.g. quick,profile).
+want() { local m; for m in ${MODE//,/ }; do case " $* " in *" $m "*) return 0 ;; esac; done; return 1; }
 
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv || true
 nproc; nvcc --version | tail -1
@@ -15,47 +21,65 @@ echo "== build"
 t0=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHUMMING_BUILD_TESTS=ON \
       -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null || exit 1
-cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -5 || exit 1
+cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -3 || exit 1
 echo "build took $(( $(date +%s) - t0 )) s"
-
 echo "== humming info"; ./build-gpu/humming info
-# Modes: all (default: tests + every benchmark), bench (benchmarks only), quick (tests + the
-# default-tuning benchmarks only).
-if [ "${1:-all}" = bench ]; then SKIP_TESTS=1; fi
-if [ -z "${SKIP_TESTS:-}" ]; then
-echo "== gpu tests"
-ctest --test-dir build-gpu -L gpu --output-on-failure -j 8 --timeout 900 2>&1 | tee "$OUT/ctest.txt" | tail -60
-echo "== api + jit tests (on the GPU host too)"
-ctest --test-dir build-gpu -L 'api|jit' -j 8 2>&1 | tail -5
-echo "== demo"; ./build-gpu/humming demo
-fi
-echo "== bench: jit"
-./build-gpu/benchmarks/bench_jit --repeat 5 --json "$OUT/jit.json"
-echo "== bench: cublas selftest"
-./build-gpu/benchmarks/bench_gemm --selftest || true
 B=./build-gpu/benchmarks/bench_gemm
-echo "== bench: dense gemm (defaults)"
-$B --label default --json "$OUT/gemm_int4_g128_f16.json"
-$B --format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=28672 k=4096" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_f16_n28672_k4096.json"
-$B --format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=14336" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_f16_n4096_k14336.json"
-if [ "${1:-all}" != quick ]; then
-echo "== bench: tile sweep (int4 g128 f16 8192^2)"
-for t in benchmarks/tuning/*.json; do
-  name=$(basename "$t" .json)
-  case $name in
-    *bm8_*|*bm16_*) ms=1,16,64 ;;
-    *bm64_*|*bm128_w4*) ms=16,64,128,512 ;;
-    mma_*) ms=1,16,128,2048 ;;
-    *) ms=128,512,2048,8192,16384 ;;
-  esac
-  $B --ms $ms --tuning "$t" --label "$name" --no-cublas --iters 100 --json "$OUT/sweep_$name.json" | tail -n +1
-done
-echo "== bench: other formats"
-$B --format "w=uint8b128 a=f16 c=f16 s=f16:channel n=8192 k=8192" --ms 1,16,128,2048 --label default --json "$OUT/gemm_int8_channel_f16.json"
-$B --format "w=uint3b4 a=f16 c=f16 s=f16:g128 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_int3_g128_f16.json"
-$B --format "w=uint2b2 a=f16 c=f16 s=f16:g128 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_int2_g128_f16.json"
-$B --format "w=e2m1 a=f16 c=f16 s=f16:g32 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_e2m1_g32_f16.json"
-$B --format "w=uint4b8 a=bf16 c=bf16 s=bf16:g128 n=8192 k=8192" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_bf16.json"
+
+if want all tests quick; then
+  echo "== gpu tests"
+  ctest --test-dir build-gpu -L gpu --output-on-failure -j 8 --timeout 900 > "$OUT/ctest.txt" 2>&1
+  grep -E "tests passed|tests failed|FAILED|Not Run|Skipped" "$OUT/ctest.txt" | head -40
+  echo "== api + jit tests (on the GPU host too)"
+  ctest --test-dir build-gpu -L 'api|jit' -j 8 2>&1 | tail -4
+  echo "== demo"; ./build-gpu/humming demo
 fi
-python3 benchmarks/report.py "$OUT"/*.json --out "$OUT/report" || true
+
+if want all quick bench defaults; then
+  echo "== bench: jit"
+  ./build-gpu/benchmarks/bench_jit --repeat 5 --json "$OUT/jit.json"
+  echo "== bench: cublas selftest"
+  $B --selftest || true
+  echo "== bench: dense gemm (defaults)"
+  $B --label default --json "$OUT/gemm_int4_g128_f16.json"
+  $B --format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=28672 k=4096" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_f16_n28672_k4096.json"
+  $B --format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=14336" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_f16_n4096_k14336.json"
+fi
+
+if want all bench; then
+  echo "== bench: tile sweep (int4 g128 f16 8192^2)"
+  for t in benchmarks/tuning/*.json; do
+    name=$(basename "$t" .json)
+    case $name in
+      *bm8_*|*bm16_*) ms=1,16,64 ;;
+      *bm64_*|*bm128_w4*) ms=16,64,128,512 ;;
+      mma_*) ms=1,16,128,2048 ;;
+      *) ms=128,512,2048,8192,16384 ;;
+    esac
+    $B --ms $ms --tuning "$t" --label "$name" --no-cublas --iters 100 --json "$OUT/sweep_$name.json"
+  done
+  echo "== bench: other formats"
+  $B --format "w=uint8b128 a=f16 c=f16 s=f16:channel n=8192 k=8192" --ms 1,16,128,2048 --label default --json "$OUT/gemm_int8_channel_f16.json"
+  $B --format "w=uint3b4 a=f16 c=f16 s=f16:g128 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_int3_g128_f16.json"
+  $B --format "w=uint2b2 a=f16 c=f16 s=f16:g128 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_int2_g128_f16.json"
+  $B --format "w=e2m1 a=f16 c=f16 s=f16:g32 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_e2m1_g32_f16.json"
+  $B --format "w=uint4b8 a=bf16 c=bf16 s=bf16:g128 n=8192 k=8192" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_bf16.json"
+fi
+
+if want all profile; then
+  echo "== profile (ncu)"
+  if command -v ncu >/dev/null; then
+    for m in 1 2048; do
+      ncu --kernel-name regex:hm_dense --launch-skip 2 --launch-count 1 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+          --section Occupancy --section LaunchStats \
+          $B --ms $m --iters 3 --warmup 1 --no-graph --no-flush --no-cublas > "$OUT/ncu_m$m.txt" 2>&1
+      grep -E "Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers|Stall|Warp Cycles Per Issued|Theoretical Occ" "$OUT/ncu_m$m.txt" | head -30
+    done
+  else
+    echo "ncu not found"
+  fi
+fi
+
+ls "$OUT"/*.json >/dev/null 2>&1 && { python3 benchmarks/report.py "$OUT"/*.json --out "$OUT/report" || true; }
 echo "== done"

@@ -1,6 +1,7 @@
 package humming_test
 
 import (
+	"bytes"
 	"os"
 	"strings"
 	"sync"
@@ -185,6 +186,55 @@ func TestMockUnsupportedArchAndAheadOfTime(t *testing.T) {
 		t.Fatal("device memory without a device")
 	}
 	if _, err := humming.NewContextWithOptions(humming.ContextOptions{Device: humming.NoDevice}); err == nil || !strings.Contains(err.Error(), "target_arch") {
+		t.Fatal(err)
+	}
+}
+
+// The mock runs the packer's lane function on the host: the result is the real packing.
+func TestMockPackDevice(t *testing.T) {
+	ctx := mockContext(t, 0)
+	f, err := humming.ParseFormat("w=uint5b16 a=f16 c=f16 s=f16:g32 n=70 k=200 e=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := make([]float32, 2*70*200)
+	for i := range weights {
+		weights[i] = float32(i%23) - 11
+	}
+	q, err := f.Quantize(weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := f.Pack(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaleCodes := make([]uint16, len(q.Scales))
+	for i, s := range q.Scales {
+		c, err := humming.DTypeF16.Encode(float64(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		scaleCodes[i] = uint16(c)
+	}
+	codes, _ := humming.Upload(ctx, q.Codes)
+	scales, _ := humming.Upload(ctx, scaleCodes)
+	weight, _ := ctx.Alloc(len(want.Weight))
+	packedScales, _ := ctx.Alloc(len(want.Scales))
+	in := humming.DeviceCanonical{Codes: codes, Scales: scales}
+	if err := ctx.PackDevice(f, in, humming.DevicePacked{Weight: weight, Scales: packedScales}, humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Synchronize(humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	gotW, _ := humming.Download[byte](weight)
+	gotS, _ := humming.Download[byte](packedScales)
+	if !bytes.Equal(gotW, want.Weight) || !bytes.Equal(gotS, want.Scales) {
+		t.Fatal("PackDevice differs from Pack")
+	}
+	short := humming.DeviceCanonical{Codes: scales}
+	if err := ctx.PackDevice(f, short, humming.DevicePacked{Weight: weight}, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'Codes'") {
 		t.Fatal(err)
 	}
 }

@@ -114,8 +114,8 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                  where + ".warps must be 4 or 8 (one or two warpgroups) for wgmma");
       HM_REQUIRE(r.tile.warp_strips == 1, HM_ERROR_PARSE,
                  where + ".warp_strips must be 1 for wgmma (a warp owns one strip)");
-      HM_REQUIRE(r.tile.stages >= 3 && r.tile.stages <= 16, HM_ERROR_PARSE,
-                 where + ".stages must be in [3, 16]");
+      HM_REQUIRE(r.tile.stages >= 2 && r.tile.stages <= 16, HM_ERROR_PARSE,
+                 where + ".stages must be in [2, 16]");
     } else {
       HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 128 && r.tile.block_m % 8 == 0,
                  HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 128]");

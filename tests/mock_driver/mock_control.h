@@ -42,6 +42,11 @@ typedef int64_t (*hm_mock_func_attribute_sets_fn)(void);
 /* Calls into entry points of a newer ABI than the runtime declares (cuStreamGetCtx_v2): a
  * non-zero count means an entry point was resolved at the wrong version. */
 typedef int64_t (*hm_mock_newer_abi_calls_fn)(void);
+/* Creates a stream (destroy it with cuStreamDestroy_v2) in device `ordinal`'s primary context,
+ * which must be retained, or with own_context != 0 in a new context of that device that is not
+ * its primary one (as cuCtxCreate makes). Needs no current context: a test makes "a stream of
+ * another context" with it. Returns 0, or -1 (not initialized, bad ordinal, context not live). */
+typedef int (*hm_mock_stream_create_fn)(int ordinal, int own_context, void **out);
 /* The last image given to cuModuleLoadData(Ex): copies up to `size` bytes, returns its length. */
 typedef int64_t (*hm_mock_last_image_fn)(void *buf, int64_t size);
 

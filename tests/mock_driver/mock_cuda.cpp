@@ -13,6 +13,12 @@
 //   HM_MOCK_FAIL_LAUNCH=1       cuLaunchKernel(Ex) fails with CUDA_ERROR_LAUNCH_FAILED.
 //   HM_MOCK_HIDE_SYMBOLS=a,b    cuGetProcAddress_v2 answers CUDA_ERROR_NOT_FOUND with
 //                               CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND for these base names.
+//   HM_MOCK_PAGEABLE_MEMORY_ACCESS=1  devices report CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS
+//                               (they could read plain host memory, as with HMM or ATS).
+//
+// Memory: cuMemAlloc, cuMemAllocManaged and cuMemHostRegister ranges are known to
+// cuPointerGetAttribute (context, memory type, device pointer, managed, device ordinal); any
+// other address is CUDA_ERROR_INVALID_VALUE, like plain host memory on a real driver.
 //
 // Images: any non-empty image loads (ELF sized from its headers, else NUL-terminated text); a
 // text image containing "HM_MOCK_JIT_ERROR" fails with CUDA_ERROR_INVALID_PTX and the rest of
@@ -166,6 +172,9 @@ HM_MOCK_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
       *value = spec.smem_optin;
       break;
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+      *value = env_flag("HM_MOCK_PAGEABLE_MEMORY_ACCESS") ? 1 : 0;
+      break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
@@ -310,6 +319,9 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuMemcpyDtoHAsync", 3020, fn(cuMemcpyDtoHAsync_v2)},
       {"cuMemsetD8", 3020, fn(cuMemsetD8_v2)},
       {"cuMemsetD8Async", 3020, fn(cuMemsetD8Async)},
+      {"cuMemAllocManaged", 6000, fn(cuMemAllocManaged)},
+      {"cuMemHostRegister", 6050, fn(cuMemHostRegister_v2)},
+      {"cuMemHostUnregister", 4000, fn(cuMemHostUnregister)},
       {"cuPointerGetAttribute", 4000, fn(cuPointerGetAttribute)},
       {"cuStreamCreate", 2000, fn(cuStreamCreate)},
       {"cuStreamDestroy", 4000, fn(cuStreamDestroy_v2)},
@@ -421,6 +433,28 @@ HM_MOCK_EXPORT int64_t hm_mock_func_attribute_sets(void) {
 HM_MOCK_EXPORT int64_t hm_mock_newer_abi_calls(void) {
   std::lock_guard<std::mutex> lock(state().mutex);
   return state().newer_abi_calls;
+}
+
+HM_MOCK_EXPORT int hm_mock_stream_create(int ordinal, int own_context, void** out) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  int cc = 0;
+  if (out == nullptr || !s.initialized || !device_cc(ordinal, &cc)) return -1;
+  Context* context = nullptr;
+  if (own_context) {
+    s.secondary.push_back(std::make_unique<Context>());
+    context = s.secondary.back().get();
+    context->ordinal = ordinal;
+    context->refcount = 1;
+  } else {
+    auto it = s.primary.find(ordinal);
+    if (it == s.primary.end() || !live(it->second.get())) return -1;
+    context = it->second.get();
+  }
+  auto* st = new Stream{context};
+  s.streams.insert(st);
+  *out = st;
+  return 0;
 }
 
 HM_MOCK_EXPORT int64_t hm_mock_last_image(void* buf, int64_t size) {

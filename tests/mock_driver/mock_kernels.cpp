@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <sstream>
+
+#include <humming/layout/pack.h>
 
 namespace hm::mock {
 namespace {
@@ -126,6 +129,95 @@ CUresult reference_gemm(const KernelSignature& signature, const unsigned char* a
   return runtime::CUDA_SUCCESS;
 }
 
+// ---- the GPU packer (kernels/humming/layout/pack_kernel.cuh), run lane by lane on the host with
+// the device code's own per-lane function (pack.h); only the thread mapping is the mock's.
+
+constexpr const char* kPackWeightPrefix = "hm_pack_weight_";
+constexpr const char* kPackSidePrefix = "hm_pack_side_b";
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// (b, a) of "hm_pack_weight_w<b>_a<a>", or false.
+bool pack_weight_widths(const std::string& name, int* b, int* a) {
+  char tail = 0;
+  if (std::sscanf(name.c_str(), "hm_pack_weight_w%d_a%d%c", b, a, &tail) != 2) return false;
+  return name == std::string(kPackWeightPrefix) + "w" + std::to_string(*b) + "_a" +
+                     std::to_string(*a) &&
+         quant::layout_defined(*b, *a);
+}
+
+template <int B, int A>
+void pack_weight_host(const pack::WeightParams& p) {
+  for (int64_t chunk = 0; chunk < p.chunks; ++chunk) {
+    for (int lane = 0; lane < quant::kLanes; ++lane) {
+      uint32_t words[B];
+      pack::lane_words<B, A>(p, chunk, lane, words);
+      uint8_t* base = p.out + chunk * quant::chunk_bytes(B);
+      for (int w = 0; w < B; ++w)
+        std::memcpy(base + 4 * quant::lane_word_offset(B, lane, w), &words[w], 4);
+    }
+  }
+}
+
+using PackWeightFn = void (*)(const pack::WeightParams&);
+template <int A, int... Bs>
+struct PackWeightTable {
+  static constexpr PackWeightFn fn[] = {pack_weight_host<Bs, A>...};
+};
+
+PackWeightFn pack_weight_fn(int b, int a) {
+  if (a == 16) return PackWeightTable<16, 1, 2, 3, 4, 5, 6, 7, 8>::fn[b - 1];
+  if (a == 8) return PackWeightTable<8, 1, 2, 3, 4, 5, 6, 7, 8>::fn[b - 1];
+  return PackWeightTable<4, 1, 2, 3, 4>::fn[b - 1];
+}
+
+CUresult pack_weight(const std::string& name, const KernelSignature& signature,
+                     const unsigned char* args, const RangeCheck& in_bounds) {
+  int b = 0, a = 0;
+  if (!pack_weight_widths(name, &b, &a)) return runtime::CUDA_ERROR_NOT_FOUND;
+  if (signature.params.size() != 1 || signature.params[0].size != sizeof(pack::WeightParams))
+    return runtime::CUDA_ERROR_INVALID_VALUE;
+  const auto p = read<pack::WeightParams>(args + signature.params[0].offset);
+  const int64_t per_expert = p.strips * p.k_chunks;
+  if (p.n <= 0 || p.k <= 0 || per_expert <= 0 || p.chunks % per_expert != 0 ||
+      p.strips * quant::kChunkRows < p.n || p.k_chunks * quant::kChunkK < p.k)
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;  // the kernel would read or write out of shape
+  const uint64_t experts = uint64_t(p.chunks / per_expert);
+  if (!in_bounds(reinterpret_cast<uint64_t>(p.codes), experts * uint64_t(p.n) * uint64_t(p.k)) ||
+      !in_bounds(reinterpret_cast<uint64_t>(p.out), uint64_t(p.chunks) * quant::chunk_bytes(b)))
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (reinterpret_cast<uint64_t>(p.out) % 16 != 0) return runtime::CUDA_ERROR_MISALIGNED_ADDRESS;
+  pack_weight_fn(b, a)(p);
+  return runtime::CUDA_SUCCESS;
+}
+
+template <typename T>
+CUresult pack_side_as(const pack::SideParams& p, const RangeCheck& in_bounds) {
+  const uint64_t in = reinterpret_cast<uint64_t>(p.in), out = reinterpret_cast<uint64_t>(p.out);
+  if (p.columns <= 0 || p.groups <= 0 || p.total % (p.columns * p.groups) != 0 ||
+      p.rows > p.columns || p.groups_in > p.groups)
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  const uint64_t experts = uint64_t(p.total / (p.columns * p.groups));
+  if (!in_bounds(in, experts * uint64_t(p.rows) * uint64_t(p.groups_in) * sizeof(T)) ||
+      !in_bounds(out, uint64_t(p.total) * sizeof(T)))
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (in % sizeof(T) != 0 || out % sizeof(T) != 0) return runtime::CUDA_ERROR_MISALIGNED_ADDRESS;
+  for (int64_t i = 0; i < p.total; ++i) pack::side_element<T>(p, i);
+  return runtime::CUDA_SUCCESS;
+}
+
+CUresult pack_side(const std::string& name, const KernelSignature& signature,
+                   const unsigned char* args, const RangeCheck& in_bounds) {
+  if (signature.params.size() != 1 || signature.params[0].size != sizeof(pack::SideParams))
+    return runtime::CUDA_ERROR_INVALID_VALUE;
+  const auto p = read<pack::SideParams>(args + signature.params[0].offset);
+  const std::string bytes = name.substr(std::strlen(kPackSidePrefix));
+  if (bytes == "1") return pack_side_as<uint8_t>(p, in_bounds);
+  if (bytes == "2") return pack_side_as<uint16_t>(p, in_bounds);
+  if (bytes == "4") return pack_side_as<uint32_t>(p, in_bounds);
+  return runtime::CUDA_ERROR_NOT_FOUND;
+}
+
 }  // namespace
 
 size_t image_size(const void* image) {
@@ -171,15 +263,32 @@ KernelSignature kernel_signature(const std::string& image, const std::string& na
     signature.known = true;
     for (size_t i = 0; i < 6; ++i) signature.params.push_back({i * 8, 8});
     signature.buffer_size = 48;
+  } else if (starts_with(name, kPackWeightPrefix) || starts_with(name, kPackSidePrefix)) {
+    // One struct by value (kernels/humming/layout/pack.h).
+    const size_t size = starts_with(name, kPackWeightPrefix) ? sizeof(pack::WeightParams)
+                                                            : sizeof(pack::SideParams);
+    signature.known = true;
+    signature.params.push_back({0, size});
+    signature.buffer_size = size;
   }
   return signature;
 }
 
 bool run_host_kernel(const std::string& name, const KernelSignature& signature,
                      const unsigned char* args, const RangeCheck& in_bounds, CUresult* result) {
-  if (name != kReferenceGemm) return false;
-  *result = reference_gemm(signature, args, in_bounds);
-  return true;
+  if (name == kReferenceGemm) {
+    *result = reference_gemm(signature, args, in_bounds);
+    return true;
+  }
+  if (starts_with(name, kPackWeightPrefix)) {
+    *result = pack_weight(name, signature, args, in_bounds);
+    return true;
+  }
+  if (starts_with(name, kPackSidePrefix)) {
+    *result = pack_side(name, signature, args, in_bounds);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace hm::mock

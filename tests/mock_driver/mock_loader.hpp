@@ -66,6 +66,36 @@ class MockControl {
     fn(image.data(), static_cast<int64_t>(image.size()));
     return image;
   }
+  // A stream of device `ordinal`'s primary context, or of another context of that device.
+  void* create_stream(int ordinal, bool own_context = false) const {
+    void* stream = nullptr;
+    if (get<hm_mock_stream_create_fn>("hm_mock_stream_create")(ordinal, own_context, &stream) != 0)
+      throw std::runtime_error("hm_mock_stream_create failed for device " + std::to_string(ordinal));
+    return stream;
+  }
+  void destroy_stream(void* stream) const {
+    using Destroy = int (*)(void*);
+    if (get<Destroy>("cuStreamDestroy_v2")(stream) != 0)
+      throw std::runtime_error("cuStreamDestroy_v2 failed");
+  }
+  // Runs `body` with device `ordinal`'s primary context retained and current, as memory entry
+  // points (cuMemAllocManaged, cuMemHostRegister_v2) need; returns what the body returns.
+  template <typename Body>
+  int in_context(int ordinal, Body&& body) const {
+    using Retain = int (*)(void**, int);
+    using Release = int (*)(int);
+    using Push = int (*)(void*);
+    using Pop = int (*)(void**);
+    void* context = nullptr;
+    if (get<Retain>("cuDevicePrimaryCtxRetain")(&context, ordinal) != 0)
+      throw std::runtime_error("cuDevicePrimaryCtxRetain failed");
+    get<Push>("cuCtxPushCurrent_v2")(context);
+    const int result = body();
+    void* popped = nullptr;
+    get<Pop>("cuCtxPopCurrent_v2")(&popped);
+    get<Release>("cuDevicePrimaryCtxRelease_v2")(ordinal);
+    return result;
+  }
   // Any exported symbol of the mock, e.g. a cu* entry point to call directly.
   void* symbol(const char* name) const { return dlsym(handle_, name); }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,57 @@ HM_MOCK_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!live(current())) return CUDA_ERROR_INVALID_CONTEXT;
   auto it = s.allocations.find(pointer);
-  if (it == s.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (it == s.allocations.end() || it->second.kind == MemoryKind::kHostRegistered)
+    return CUDA_ERROR_INVALID_VALUE;
   std::free(reinterpret_cast<void*>(pointer));
   s.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+// Managed memory: an allocation like cuMemAlloc's that any device may use (the mock has no
+// migration to model). Freed with cuMemFree.
+HM_MOCK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* pointer, size_t bytes, unsigned int flags) {
+  HM_MOCK_REQUIRE_INIT();
+  constexpr unsigned int kAttachGlobal = 1, kAttachHost = 2;
+  if (flags != kAttachGlobal && flags != kAttachHost) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult result = cuMemAlloc_v2(pointer, bytes);
+  if (result != CUDA_SUCCESS) return result;
+  std::lock_guard<std::mutex> lock(state().mutex);
+  state().allocations[*pointer].kind = MemoryKind::kManaged;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+constexpr CUresult kAlreadyRegistered = 712;  // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+constexpr CUresult kNotRegistered = 713;      // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+constexpr unsigned int kRegisterPortable = 1;  // CU_MEMHOSTREGISTER_PORTABLE
+}  // namespace
+
+// Pinned user memory: mapped for the current context, or for every context with PORTABLE, at
+// its own address (the mock has no disjoint device addresses). Copies and kernels may use it.
+HM_MOCK_EXPORT CUresult cuMemHostRegister_v2(void* pointer, size_t bytes, unsigned int flags) {
+  HM_MOCK_REQUIRE_INIT();
+  if (pointer == nullptr || bytes == 0 || flags > 15) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!live(current())) return CUDA_ERROR_INVALID_CONTEXT;
+  const uint64_t base = reinterpret_cast<uintptr_t>(pointer);
+  auto next = s.allocations.lower_bound(base);
+  if (next != s.allocations.end() && next->first < base + bytes) return kAlreadyRegistered;
+  if (next != s.allocations.begin() && std::prev(next)->first + std::prev(next)->second.bytes > base)
+    return kAlreadyRegistered;
+  s.allocations[base] = {bytes, current(), MemoryKind::kHostRegistered, flags};
+  return CUDA_SUCCESS;
+}
+
+HM_MOCK_EXPORT CUresult cuMemHostUnregister(void* pointer) {
+  HM_MOCK_REQUIRE_INIT();
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.allocations.find(reinterpret_cast<uintptr_t>(pointer));
+  if (it == s.allocations.end() || it->second.kind != MemoryKind::kHostRegistered)
+    return kNotRegistered;
+  s.allocations.erase(it);  // the memory stays the caller's
   return CUDA_SUCCESS;
 }
 
@@ -110,12 +159,29 @@ HM_MOCK_OPTIONAL CUresult cuPointerGetAttribute(void* data, int attribute, CUdev
   if (it == s.allocations.begin()) return CUDA_ERROR_INVALID_VALUE;
   --it;
   if (pointer >= it->first + it->second.bytes) return CUDA_ERROR_INVALID_VALUE;
+  const Allocation& a = it->second;
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(it->second.context);
+      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(a.context);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) =
+          a.kind == MemoryKind::kHostRegistered ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: {
+      // The address kernels of the current context use: registered memory only where mapped.
+      if (!live(current())) return CUDA_ERROR_INVALID_CONTEXT;
+      if (a.kind == MemoryKind::kHostRegistered && a.context != current() &&
+          !(a.flags & kRegisterPortable))
+        return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<CUdeviceptr*>(data) = pointer;
+      return CUDA_SUCCESS;
+    }
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<unsigned int*>(data) = a.kind == MemoryKind::kManaged ? 1 : 0;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = it->second.context->ordinal;
+      *static_cast<int*>(data) = a.context->ordinal;
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_VALUE;

@@ -76,9 +76,14 @@ struct Module {
   Context* context = nullptr;
   std::map<std::string, std::unique_ptr<Function>> functions;
 };
+// What an address range is: cuMemAlloc, cuMemAllocManaged, or user memory cuMemHostRegister
+// pinned (which the mock must never free).
+enum class MemoryKind { kDevice, kManaged, kHostRegistered };
 struct Allocation {
   size_t bytes = 0;
   Context* context = nullptr;
+  MemoryKind kind = MemoryKind::kDevice;
+  unsigned int flags = 0;  // cuMemHostRegister flags
 };
 struct Stream {
   Context* context = nullptr;
@@ -88,6 +93,8 @@ struct State {
   std::mutex mutex;
   std::atomic<bool> initialized{false};
   std::map<int, std::unique_ptr<Context>> primary;  // never erased: handles stay comparable
+  // Contexts that are not a device's primary one (hm_mock_stream_create), never erased either.
+  std::vector<std::unique_ptr<Context>> secondary;
   std::map<uint64_t, Allocation> allocations;       // by base address
   std::set<Module*> modules;
   std::set<Stream*> streams;
@@ -169,7 +176,8 @@ inline void retire_module(State& s, Module* module) {
 inline void destroy_context_objects(State& s, Context* context) {
   for (auto it = s.allocations.begin(); it != s.allocations.end();) {
     if (it->second.context == context) {
-      std::free(reinterpret_cast<void*>(it->first));
+      if (it->second.kind != MemoryKind::kHostRegistered)
+        std::free(reinterpret_cast<void*>(it->first));
       it = s.allocations.erase(it);
     } else {
       ++it;
@@ -243,6 +251,9 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CU
 CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t bytes);
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream);
+CUresult cuMemAllocManaged(CUdeviceptr* pointer, size_t bytes, unsigned int flags);
+CUresult cuMemHostRegister_v2(void* pointer, size_t bytes, unsigned int flags);
+CUresult cuMemHostUnregister(void* pointer);
 CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr pointer);
 CUresult cuStreamCreate(CUstream* stream, unsigned int flags);
 CUresult cuStreamDestroy_v2(CUstream stream);

@@ -14,3 +14,15 @@ set_tests_properties(python_ml_dtypes PROPERTIES
   ENVIRONMENT "HUMMING_LIBRARY=$<TARGET_FILE:humming>"
   LABELS "host;python"
   TIMEOUT 120)
+
+# The benchmark reporting path without a GPU: bench_gemm --help / --dry-run --json and
+# benchmarks/report.py on that output and the stored H200 results (standard library + pytest).
+if(TARGET bench_gemm AND Python3_Interpreter_FOUND)
+  add_test(NAME python_bench_report
+    COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider
+            ${CMAKE_CURRENT_LIST_DIR}/test_bench_report.py)
+  set_tests_properties(python_bench_report PROPERTIES
+    ENVIRONMENT "BENCH_GEMM=$<TARGET_FILE:bench_gemm>"
+    LABELS "host;python"
+    TIMEOUT 120)
+endif()

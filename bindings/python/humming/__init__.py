@@ -16,6 +16,7 @@ from ._errors import (CacheError, CompileError, DriverError, Error, InternalErro
 from ._format import (CanonicalSizes, CanonicalWeight, Format, PackedSizes, PackedWeight, Scale,
                       support_matrix)
 from ._plan import NONDETERMINISTIC, DevicePackedWeight, Plan
+from ._pack_device import pack_device
 from ._quant import dequantize_activation, quantize_activation, reference_gemm
 from ._runtime import (NO_DEVICE, Context, DeviceInfo, Kernel, LaunchParams, RuntimeInfo,
                        runtime_info)

@@ -159,6 +159,16 @@ struct DenseWgmma {
     const int64_t kc_end =
         kc_begin + p.k_chunks_per_split < k_chunks ? kc_begin + p.k_chunks_per_split : k_chunks;
     const int n = static_cast<int>(kc_end - kc_begin);  // >= 1: the host never makes empty splits
+    // Blocks walk their K range from different starting chunks. In the standard layout a strip's
+    // chunks are contiguous along K, so strips are k_pad / 64 chunks apart (a power of two for
+    // the usual K): blocks in lockstep at the same chunk would all hit addresses that differ
+    // only in high bits (the same DRAM channels). The order is fixed per block, so results stay
+    // deterministic.
+    const int rotation = static_cast<int>((blockIdx.x * 5u + blockIdx.y * 3u) % static_cast<unsigned>(n));
+    auto chunk = [&](int i) -> int64_t {
+      const int j = i + rotation;
+      return kc_begin + (j >= n ? j - n : j);
+    };
 
     float acc[1][kTokenGroups][4];
 #pragma unroll
@@ -168,7 +178,7 @@ struct DenseWgmma {
 
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < n) load_stage(p, base_address + s * kStageBytes, kc_begin + s, m0, strip0);
+      if (s < n) load_stage(p, base_address + s * kStageBytes, chunk(s), m0, strip0);
       ptx::cp_async_commit();  // empty groups keep the count uniform
     }
 
@@ -178,7 +188,7 @@ struct DenseWgmma {
       // i - 1 (it waits at the end of each step), so chunk i - 1's stage can be refilled.
       __syncthreads();
       const int next = i + kStages - 1;
-      if (next < n) load_stage(p, base_address + (next % kStages) * kStageBytes, kc_begin + next, m0,
+      if (next < n) load_stage(p, base_address + (next % kStages) * kStageBytes, chunk(next), m0,
                                strip0);
       ptx::cp_async_commit();
 

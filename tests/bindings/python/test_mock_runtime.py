@@ -114,3 +114,34 @@ def test_context_without_device(cache_dir):
         humming.Context(None)
     with pytest.raises(humming.InvalidArgumentError, match="compiler"):
         humming.Context(None, target_arch="sm_90a", compiler="clang")
+
+
+def test_pack_device_matches_host_pack(mock_context):
+    # The mock runs the packer's lane function on the host: the result is the real packing.
+    fmt = Format("w=uint4 a=f16 c=f16 s=f16:g64 zp=uint4 n=70 k=200 e=2")
+    sizes = fmt.canonical_sizes()
+    codes = RNG.integers(0, 16, sizes.codes).astype(np.uint8)
+    scale_values = RNG.integers(1, 64, sizes.scales).astype(np.float16) / np.float16(32)
+    zp_values = RNG.integers(0, 16, sizes.zero_points).astype(np.uint8)
+    canonical = fmt.empty_canonical()
+    canonical.codes[:] = codes
+    canonical.scales[:] = scale_values.astype(np.float32)
+    canonical.zero_points[:] = zp_values.astype(np.float32)
+    expected = fmt.pack(canonical)
+    out = humming.pack_device(mock_context, fmt, mock_context.to_device(codes),
+                              scales=mock_context.to_device(scale_values),
+                              zero_points=mock_context.to_device(zp_values))
+    mock_context.synchronize()
+    np.testing.assert_array_equal(out.weight.numpy(), expected.weight)
+    np.testing.assert_array_equal(out.scales.numpy(), expected.scales)
+    np.testing.assert_array_equal(out.zero_points.numpy(), expected.zero_points)
+    # Codes only: the side tensors are left to the caller.
+    weight_only = humming.pack_device(mock_context, fmt, mock_context.to_device(codes))
+    assert weight_only.scales is None
+    mock_context.synchronize()
+    np.testing.assert_array_equal(weight_only.weight.numpy(), expected.weight)
+    with pytest.raises(humming.InvalidArgumentError, match="'codes' has 5 codes"):
+        humming.pack_device(mock_context, fmt, mock_context.to_device(codes[:5]))
+    with pytest.raises(humming.InvalidArgumentError, match="4-byte elements"):
+        humming.pack_device(mock_context, fmt, mock_context.to_device(codes),
+                            scales=mock_context.to_device(scale_values.astype(np.float32)))

@@ -589,6 +589,41 @@ extern "C" {
         stream: *mut ::std::os::raw::c_void,
     ) -> hm_status_t;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_device_canonical {
+    pub struct_size: u32,
+    pub codes: u64,
+    pub scales: u64,
+    pub zero_points: u64,
+    pub global_scale: u64,
+}
+pub type hm_device_canonical_t = hm_device_canonical;
+extern "C" {
+    pub fn hm_device_canonical_init(weight: *mut hm_device_canonical_t);
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_device_packed {
+    pub struct_size: u32,
+    pub weight: u64,
+    pub scales: u64,
+    pub zero_points: u64,
+    pub global_scale: u64,
+}
+pub type hm_device_packed_t = hm_device_packed;
+extern "C" {
+    pub fn hm_device_packed_init(weight: *mut hm_device_packed_t);
+}
+extern "C" {
+    pub fn hm_pack_device(
+        context: *mut hm_context_t,
+        format: *const hm_format_t,
+        in_: *const hm_device_canonical_t,
+        out: *const hm_device_packed_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> hm_status_t;
+}
 extern "C" {
     pub fn hm_scheme_parse(name: *const ::std::os::raw::c_char, out: *mut i32) -> hm_status_t;
 }

@@ -25,6 +25,7 @@ mod dtype;
 mod error;
 mod format;
 mod kernel;
+mod pack;
 mod plan;
 mod quant;
 
@@ -41,6 +42,7 @@ pub use format::{
     support_matrix, CanonicalSizes, CanonicalWeight, Format, PackedSizes, PackedWeight, Role, Scale,
 };
 pub use kernel::{Kernel, LaunchParams, Slot};
+pub use pack::{pack_device, DeviceCanonical, DevicePacked};
 pub use plan::{GemmArgs, Plan, PlanOptions};
 pub use quant::{
     dequantize_activation, quantize_activation, reference_gemm_f32, QuantizedActivation,

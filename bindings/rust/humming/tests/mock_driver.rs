@@ -166,3 +166,45 @@ fn allocation_failure_reports_device_out_of_memory() {
     std::env::remove_var("HM_MOCK_FAIL_ALLOC");
     assert_eq!(e.status(), sys::HM_ERROR_DEVICE_OUT_OF_MEMORY, "{e}");
 }
+
+#[test]
+fn pack_device_matches_host_pack() {
+    if !mock() {
+        return;
+    }
+    // The mock runs the packer's lane function on the host: the result is the real packing.
+    let ctx = context(0);
+    let format = Format::parse("w=uint3b4 a=f16 c=f16 s=f16:g64 n=70 k=200 e=2").unwrap();
+    let mut canonical = format.empty_canonical().unwrap();
+    for (i, c) in canonical.codes.iter_mut().enumerate() {
+        *c = ((i * 5 + i / 7) % 8) as u8;
+    }
+    for (i, s) in canonical.scales.iter_mut().enumerate() {
+        *s = 0.25 * ((i % 7) + 1) as f32;
+    }
+    let expected = format.pack(&canonical).unwrap();
+    let scale_codes: Vec<u16> =
+        canonical.scales.iter().map(|&s| DType::F16.encode(s as f64).unwrap() as u16).collect();
+    let codes = ctx.to_device(&canonical.codes).unwrap();
+    let scales = ctx.to_device(&scale_codes).unwrap();
+    let mut weight = ctx.alloc(expected.weight.len()).unwrap();
+    let mut packed_scales = ctx.alloc(expected.scales.len()).unwrap();
+    let input = humming::DeviceCanonical {
+        codes: Some(&codes),
+        scales: Some(&scales),
+        ..Default::default()
+    };
+    let mut output = humming::DevicePacked {
+        weight: Some(&mut weight),
+        scales: Some(&mut packed_scales),
+        ..Default::default()
+    };
+    humming::pack_device(&ctx, &format, &input, &mut output, Stream::DEFAULT).unwrap();
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+    assert_eq!(weight.to_vec::<u8>().unwrap(), expected.weight);
+    assert_eq!(packed_scales.to_vec::<u8>().unwrap(), expected.scales);
+    let short = humming::DeviceCanonical { codes: Some(&scales), ..Default::default() };
+    let mut out = humming::DevicePacked { weight: Some(&mut weight), ..Default::default() };
+    let e = humming::pack_device(&ctx, &format, &short, &mut out, Stream::DEFAULT).unwrap_err();
+    assert!(e.message().contains("'codes'"), "{e}");
+}

@@ -1,0 +1,242 @@
+// hm_pack_device on the mock driver: every argument check, and whole packs compared byte for byte
+// with hm_pack. The mock runs the packer's per-lane device function (kernels/humming/layout/pack.h)
+// on the host, so this checks the launcher, the argument marshalling and the kernel's lane logic;
+// the CUDA thread mapping and stores are checked on a GPU (tests/gpu/test_pack_device.cpp).
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "humming.h"
+#include "mock_driver/mock_loader.hpp"
+#include "support/pack_device_check.hpp"
+
+namespace {
+
+using hm::test::pack_last_error;
+
+class PackDeviceApi : public testing::Test {
+ protected:
+  // One kernel cache for the whole suite: each (bits, activation) packer compiles once.
+  static void SetUpTestSuite() {
+    char dir[] = "/tmp/humming-pack-device-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    cache_ = new std::string(dir);
+  }
+  static void TearDownTestSuite() {
+    const std::string rm = "rm -rf '" + *cache_ + "'";
+    EXPECT_EQ(std::system(rm.c_str()), 0);
+    delete cache_;
+    cache_ = nullptr;
+  }
+  void SetUp() override {
+    setenv("HUMMING_CUDA_DRIVER_PATH", HM_MOCK_DRIVER_PATH, 1);
+    ctx_ = context(0);
+    ASSERT_NE(ctx_, nullptr);
+  }
+  void TearDown() override { hm_context_destroy(ctx_); }
+  static hm_context_t* context(int device, const char* arch = nullptr) {
+    hm_context_options_t o;
+    hm_context_options_init(&o);
+    o.device = device;
+    o.target_arch = arch;
+    o.cache_dir = cache_->c_str();
+    hm_context_t* c = nullptr;
+    EXPECT_EQ(hm_context_create(&o, &c), HM_SUCCESS) << pack_last_error();
+    return c;
+  }
+  static hm_format_t* format(const char* text) {
+    hm_format_t* f = nullptr;
+    EXPECT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << pack_last_error();
+    return f;
+  }
+  static std::string* cache_;
+  hm_context_t* ctx_ = nullptr;
+};
+std::string* PackDeviceApi::cache_ = nullptr;
+
+// Expects `status`, and the message to name `needle`.
+#define EXPECT_PACK_FAILS(call, status, needle)                                             \
+  do {                                                                                      \
+    EXPECT_EQ((call), (status)) << #call;                                                   \
+    EXPECT_NE(pack_last_error().find(needle), std::string::npos) << pack_last_error();      \
+  } while (0)
+
+TEST_F(PackDeviceApi, InitHelpersSetStructSize) {
+  hm_device_canonical_t in;
+  std::memset(&in, 0xFF, sizeof in);
+  hm_device_canonical_init(&in);
+  EXPECT_EQ(in.struct_size, sizeof in);
+  EXPECT_EQ(in.codes | in.scales | in.zero_points | in.global_scale, 0u);
+  hm_device_packed_t out;
+  std::memset(&out, 0xFF, sizeof out);
+  hm_device_packed_init(&out);
+  EXPECT_EQ(out.struct_size, sizeof out);
+  EXPECT_EQ(out.weight | out.scales | out.zero_points | out.global_scale, 0u);
+  hm_device_canonical_init(nullptr);  // no-ops
+  hm_device_packed_init(nullptr);
+}
+
+TEST_F(PackDeviceApi, ChecksEveryArgument) {
+  hm_format_t* f = format("w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=100 k=300");
+  uint64_t buf = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, 1 << 20, &buf), HM_SUCCESS);
+  hm_device_canonical_t in;
+  hm_device_canonical_init(&in);
+  in.codes = buf;
+  hm_device_packed_t out;
+  hm_device_packed_init(&out);
+  out.weight = buf + 65536;
+
+  EXPECT_PACK_FAILS(hm_pack_device(nullptr, f, &in, &out, nullptr), HM_ERROR_INVALID_ARGUMENT,
+                    "'context'");
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, nullptr, &in, &out, nullptr), HM_ERROR_INVALID_ARGUMENT,
+                    "'format'");
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, nullptr, &out, nullptr), HM_ERROR_INVALID_ARGUMENT,
+                    "'in'");
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, nullptr, nullptr), HM_ERROR_INVALID_ARGUMENT,
+                    "'out'");
+  hm_device_canonical_t small_in = in;
+  small_in.struct_size = 4;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &small_in, &out, nullptr),
+                    HM_ERROR_INVALID_STRUCT_SIZE, "in->struct_size");
+  hm_device_packed_t small_out = out;
+  small_out.struct_size = 4;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, &small_out, nullptr),
+                    HM_ERROR_INVALID_STRUCT_SIZE, "out->struct_size");
+
+  hm_device_canonical_t no_codes = in;
+  no_codes.codes = 0;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &no_codes, &out, nullptr), HM_ERROR_INVALID_ARGUMENT,
+                    "in->codes");
+  hm_device_packed_t no_weight = out;
+  no_weight.weight = 0;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, &no_weight, nullptr), HM_ERROR_INVALID_ARGUMENT,
+                    "out->weight");
+  hm_device_packed_t odd_weight = out;
+  odd_weight.weight = buf + 65536 + 4;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, &odd_weight, nullptr), HM_ERROR_MISALIGNED,
+                    "out->weight must be 16-byte aligned");
+
+  // Side tensors go in pairs; one the format lacks is refused.
+  hm_device_canonical_t half = in;
+  half.scales = buf + 4096;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &half, &out, nullptr), HM_ERROR_INVALID_ARGUMENT,
+                    "out->scales is 0 but in->scales is set");
+  hm_device_packed_t half_out = out;
+  half_out.zero_points = buf + 8192;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, &half_out, nullptr), HM_ERROR_INVALID_ARGUMENT,
+                    "in->zero_points is 0 but out->zero_points is set");
+  hm_device_canonical_t extra = in;
+  extra.global_scale = buf + 4096;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &extra, &out, nullptr), HM_ERROR_INVALID_ARGUMENT,
+                    "in->global_scale is set, but the format has no global_scale");
+  // f16 scales need 2-byte alignment; 1-byte zero points take any address.
+  hm_device_canonical_t odd_scales = in;
+  odd_scales.scales = buf + 4097;
+  hm_device_packed_t with_scales = out;
+  with_scales.scales = buf + 8192;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &odd_scales, &with_scales, nullptr),
+                    HM_ERROR_MISALIGNED, "in->scales must be 2-byte aligned");
+
+  // A format the layout cannot hold is refused before anything runs.
+  hm_format_t* wide = format("w=int8 a=int4 c=f16 s=f16:channel n=64 k=64");
+  EXPECT_EQ(hm_pack_device(ctx_, wide, &in, &out, nullptr), HM_ERROR_UNSUPPORTED_FORMAT);
+  hm_format_destroy(wide);
+
+  // Memory of another device (the mock's device 1) is named.
+  hm_context_t* other = context(1);
+  ASSERT_NE(other, nullptr);
+  uint64_t foreign = 0;
+  ASSERT_EQ(hm_device_alloc(other, 1 << 16, &foreign), HM_SUCCESS);
+  hm_device_canonical_t foreign_in = in;
+  foreign_in.codes = foreign;
+  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &foreign_in, &out, nullptr), HM_ERROR_WRONG_DEVICE,
+                    "in->codes");
+  hm_device_free(other, foreign);
+  hm_context_destroy(other);
+
+  hm::test::MockControl mock;
+  mock.reset();
+  EXPECT_EQ(hm_pack_device(ctx_, f, &in, &out, nullptr), HM_SUCCESS) << pack_last_error();
+  auto launch = mock.last_launch();
+  ASSERT_TRUE(launch.has_value());
+  EXPECT_EQ(std::string(launch->function), "hm_pack_weight_w4_a16");
+  EXPECT_EQ(launch->block[0], 128u);
+  EXPECT_EQ(launch->executed, 1);
+  EXPECT_EQ(mock.launch_count(), 1) << "no side tensor was asked for: only the weight packer runs";
+
+  hm_device_free(ctx_, buf);
+  hm_format_destroy(f);
+}
+
+TEST_F(PackDeviceApi, ContextWithoutDeviceIsRefusedAfterTheArgumentChecks) {
+  hm_context_t* aot = context(HM_NO_DEVICE, "sm_80");
+  ASSERT_NE(aot, nullptr);
+  hm_format_t* f = format("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256");
+  hm_device_canonical_t in;
+  hm_device_canonical_init(&in);
+  in.codes = 0x100000;
+  hm_device_packed_t out;
+  hm_device_packed_init(&out);
+  out.weight = 0x200000;
+  EXPECT_PACK_FAILS(hm_pack_device(aot, f, &in, &out, nullptr), HM_ERROR_NO_DEVICE, "no device");
+  out.weight = 0x200008;
+  EXPECT_EQ(hm_pack_device(aot, f, &in, &out, nullptr), HM_ERROR_MISALIGNED);
+  hm_format_destroy(f);
+  hm_context_destroy(aot);
+}
+
+TEST_F(PackDeviceApi, OutOfBoundsBuffersFailLikeTheDevice) {
+  // A weight buffer smaller than the packed size: the mock reports the illegal address the GPU
+  // would, and the launch fails with a status rather than corrupting memory.
+  hm_format_t* f = format("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256");
+  uint64_t codes = 0, small = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, 256 * 256, &codes), HM_SUCCESS);
+  ASSERT_EQ(hm_device_alloc(ctx_, 1024, &small), HM_SUCCESS);
+  hm_device_canonical_t in;
+  hm_device_canonical_init(&in);
+  in.codes = codes;
+  hm_device_packed_t out;
+  hm_device_packed_init(&out);
+  out.weight = small;
+  EXPECT_NE(hm_pack_device(ctx_, f, &in, &out, nullptr), HM_SUCCESS);
+  hm_device_free(ctx_, small);
+  hm_device_free(ctx_, codes);
+  hm_format_destroy(f);
+}
+
+TEST_F(PackDeviceApi, MatchesHostPackByteForByte) {
+  // Widths with straddling values (3, 5, 7), each activation width, every side tensor kind,
+  // ragged N and K, experts.
+  for (const char* text : {
+           "w=uint4b8 a=f16 c=f16 s=f16:g128 n=100 k=300 e=2",
+           "w=int3 a=bf16 c=bf16 s=bf16:g64 n=17 k=130",
+           "w=uint5 a=f16 c=f16 s=f16:g32 zp=uint5 n=70 k=200",
+           "w=uint7b64 a=f16 c=f16 s=f32:b128x128 n=300 k=100",
+           "w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32 n=130 k=384 e=2",
+           "w=e2m1 a=e2m1 c=bf16 s=e4m3:g16+tensor n=70 k=200 e=3",
+       }) {
+    hm::test::expect_device_pack_matches_host(ctx_, text, 1234);
+  }
+  hm::test::expect_device_pack_matches_host(ctx_, "w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=64 k=64",
+                                            7, /*codes_only=*/true);
+}
+
+TEST_F(PackDeviceApi, CompilesEachWidthOncePerContext) {
+  hm::test::MockControl mock;
+  const int64_t before = mock.live_modules();
+  hm::test::expect_device_pack_matches_host(ctx_, "w=uint2b2 a=f16 c=f16 s=f16:channel n=64 k=64",
+                                            1);
+  const int64_t after_first = mock.live_modules();
+  EXPECT_EQ(after_first, before + 2) << "the weight packer and the side-tensor kernels";
+  hm::test::expect_device_pack_matches_host(ctx_, "w=int2 a=bf16 c=bf16 s=bf16:g64 n=96 k=192", 2);
+  EXPECT_EQ(mock.live_modules(), after_first) << "same widths: the loaded kernels are reused";
+  hm_context_destroy(ctx_);
+  ctx_ = nullptr;
+  EXPECT_EQ(mock.live_modules(), before) << "the context unloads its utility kernels";
+}
+
+}  // namespace

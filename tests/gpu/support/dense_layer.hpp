@@ -1,0 +1,230 @@
+// Helpers for GPU tests of dense layers through the public C API: a context on device 0 that
+// owns its device buffers, a quantized + packed random layer with its host-dequantized weight,
+// random activations, the f64 host reference and the relative Frobenius error against it.
+// Header-only; include from tests/gpu/*.cpp (each test file is its own translation unit).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "humming.h"
+
+namespace hm::gpu_test {
+
+inline std::string last_error() {
+  char buf[8192];
+  hm_last_error_message(buf, sizeof buf);
+  return buf;
+}
+
+// A context on device 0; upload() allocations are freed by free_all() or the destructor.
+struct Gpu {
+  hm_context_t* ctx = nullptr;
+  std::vector<uint64_t> owned;
+  Gpu() {
+    hm_context_options_t o;
+    hm_context_options_init(&o);
+    o.device = 0;
+    EXPECT_EQ(hm_context_create(&o, &ctx), HM_SUCCESS) << last_error();
+  }
+  ~Gpu() {
+    free_all();
+    hm_context_destroy(ctx);
+  }
+  Gpu(const Gpu&) = delete;
+  Gpu& operator=(const Gpu&) = delete;
+  uint64_t alloc(size_t bytes) {
+    uint64_t p = 0;
+    EXPECT_EQ(hm_device_alloc(ctx, bytes, &p), HM_SUCCESS) << last_error();
+    if (p) owned.push_back(p);
+    return p;
+  }
+  uint64_t upload(const void* data, size_t bytes) {
+    if (bytes == 0) return 0;
+    const uint64_t p = alloc(bytes);
+    EXPECT_EQ(hm_copy_to_device(ctx, p, data, bytes), HM_SUCCESS) << last_error();
+    return p;
+  }
+  // `bytes` of 0xFF: NaN in f16 and bf16, so an output element the kernel never wrote shows.
+  uint64_t poisoned(size_t bytes) { return upload(std::vector<uint8_t>(bytes, 0xFF).data(), bytes); }
+  uint64_t zeroed(size_t bytes) { return upload(std::vector<uint8_t>(bytes, 0).data(), bytes); }
+  void free_all() {
+    for (uint64_t p : owned) hm_device_free(ctx, p);
+    owned.clear();
+  }
+};
+
+inline uint16_t encode16(hm_dtype_t d, double v, double* back) {
+  uint32_t code = 0;
+  hm_dtype_encode(d, v, &code);
+  hm_dtype_decode(d, code, back);
+  return static_cast<uint16_t>(code);
+}
+
+// One layer: its format, the dequantized weight the reference uses and the packed buffers.
+struct Layer {
+  hm_format_t* format = nullptr;
+  int64_t n = 0, k = 0;
+  hm_dtype_t act = 0, out = 0;
+  int32_t has_bias = 0;
+  std::vector<float> deq;                 // [n][k] dequantized weight (host)
+  std::vector<uint8_t> w, scales, zeros;  // packed
+  std::vector<float> global;
+  std::vector<uint16_t> bias_codes;
+  std::vector<double> bias;
+  Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+  Layer(Layer&& o) noexcept { *this = std::move(o); }
+  Layer& operator=(Layer&& o) noexcept {
+    std::swap(format, o.format);
+    n = o.n, k = o.k, act = o.act, out = o.out, has_bias = o.has_bias;
+    deq = std::move(o.deq), w = std::move(o.w), scales = std::move(o.scales);
+    zeros = std::move(o.zeros), global = std::move(o.global);
+    bias_codes = std::move(o.bias_codes), bias = std::move(o.bias);
+    return *this;
+  }
+  ~Layer() { hm_format_destroy(format); }
+};
+
+// Quantizes a random N(0, 0.05) weight for `text` (bias N(0, 0.5) when the format has one).
+inline Layer make_layer(const std::string& text, std::mt19937& rng) {
+  Layer L;
+  EXPECT_EQ(hm_format_parse(text.c_str(), &L.format), HM_SUCCESS) << last_error();
+  int32_t e = 0;
+  hm_format_get_shape(L.format, &L.n, &L.k, &e);
+  hm_format_get_dtype(L.format, HM_ROLE_ACTIVATION, &L.act);
+  hm_format_get_dtype(L.format, HM_ROLE_OUTPUT, &L.out);
+  hm_format_get_bias(L.format, &L.has_bias);
+  hm_canonical_sizes_t cs;
+  hm_canonical_sizes_init(&cs);
+  EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
+  std::vector<uint8_t> codes(cs.codes);
+  std::vector<float> scales(cs.scales), zps(cs.zero_points), global(cs.global_scale);
+  hm_canonical_weight_t q;
+  hm_canonical_weight_init(&q);
+  q.codes = codes.data();
+  q.scales = cs.scales ? scales.data() : nullptr;
+  q.zero_points = cs.zero_points ? zps.data() : nullptr;
+  q.global_scale = cs.global_scale ? global.data() : nullptr;
+  {
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    std::vector<float> w(static_cast<size_t>(L.n * L.k));
+    for (auto& x : w) x = normal(rng);
+    EXPECT_EQ(hm_quantize(L.format, w.data(), HM_DTYPE_F32, &q), HM_SUCCESS) << last_error();
+  }
+  L.deq.resize(static_cast<size_t>(L.n * L.k));
+  EXPECT_EQ(hm_dequantize(L.format, &q, L.deq.data()), HM_SUCCESS) << last_error();
+  hm_packed_sizes_t ps;
+  hm_packed_sizes_init(&ps);
+  EXPECT_EQ(hm_format_packed_sizes(L.format, &ps), HM_SUCCESS) << last_error();
+  L.w.resize(ps.weight);
+  L.scales.resize(ps.scales);
+  L.zeros.resize(ps.zero_points);
+  L.global.resize(ps.global_scale / 4);
+  hm_packed_weight_t pw;
+  hm_packed_weight_init(&pw);
+  pw.weight = L.w.data();
+  pw.scales = ps.scales ? L.scales.data() : nullptr;
+  pw.zero_points = ps.zero_points ? L.zeros.data() : nullptr;
+  pw.global_scale = ps.global_scale ? L.global.data() : nullptr;
+  EXPECT_EQ(hm_pack(L.format, &q, &pw), HM_SUCCESS) << last_error();
+  if (L.has_bias) {
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    L.bias.resize(L.n);
+    L.bias_codes.resize(L.n);
+    for (int64_t i = 0; i < L.n; ++i) L.bias_codes[i] = encode16(L.out, normal(rng), &L.bias[i]);
+  }
+  return L;
+}
+
+// The layer's weight-side buffers on the device, set into launch params by set_weights().
+struct DeviceWeights {
+  uint64_t w = 0, scales = 0, zeros = 0, global = 0, bias = 0;
+};
+
+inline DeviceWeights upload_weights(Gpu& gpu, const Layer& L) {
+  DeviceWeights d;
+  d.w = gpu.upload(L.w.data(), L.w.size());
+  d.scales = gpu.upload(L.scales.data(), L.scales.size());
+  d.zeros = gpu.upload(L.zeros.data(), L.zeros.size());
+  d.global = gpu.upload(L.global.data(), L.global.size() * 4);
+  if (L.has_bias) d.bias = gpu.upload(L.bias_codes.data(), L.bias_codes.size() * 2);
+  return d;
+}
+
+inline void set_weights(hm_launch_params_t* p, const DeviceWeights& d) {
+  hm_launch_params_set_pointer(p, HM_ARG_B, d.w);
+  hm_launch_params_set_pointer(p, HM_ARG_SCALES, d.scales);
+  hm_launch_params_set_pointer(p, HM_ARG_ZEROS, d.zeros);
+  hm_launch_params_set_pointer(p, HM_ARG_GLOBAL, d.global);
+  hm_launch_params_set_pointer(p, HM_ARG_BIAS, d.bias);
+}
+
+// m x k random N(0, 1) activations: their codes (for the device) and exact values (reference).
+struct Activations {
+  std::vector<uint16_t> codes;
+  std::vector<double> values;
+};
+
+inline Activations random_activations(const Layer& L, int64_t m, std::mt19937& rng) {
+  Activations a;
+  a.codes.resize(static_cast<size_t>(m * L.k));
+  a.values.resize(a.codes.size());
+  std::normal_distribution<double> normal;
+  for (size_t i = 0; i < a.codes.size(); ++i) a.codes[i] = encode16(L.act, normal(rng), &a.values[i]);
+  return a;
+}
+
+// f64 reference C[m][n] = A[m][k] * deq[n][k]^T (+ bias), split over the host's cores by
+// columns (the large shapes would otherwise dominate the test's time).
+inline std::vector<double> reference(const Layer& L, const std::vector<double>& a, int64_t m) {
+  std::vector<double> ref(static_cast<size_t>(m * L.n));
+  const int64_t threads =
+      std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), L.n));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int64_t j = t; j < L.n; j += threads) {
+        const float* w = &L.deq[static_cast<size_t>(j * L.k)];
+        for (int64_t i = 0; i < m; ++i) {
+          const double* x = &a[static_cast<size_t>(i * L.k)];
+          double s = L.has_bias ? L.bias[j] : 0.0;
+          for (int64_t l = 0; l < L.k; ++l) s += x[l] * w[l];
+          ref[static_cast<size_t>(i * L.n + j)] = s;
+        }
+      }
+    });
+  for (auto& th : pool) th.join();
+  return ref;
+}
+
+// Relative Frobenius error of output codes against the reference; 1e9 if any is not finite.
+inline double relative_error(const Layer& L, const std::vector<uint16_t>& out,
+                             const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double got = 0;
+    hm_dtype_decode(L.out, out[i], &got);
+    if (!std::isfinite(got)) return 1e9;
+    num += (got - ref[i]) * (got - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// Copies m x n output codes back from `c`.
+inline std::vector<uint16_t> download(Gpu& gpu, const Layer& L, uint64_t c, int64_t m) {
+  std::vector<uint16_t> out(static_cast<size_t>(m * L.n));
+  EXPECT_EQ(hm_copy_to_host(gpu.ctx, out.data(), c, out.size() * 2), HM_SUCCESS) << last_error();
+  return out;
+}
+
+}  // namespace hm::gpu_test
