@@ -483,7 +483,11 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * HM_ARG_GLOBAL (as the format needs), HM_ARG_BIAS ([N] in the output dtype, if the format has a
  * bias), HM_ARG_C ([M][N] in the output dtype), HM_ARG_WORKSPACE(_BYTES) and HM_ARG_M.
  * Alignment (HM_ERROR_MISALIGNED otherwise): A 16 bytes when K % 8 == 0 (else 2), B, SCALES, ZEROS
- * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C 2 bytes. */
+ * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C 2 bytes.
+ * Every pointer must be usable by the plan's device: memory of another device, or a stream of
+ * another context, is HM_ERROR_WRONG_DEVICE; host memory the device cannot read is
+ * HM_ERROR_INVALID_ARGUMENT (both name the slot; checked with driver attribute queries, no
+ * device round trip). Managed memory and host memory mapped for this device are accepted. */
 HM_API hm_status_t hm_plan_gemm(const hm_plan_t *plan, const hm_launch_params_t *params,
                                 void *stream);
 /* The kernel and tiling the plan uses for M (for logs), e.g. "dense_mma bm16 ... split 4". */

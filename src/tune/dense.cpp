@@ -49,8 +49,8 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
     // Small M streams weights: one warpgroup per block (64 channels), deep pipelines, split-K
     // to one full wave. Larger M: two warpgroups share each activation tile.
     return {
-        {8, wgmma(8, 4, 8, 4)},
-        {16, wgmma(16, 4, 8, 4)},
+        {8, wgmma(8, 4, 8, 6)},
+        {16, wgmma(16, 4, 8, 6)},
         {32, wgmma(32, 4, 8, 4)},
         {64, wgmma(64, 4, 6, 3)},
         {128, wgmma(128, 4, 5, 2)},

@@ -65,58 +65,113 @@ struct DenseWgmma {
                                                                   : Epilogue::kSmemBytes),
                 "the host sizes dynamic shared memory with dense_wgmma_smem_bytes()");
 
-  // Issues the cp.async copies of chunk kc into the stage at shared address `stage`.
-  static __device__ __forceinline__ void load_stage(const DenseParams& p, uint32 stage, int64_t kc,
-                                                    int64_t m0, int64_t strip0) {
-    // Activations: row r = token m0 + r, 16-byte unit u at u ^ (r % 8) (the 128B swizzle).
-    const Act* a = static_cast<const Act*>(p.a);
-    for (int u = threadIdx.x; u < C::kBlockM * 8; u += kThreads) {
-      const int r = u / 8, unit = u % 8;
-      const int64_t token = m0 + r, kk = kc * 64 + unit * 8;
-      const bool valid = token < p.m && kk < p.k;  // k % 8 == 0: a unit is all in or all out
-      ptx::cp_async_16(stage + r * 128 + ((unit ^ (r & 7)) * 16), valid ? a + token * p.k + kk : a,
-                       valid ? 16 : 0);
-    }
-    // Weights: warp w's chunk is strip strip0 + w (contiguous in the packed tensor).
-    constexpr int kUnitsPerChunk = kChunkBytes / 16;
-    const char* w = static_cast<const char*>(p.w);
-    const int64_t strips = p.n_pad / 16;
-    for (int u = threadIdx.x; u < kWarps * kUnitsPerChunk; u += kThreads) {
-      const int warp = u / kUnitsPerChunk, unit = u % kUnitsPerChunk;
-      const bool valid = strip0 + warp < strips;
-      const char* src =
-          w + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, valid ? strip0 + warp : 0, kc) +
-          unit * 16;
-      ptx::cp_async_16(stage + kWeightOffset + warp * kChunkBytes + unit * 16, src, valid ? 16 : 0);
-    }
-    // Codes of the block's channels for each group slot: [slot][channel]. Channel blocks start
-    // on a multiple of 64 and n_pad is one, so a 16-byte unit is all in or all out.
-    const int64_t n0 = strip0 * 16;
-    if constexpr (kScaleBytes > 0) {
-      constexpr int kUnits = kBlockN * kScaleBytes / 16;
-      const char* s = static_cast<const char*>(p.scales);
-      for (int u = threadIdx.x; u < kSlots * kUnits; u += kThreads) {
-        const int slot = u / kUnits, unit = u % kUnits;
-        const bool valid = n0 + unit * 16 / kScaleBytes < p.n_pad;
-        const int64_t group = D::group_of_slot(kc, slot);
-        ptx::cp_async_16(stage + kScaleOffset + (slot * kUnits + unit) * 16,
-                         valid ? s + (group * p.scale_cols + n0) * kScaleBytes + unit * 16 : s,
-                         valid ? 16 : 0);
+  // One thread's share of filling a stage. Everything that does not depend on the chunk is
+  // worked out once per block, so that per chunk a copy costs a pointer add, a bound check and
+  // the cp.async: at small M the kernel is bound by instructions per chunk, not by bytes.
+  struct Copier {
+    // Activations: unit u = threadIdx + j * kThreads is row u / 8, 16-byte unit u % 8 of the
+    // [kBlockM][64] tile, stored at unit (u % 8) ^ (row % 8) (the 128B swizzle). kThreads is a
+    // multiple of 64, so a thread's rows are kThreads / 8 apart and keep the same swizzle phase.
+    static constexpr int kActIters = (C::kBlockM * 8 + kThreads - 1) / kThreads;
+    static constexpr int kRowsPerIter = kThreads / 8;
+    static_assert(kThreads % 64 == 0, "rows of one thread share their swizzle phase");
+    // Weights: unit u is byte 16 (u % units per chunk) of warp u / (units per chunk)'s chunk;
+    // the stage keeps the warps' chunks back to back, so it lands at kWeightOffset + 16 u.
+    static constexpr int kUnitsPerChunk = kChunkBytes / 16;
+    static constexpr int kWeightIters = (kWarps * kUnitsPerChunk + kThreads - 1) / kThreads;
+    // Codes: unit u is slot u / units per row, 16-byte unit u % units per row of its row.
+    static constexpr int kScaleUnits = kBlockN * kScaleBytes / 16;
+    static constexpr int kZeroUnits = kBlockN * kZeroBytes / 16;
+
+    const char* act;       // this thread's row 0 unit at chunk 0
+    int64_t act_row_step;  // bytes between a thread's rows
+    int act_rows;          // how many of its iterations hold a real token
+    int act_k;             // the unit's first k within a chunk
+    uint32 act_dst;        // stage offset of iteration 0
+    const char* w[kWeightIters];
+    int w_bytes[kWeightIters];  // 16, or 0 past the last strip (the unit is zero-filled)
+    const char* scale;     // this thread's scale unit in group row 0 (null: none to copy)
+    int64_t scale_row;     // bytes between group rows
+    int scale_slot;
+    const char* zero;
+    int64_t zero_row;
+    int zero_slot;
+
+    __device__ __forceinline__ Copier(const DenseParams& p, int64_t m0, int64_t strip0) {
+      const int t = threadIdx.x;
+      const int r0 = t / 8, unit = t % 8;
+      act = static_cast<const char*>(p.a) + ((m0 + r0) * p.k + unit * 8) * 2;
+      act_row_step = int64_t{kRowsPerIter} * p.k * 2;
+      const int64_t rows = p.m - m0 < C::kBlockM ? p.m - m0 : C::kBlockM;
+      act_rows = r0 < rows ? static_cast<int>((rows - r0 + kRowsPerIter - 1) / kRowsPerIter) : 0;
+      act_k = unit * 8;
+      act_dst = r0 * 128 + ((unit ^ (r0 & 7)) * 16);
+      const int64_t strips = p.n_pad / 16, k_chunks = p.k_pad / 64;
+#pragma unroll
+      for (int j = 0; j < kWeightIters; ++j) {
+        const int u = t + j * kThreads;
+        const int64_t strip = strip0 + u / kUnitsPerChunk;
+        const bool real = u < kWarps * kUnitsPerChunk && strip < strips;
+        w[j] = static_cast<const char*>(p.w) +
+               (real ? strip * k_chunks * kChunkBytes + (u % kUnitsPerChunk) * 16 : 0);
+        w_bytes[j] = real ? 16 : 0;
+      }
+      const int64_t n0 = strip0 * 16;
+      scale = nullptr;
+      zero = nullptr;
+      scale_row = zero_row = 0;
+      scale_slot = zero_slot = 0;
+      if constexpr (kScaleBytes > 0) {
+        // One pass covers every code unit (kSlots * kScaleUnits <= 4 * 512 * 4 / 16 = 512 is
+        // checked below against kThreads).
+        const int su = t % kScaleUnits;
+        if (t < kSlots * kScaleUnits && n0 + su * 16 / kScaleBytes < p.n_pad) {
+          scale = static_cast<const char*>(p.scales) + n0 * kScaleBytes + su * 16;
+          scale_row = p.scale_cols * kScaleBytes;
+          scale_slot = t / kScaleUnits;
+        }
+      }
+      if constexpr (kZeroBytes > 0) {
+        const int zu = t % kZeroUnits;
+        if (t < kSlots * kZeroUnits && n0 + zu * 16 / kZeroBytes < p.n_pad) {
+          zero = static_cast<const char*>(p.zeros) + n0 * kZeroBytes + zu * 16;
+          zero_row = p.n_pad * kZeroBytes;
+          zero_slot = t / kZeroUnits;
+        }
       }
     }
-    if constexpr (kZeroBytes > 0) {
-      constexpr int kUnits = kBlockN * kZeroBytes / 16;
-      const char* z = static_cast<const char*>(p.zeros);
-      for (int u = threadIdx.x; u < kSlots * kUnits; u += kThreads) {
-        const int slot = u / kUnits, unit = u % kUnits;
-        const bool valid = n0 + unit * 16 / kZeroBytes < p.n_pad;
-        const int64_t group = D::group_of_slot(kc, slot);
-        ptx::cp_async_16(stage + kZeroOffset + (slot * kUnits + unit) * 16,
-                         valid ? z + (group * p.n_pad + n0) * kZeroBytes + unit * 16 : z,
-                         valid ? 16 : 0);
+
+    // Issues the cp.async copies of chunk kc into the stage at shared address `stage`.
+    __device__ __forceinline__ void copy(const DenseParams& p, uint32 stage, int64_t kc) const {
+      const char* a = act + kc * 128;
+      const int a_bytes = kc * 64 + act_k < p.k ? 16 : 0;  // K % 8 == 0: all in or all out
+#pragma unroll
+      for (int j = 0; j < kActIters; ++j) {
+        // Rows past M are left as they are: they only feed output columns that are not stored.
+        if (j < act_rows)
+          ptx::cp_async_16(stage + act_dst + j * kRowsPerIter * 128, a + j * act_row_step, a_bytes);
+      }
+#pragma unroll
+      for (int j = 0; j < kWeightIters; ++j) {
+        if (kWeightIters * kThreads == kWarps * kUnitsPerChunk ||
+            threadIdx.x + j * kThreads < kWarps * kUnitsPerChunk)
+          ptx::cp_async_16(stage + kWeightOffset + (threadIdx.x + j * kThreads) * 16,
+                           w[j] + (w_bytes[j] ? kc * kChunkBytes : 0), w_bytes[j]);
+      }
+      if constexpr (kScaleBytes > 0) {
+        if (scale != nullptr)
+          ptx::cp_async_16(stage + kScaleOffset + threadIdx.x * 16,
+                           scale + D::group_of_slot(kc, scale_slot) * scale_row, 16);
+      }
+      if constexpr (kZeroBytes > 0) {
+        if (zero != nullptr)
+          ptx::cp_async_16(stage + kZeroOffset + threadIdx.x * 16,
+                           zero + D::group_of_slot(kc, zero_slot) * zero_row, 16);
       }
     }
-  }
+  };
+  static_assert(kSlots * Copier::kScaleUnits <= kThreads && kSlots * Copier::kZeroUnits <= kThreads,
+                "one pass of the block's threads copies every scale and zero-point unit");
 
   // One lane's kBits words of its warp's chunk in a stage (the layout's lane offsets).
   static __device__ __forceinline__ void read_words(uint32 (&words)[kBits], const unsigned char* chunk,
@@ -176,21 +231,19 @@ struct DenseWgmma {
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[0][j][q] = 0.0f;
 
+    const Copier copier(p, m0, strip0);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < n) load_stage(p, base_address + s * kStageBytes, chunk(s), m0, strip0);
+      if (s < n) copier.copy(p, base_address + s * kStageBytes, chunk(s));
       ptx::cp_async_commit();  // empty groups keep the count uniform
     }
 
     for (int i = 0; i < n; ++i) {
       ptx::cp_async_wait<kStages - 2>();
+      ptx::fence_proxy_async_shared();  // the wgmma below reads what cp.async wrote
       // Chunk i has landed for every thread, and every warp has finished the wgmma of chunk
       // i - 1 (it waits at the end of each step), so chunk i - 1's stage can be refilled.
       __syncthreads();
-      const int next = i + kStages - 1;
-      if (next < n) load_stage(p, base_address + (next % kStages) * kStageBytes, chunk(next), m0,
-                               strip0);
-      ptx::cp_async_commit();
 
       const uint32 stage_address = base_address + (i % kStages) * kStageBytes;
       const unsigned char* stage = base + (i % kStages) * kStageBytes;
@@ -223,6 +276,11 @@ struct DenseWgmma {
         C::Wgmma::run(acc[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
                       ptx::smem_descriptor_k_sw128(stage_address + x * 32));
       ptx::wgmma_commit();
+      // Refill chunk i - 1's stage while the tensor cores work (the barrier above saw every
+      // warp finish chunk i - 1).
+      const int next = i + kStages - 1;
+      if (next < n) copier.copy(p, base_address + (next % kStages) * kStageBytes, chunk(next));
+      ptx::cp_async_commit();
       ptx::wgmma_wait<0>();
     }
     ptx::wgmma_wait<0>();

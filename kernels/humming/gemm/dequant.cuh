@@ -176,18 +176,16 @@ struct Dequant {
   }
 
   // The 16 MMA A registers of one 16 x 64 chunk (4 atoms of 4 registers, layout order), from a
-  // lane's kBits words and the terms of its two rows (g, g + 8) per slot.
+  // lane's kBits words and the terms of its two rows (g, g + 8) per slot. Unrolled by template
+  // so every register's extraction recipe is a compile-time constant.
+  template <int kReg = 0>
   static __device__ __forceinline__ void chunk_fragments(uint32 (&a)[16],
                                                          const uint32 (&words)[kBits],
                                                          const RowTerms (&lo)[kGroupSlots],
                                                          const RowTerms (&hi)[kGroupSlots]) {
-#pragma unroll
-    for (int x = 0; x < 4; ++x)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const uint32 reg = quant::extract_register(words, kBits, kActBits, 4 * x + r);
-        a[4 * x + r] = dequant(reg, (r & 1) ? hi[slot_of_atom(x)] : lo[slot_of_atom(x)]);
-      }
+    const uint32 reg = quant::extract_register_fixed<kBits, kActBits, kReg>(words);
+    a[kReg] = dequant(reg, (kReg & 1) ? hi[slot_of_atom(kReg / 4)] : lo[slot_of_atom(kReg / 4)]);
+    if constexpr (kReg + 1 < 16) chunk_fragments<kReg + 1>(a, words, lo, hi);
   }
 };
 

@@ -172,6 +172,19 @@ HM_HOST_DEVICE constexpr uint32_t extract_register(const uint32_t* words, int we
   return (src >> rc.shift) & rc.mask;
 }
 
+// The same with the recipe fixed at compile time: what kernels call, so that no recipe arithmetic
+// (masks built by loops) is left for run time.
+template <int kWeightBits, int kActBits, int kReg>
+HM_HOST_DEVICE constexpr uint32_t extract_register_fixed(const uint32_t* words) {
+  constexpr RegisterRecipe rc = register_recipe(kWeightBits, kActBits, kReg);
+  uint32_t src = words[rc.word];
+  if constexpr (rc.merge) {
+    const uint32_t hi = src >> rc.merge_shift, lo = words[rc.word + 1];
+    src = (hi & rc.merge_mask) | (lo & ~rc.merge_mask);
+  }
+  return (src >> rc.shift) & rc.mask;
+}
+
 // ---- where a lane's words live in the chunk ---------------------------------------------------
 // The b words of all 32 lanes are stored as segments of 4, 2 and 1 words per lane (b = 4q + 2x + y:
 // q segments of 4, then x of 2, then y of 1), each segment lane-major. A lane therefore reads its

@@ -20,6 +20,11 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
+// Makes this thread's generic-proxy writes to shared memory (st.shared, cp.async after its wait)
+// visible to the async proxy, through which wgmma reads its shared-memory operands.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 // Keeps the compiler from moving reads or writes of an accumulator across a wgmma wait: the
 // register is "changed" here, where the wait has made it final.
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
