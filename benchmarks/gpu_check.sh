@@ -2,7 +2,7 @@
 # One call on the GPU host: build, run the GPU tests and the benchmarks, collect results in $OUT.
 #   (device tool) run: bash benchmarks/gpu_check.sh [MODE]
 # MODE: all (default: tests + every benchmark + profile), tests (tests and the demo), quick (tests
-# + the default-tuning benchmarks), defaults (the default-tuning benchmarks only), bench (every benchmark, no tests), profile (ncu of the dense
+# + the default-tuning benchmarks), sweep (the tuning sweep of benchmarks/tuning/), defaults (the default-tuning benchmarks only), bench (every benchmark, no tests), profile (ncu of the dense
 # GEMM at a few M).
 # Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results), $OUT/report/.
 set -uo pipefail
@@ -46,18 +46,16 @@ if want all quick bench defaults; then
   $B --format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=14336" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_f16_n4096_k14336.json"
 fi
 
-if want all bench; then
+if want all bench sweep; then
   echo "== bench: tile sweep (int4 g128 f16 8192^2)"
-  for t in benchmarks/tuning/*.json; do
-    name=$(basename "$t" .json)
-    case $name in
-      *bm8_*|*bm16_*) ms=1,16,64 ;;
-      *bm64_*|*bm128_w4*) ms=16,64,128,512 ;;
-      mma_*) ms=1,16,128,2048 ;;
-      *) ms=128,512,2048,8192,16384 ;;
-    esac
-    $B --ms $ms --tuning "$t" --label "$name" --no-cublas --iters 100 --json "$OUT/sweep_$name.json"
-  done
+  while read -r name ms; do
+    [ -n "$name" ] || continue
+    $B --ms "$ms" --tuning "benchmarks/tuning/$name.json" --label "$name" --no-cublas --iters 100 \
+       --json "$OUT/sweep_$name.json" | grep -E "^ +[0-9]+ " | sed "s/^/$name /"
+  done < benchmarks/tuning/sweep.txt
+fi
+
+if want all bench; then
   echo "== bench: other formats"
   $B --format "w=uint8b128 a=f16 c=f16 s=f16:channel n=8192 k=8192" --ms 1,16,128,2048 --label default --json "$OUT/gemm_int8_channel_f16.json"
   $B --format "w=uint3b4 a=f16 c=f16 s=f16:g128 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_int3_g128_f16.json"
@@ -82,4 +80,6 @@ if want all profile; then
 fi
 
 ls "$OUT"/*.json >/dev/null 2>&1 && { python3 benchmarks/report.py "$OUT"/*.json --out "$OUT/report" || true; }
+# The device tool returns a limited number of files: everything also goes into one archive.
+tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz . 2>/dev/null || true
 echo "== done"

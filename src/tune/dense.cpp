@@ -110,8 +110,9 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
     if (wg) {
       HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 256 && r.tile.block_m % 8 == 0,
                  HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 256] for wgmma");
-      HM_REQUIRE(r.tile.warps == 4 || r.tile.warps == 8, HM_ERROR_PARSE,
-                 where + ".warps must be 4 or 8 (one or two warpgroups) for wgmma");
+      HM_REQUIRE(r.tile.warps == 4 || r.tile.warps == 8 || r.tile.warps == 12 || r.tile.warps == 16,
+                 HM_ERROR_PARSE,
+                 where + ".warps must be 4, 8, 12 or 16 (one to four warpgroups) for wgmma");
       HM_REQUIRE(r.tile.warp_strips == 1, HM_ERROR_PARSE,
                  where + ".warp_strips must be 1 for wgmma (a warp owns one strip)");
       HM_REQUIRE(r.tile.stages >= 2 && r.tile.stages <= 16, HM_ERROR_PARSE,
