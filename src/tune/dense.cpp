@@ -46,15 +46,18 @@ DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm) {
 
 std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::Arch& arch) {
   if (wgmma_covers(f, arch)) {
-    // Small M streams weights: one warpgroup per block (64 channels), deep pipelines, split-K
-    // to one full wave. Larger M: two warpgroups share each activation tile.
+    // Measured on the H200 (benchmarks/NOTES.md, v6 sweep, int4 g128 8192²): 8-token tiles of
+    // one warpgroup stream weights best at M = 1; from M = 16 on, two warpgroups per block halve
+    // the activation re-reads; 64-token tiles with three blocks per SM win at M = 128; two
+    // warpgroups of 256 tokens with 3 stages at large M.
     return {
         {8, wgmma(8, 4, 8, 6)},
-        {16, wgmma(16, 4, 8, 6)},
-        {32, wgmma(32, 4, 8, 4)},
-        {64, wgmma(64, 4, 6, 3)},
-        {128, wgmma(128, 4, 5, 2)},
-        {INT64_MAX, wgmma(256, 8, 4, 1)},
+        {16, wgmma(16, 8, 8, 3)},
+        {32, wgmma(32, 8, 8, 3)},
+        {64, wgmma(64, 8, 6, 2)},
+        {128, wgmma(64, 4, 6, 3)},
+        {256, wgmma(128, 8, 4, 2)},
+        {INT64_MAX, wgmma(256, 8, 3, 1)},
     };
   }
   // mma.sync: small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with
