@@ -25,6 +25,7 @@
 #include <humming/gemm/epilogue.cuh>
 #include <humming/gemm/params.h>
 #include <humming/layout/spec.h>
+#include <humming/ptx/mbarrier.cuh>
 #include <humming/ptx/mma.cuh>
 #include <humming/ptx/wgmma.cuh>
 
@@ -231,19 +232,34 @@ struct DenseWgmma {
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[0][j][q] = 0.0f;
 
+    // Per stage: `full` completes when every thread's copies into it have landed (cp.async
+    // arrivals), `empty` when every warp has finished the wgmma that read it. No block-wide
+    // barrier in the loop: a warpgroup may run one chunk ahead of another, so one dequantizes
+    // while the other's wgmma keeps the tensor cores busy.
+    __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+    const uint32 full0 = ptx::smem_address(&full[0]), empty0 = ptx::smem_address(&empty[0]);
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) {
+        ptx::mbarrier_init(full0 + 8 * s, kThreads);
+        ptx::mbarrier_init(empty0 + 8 * s, kWarps);
+      }
+    }
+    __syncthreads();
+
     const Copier copier(p, m0, strip0);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < n) copier.copy(p, base_address + s * kStageBytes, chunk(s));
-      ptx::cp_async_commit();  // empty groups keep the count uniform
+      if (s < n) {
+        copier.copy(p, base_address + s * kStageBytes, chunk(s));
+        ptx::cp_async_mbarrier_arrive(full0 + 8 * s);
+      }
     }
 
     for (int i = 0; i < n; ++i) {
-      ptx::cp_async_wait<kStages - 2>();
+      const int s = i % kStages;
+      ptx::mbarrier_wait(full0 + 8 * s, (i / kStages) & 1);
       ptx::fence_proxy_async_shared();  // the wgmma below reads what cp.async wrote
-      // Chunk i has landed for every thread, and every warp has finished the wgmma of chunk
-      // i - 1 (it waits at the end of each step), so chunk i - 1's stage can be refilled.
-      __syncthreads();
 
       const uint32 stage_address = base_address + (i % kStages) * kStageBytes;
       const unsigned char* stage = base + (i % kStages) * kStageBytes;
@@ -276,12 +292,18 @@ struct DenseWgmma {
         C::Wgmma::run(acc[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
                       ptx::smem_descriptor_k_sw128(stage_address + x * 32));
       ptx::wgmma_commit();
-      // Refill chunk i - 1's stage while the tensor cores work (the barrier above saw every
-      // warp finish chunk i - 1).
+      // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work, once
+      // every warp has released it.
       const int next = i + kStages - 1;
-      if (next < n) copier.copy(p, base_address + (next % kStages) * kStageBytes, chunk(next));
-      ptx::cp_async_commit();
+      if (next < n) {
+        const int r = next % kStages;  // == (i - 1) % kStages
+        if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, ((i - 1) / kStages) & 1);
+        copier.copy(p, base_address + r * kStageBytes, chunk(next));
+        ptx::cp_async_mbarrier_arrive(full0 + 8 * r);
+      }
       ptx::wgmma_wait<0>();
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 * s);
     }
     ptx::wgmma_wait<0>();
 #pragma unroll
