@@ -6,10 +6,9 @@
 // benchmarks/README.md describes the output and benchmarks/report.py renders it.
 //
 // The CUDA driver is reached through our own dlopen of libcuda (the library loads it too, but does
-// not export it), and cuBLAS through dlopen as well, so this program builds without the toolkit and
-// runs without cuBLAS (the baseline fields are then null).
-#include <dlfcn.h>
-
+// not export it), and cuBLAS through dlopen as well, both in tools/gpu_timing (shared with `humming
+// demo`), so this program builds without the toolkit and runs without cuBLAS (the baseline fields
+// are then null).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -27,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_timing.hpp"
 #include "humming.h"
 
 namespace {
@@ -57,361 +57,27 @@ std::string hm_failure(const char* call, hm_status_t s) {
   } while (0)
 
 // ---------------------------------------------------------------------------------------------
-// The CUDA driver entry points this program needs, with the ABI version whose signature each
-// pointer type declares (cudaTypedefs.h spelling): cuGetProcAddress is asked for exactly that
-// version, and the versioned export name is the fallback.
+// The CUDA driver, the event timer, graph capture and cuBLAS come from tools/gpu_timing (shared
+// with `humming demo`). Its driver failures throw gpu_timing::Error, which main() reports like
+// any other failure here.
 
-using CUresult = int;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;
-using CUcontext = struct CUctx_st*;
-using CUstream = struct CUstream_st*;
-using CUevent = struct CUevent_st*;
-using CUgraph = struct CUgraph_st*;
-using CUgraphExec = struct CUgraphExec_st*;
-
-constexpr CUresult CUDA_SUCCESS = 0;
-constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
-constexpr unsigned CU_EVENT_DEFAULT = 0;
-constexpr int CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
-constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
-constexpr uint64_t CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1;
-constexpr int CU_GET_PROC_ADDRESS_SUCCESS = 0;
-
-using PFN_cuInit = CUresult (*)(unsigned);
-using PFN_cuGetProcAddress_v12000 = CUresult (*)(const char*, void**, int, uint64_t, int*);
-using PFN_cuGetErrorName = CUresult (*)(CUresult, const char**);
-using PFN_cuDeviceGet_v2000 = CUresult (*)(CUdevice*, int);
-using PFN_cuDevicePrimaryCtxRetain_v7000 = CUresult (*)(CUcontext*, CUdevice);
-using PFN_cuDevicePrimaryCtxRelease_v11000 = CUresult (*)(CUdevice);
-using PFN_cuCtxSetCurrent_v4000 = CUresult (*)(CUcontext);
-using PFN_cuStreamCreate_v2000 = CUresult (*)(CUstream*, unsigned);
-using PFN_cuStreamDestroy_v4000 = CUresult (*)(CUstream);
-using PFN_cuStreamSynchronize_v2000 = CUresult (*)(CUstream);
-using PFN_cuEventCreate_v2000 = CUresult (*)(CUevent*, unsigned);
-using PFN_cuEventRecord_v2000 = CUresult (*)(CUevent, CUstream);
-using PFN_cuEventSynchronize_v2000 = CUresult (*)(CUevent);
-using PFN_cuEventElapsedTime_v2000 = CUresult (*)(float*, CUevent, CUevent);
-using PFN_cuEventDestroy_v4000 = CUresult (*)(CUevent);
-using PFN_cuMemsetD8Async_v3020 = CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream);
-using PFN_cuStreamBeginCapture_v10010 = CUresult (*)(CUstream, int);
-using PFN_cuStreamEndCapture_v10000 = CUresult (*)(CUstream, CUgraph*);
-using PFN_cuGraphInstantiateWithFlags_v11040 = CUresult (*)(CUgraphExec*, CUgraph,
-                                                            unsigned long long);
-using PFN_cuGraphLaunch_v10000 = CUresult (*)(CUgraphExec, CUstream);
-using PFN_cuGraphExecDestroy_v10000 = CUresult (*)(CUgraphExec);
-using PFN_cuGraphDestroy_v10000 = CUresult (*)(CUgraph);
-
-// X(name, exported versioned name, ABI version)
-#define BENCH_DRIVER_ENTRY_POINTS(X)                                \
-  X(cuDeviceGet, "cuDeviceGet", 2000)                               \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000)     \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 11000) \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000)                       \
-  X(cuStreamCreate, "cuStreamCreate", 2000)                         \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", 4000)                    \
-  X(cuStreamSynchronize, "cuStreamSynchronize", 2000)               \
-  X(cuEventCreate, "cuEventCreate", 2000)                           \
-  X(cuEventRecord, "cuEventRecord", 2000)                           \
-  X(cuEventSynchronize, "cuEventSynchronize", 2000)                 \
-  X(cuEventElapsedTime, "cuEventElapsedTime", 2000)                 \
-  X(cuEventDestroy, "cuEventDestroy_v2", 4000)                      \
-  X(cuMemsetD8Async, "cuMemsetD8Async", 3020)                       \
-  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 10010)         \
-  X(cuStreamEndCapture, "cuStreamEndCapture", 10000)                \
-  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040) \
-  X(cuGraphLaunch, "cuGraphLaunch", 10000)                          \
-  X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000)                \
-  X(cuGraphDestroy, "cuGraphDestroy", 10000)
-
-struct Cuda {
-  void* handle = nullptr;
-  PFN_cuGetErrorName cuGetErrorName = nullptr;  // optional
-  PFN_cuGetErrorName cuGetErrorString = nullptr;  // optional, same signature
-#define BENCH_FIELD(name, exported, version) PFN_##name##_v##version name = nullptr;
-  BENCH_DRIVER_ENTRY_POINTS(BENCH_FIELD)
-#undef BENCH_FIELD
-
-  std::string describe(CUresult r) const {
-    const char* name = nullptr;
-    const char* text = nullptr;
-    if (cuGetErrorName == nullptr || cuGetErrorName(r, &name) != CUDA_SUCCESS) name = nullptr;
-    if (cuGetErrorString == nullptr || cuGetErrorString(r, &text) != CUDA_SUCCESS) text = nullptr;
-    std::string out = name ? name : "CUDA error " + std::to_string(r);
-    if (text) out += std::string(" (") + text + ")";
-    return out;
-  }
-  void check(CUresult r, const char* call) const {
-    if (r != CUDA_SUCCESS) die(std::string(call) + " failed: " + describe(r));
-  }
-};
-
-#define CU_CHECK(cu, call) (cu).check((cu).call, #call)
-
-// The same library the Humming runtime loads: HUMMING_CUDA_DRIVER_PATH when set, else
-// libcuda.so.1 (a second dlopen of an already loaded library returns the same instance).
-Cuda load_driver() {
-  Cuda cu;
-  const char* env = std::getenv("HUMMING_CUDA_DRIVER_PATH");
-  const std::string path = env && *env ? env : "libcuda.so.1";
-  cu.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (cu.handle == nullptr) die("cannot load the CUDA driver " + path + ": " + dlerror());
-  auto init = reinterpret_cast<PFN_cuInit>(dlsym(cu.handle, "cuInit"));
-  auto gpa = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(cu.handle, "cuGetProcAddress_v2"));
-  cu.cuGetErrorName = reinterpret_cast<PFN_cuGetErrorName>(dlsym(cu.handle, "cuGetErrorName"));
-  cu.cuGetErrorString = reinterpret_cast<PFN_cuGetErrorName>(dlsym(cu.handle, "cuGetErrorString"));
-  if (init == nullptr) die(path + " has no cuInit: not a CUDA driver library");
-  cu.check(init(0), "cuInit");
-  auto resolve = [&](const char* base, const char* exported, int version) -> void* {
-    if (gpa != nullptr) {
-      void* fn = nullptr;
-      int found = -1;
-      if (gpa(base, &fn, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) == CUDA_SUCCESS &&
-          found == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr)
-        return fn;
-    }
-    return dlsym(cu.handle, exported);
-  };
-  std::string missing;
-#define BENCH_RESOLVE(name, exported, version)                                             \
-  cu.name = reinterpret_cast<PFN_##name##_v##version>(resolve(#name, exported, version)); \
-  if (cu.name == nullptr) missing += std::string(missing.empty() ? "" : ", ") + exported;
-  BENCH_DRIVER_ENTRY_POINTS(BENCH_RESOLVE)
-#undef BENCH_RESOLVE
-  if (!missing.empty()) die("the CUDA driver " + path + " lacks " + missing + " (too old?)");
-  return cu;
-}
-
-// ---------------------------------------------------------------------------------------------
-// cuBLAS, loaded by dlopen. Only the calls the baseline needs.
-
-using cublasHandle_t = struct cublasContext*;
-using cublasStatus_t = int;
-constexpr cublasStatus_t CUBLAS_STATUS_SUCCESS = 0;
-constexpr int CUBLAS_OP_N = 0;
-constexpr int CUBLAS_OP_T = 1;
-constexpr int CUBLAS_COMPUTE_32F = 68;
-constexpr int CUBLAS_GEMM_DEFAULT = -1;
-constexpr int CUDA_R_16F = 2;
-constexpr int CUDA_R_16BF = 14;
-// cuBLAS recommends a 32 MiB workspace on Hopper; we hand it our own so that nothing is allocated
-// while a call is being captured into a graph.
-constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
-
-struct Cublas {
-  std::string library;  // the name or path that loaded
-  std::string error;    // why it is unavailable ("" when usable)
-  cublasHandle_t handle = nullptr;
-  int version = 0;
-  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
-  cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
-  cublasStatus_t (*set_stream)(cublasHandle_t, CUstream) = nullptr;
-  cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;
-  cublasStatus_t (*get_version)(cublasHandle_t, int*) = nullptr;
-  const char* (*status_string)(cublasStatus_t) = nullptr;  // optional
-  cublasStatus_t (*gemm_ex)(cublasHandle_t, int, int, int, int, int, const void*, const void*,
-                            int, int, const void*, int, int, const void*, void*, int, int, int,
-                            int) = nullptr;
-
-  bool usable() const { return handle != nullptr; }
-  std::string describe(cublasStatus_t s) const {
-    std::string out = "cuBLAS status " + std::to_string(s);
-    if (status_string) {
-      const char* text = status_string(s);
-      if (text) out += std::string(" (") + text + ")";
-    }
-    return out;
-  }
-};
-
-// HUMMING_CUBLAS_PATH when set (and only that), else the sonames of CUDA 13 and 12, else the
-// unversioned name; NVIDIA's libcublas finds its libcublasLt next to itself ($ORIGIN runpath).
-void load_cublas(Cublas& cb) {
-  std::vector<std::string> candidates;
-  const char* env = std::getenv("HUMMING_CUBLAS_PATH");
-  if (env && *env) candidates.push_back(env);
-  else candidates = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-  std::string tried;
-  void* handle = nullptr;
-  for (const std::string& c : candidates) {
-    handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      cb.library = c;
-      break;
-    }
-    tried += (tried.empty() ? "" : "; ") + c + ": " + dlerror();
-  }
-  if (handle == nullptr) {
-    cb.error = "cannot load cuBLAS (set HUMMING_CUBLAS_PATH to libcublas.so.*): " + tried;
-    return;
-  }
-  auto sym = [&](const char* name) { return dlsym(handle, name); };
-  cb.create = reinterpret_cast<decltype(cb.create)>(sym("cublasCreate_v2"));
-  cb.destroy = reinterpret_cast<decltype(cb.destroy)>(sym("cublasDestroy_v2"));
-  cb.set_stream = reinterpret_cast<decltype(cb.set_stream)>(sym("cublasSetStream_v2"));
-  cb.set_workspace = reinterpret_cast<decltype(cb.set_workspace)>(sym("cublasSetWorkspace_v2"));
-  cb.get_version = reinterpret_cast<decltype(cb.get_version)>(sym("cublasGetVersion_v2"));
-  cb.status_string = reinterpret_cast<decltype(cb.status_string)>(sym("cublasGetStatusString"));
-  cb.gemm_ex = reinterpret_cast<decltype(cb.gemm_ex)>(sym("cublasGemmEx"));
-  if (!cb.create || !cb.destroy || !cb.set_stream || !cb.set_workspace || !cb.get_version ||
-      !cb.gemm_ex) {
-    cb.error = cb.library + " lacks one of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2, "
-               "cublasSetWorkspace_v2, cublasGetVersion_v2, cublasGemmEx";
-    return;
-  }
-  cublasHandle_t h = nullptr;
-  const cublasStatus_t s = cb.create(&h);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    cb.error = "cublasCreate_v2 failed: " + cb.describe(s);
-    return;
-  }
-  cb.handle = h;
-  if (cb.get_version(h, &cb.version) != CUBLAS_STATUS_SUCCESS) cb.version = 0;
-}
-
-// Binds the handle to `stream` and our workspace. cublasSetStream resets the workspace to the
-// library's own pool, so the workspace is set after it.
-std::string cublas_bind(Cublas& cb, CUstream stream, CUdeviceptr workspace) {
-  cublasStatus_t s = cb.set_stream(cb.handle, stream);
-  if (s != CUBLAS_STATUS_SUCCESS) return "cublasSetStream_v2 failed: " + cb.describe(s);
-  s = cb.set_workspace(cb.handle, reinterpret_cast<void*>(workspace), kCublasWorkspaceBytes);
-  if (s != CUBLAS_STATUS_SUCCESS) return "cublasSetWorkspace_v2 failed: " + cb.describe(s);
-  return "";
-}
-
-// Row-major C[M,N] = A[M,K] * W[N,K]^T in cuBLAS's column-major terms: a row-major [R,C] matrix
-// is a column-major [C,R] one with the same leading dimension. So C is column-major C^T [N,M]
-// (ldc N), W is column-major W^T [K,N] (lda K) and A is column-major A^T [K,M] (ldb K), and
-// C^T = W * A^T = op(W^T) * A^T with op = transpose: cublas(m=N, n=M, k=K, transa=T, transb=N).
-std::string cublas_gemm(const Cublas& cb, int dtype, CUdeviceptr a, CUdeviceptr w, CUdeviceptr c,
-                        int64_t m, int64_t n, int64_t k) {
-  const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t s = cb.gemm_ex(
-      cb.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-      static_cast<int>(k), &alpha, reinterpret_cast<const void*>(w), dtype, static_cast<int>(k),
-      reinterpret_cast<const void*>(a), dtype, static_cast<int>(k), &beta,
-      reinterpret_cast<void*>(c), dtype, static_cast<int>(n), CUBLAS_COMPUTE_32F,
-      CUBLAS_GEMM_DEFAULT);
-  return s == CUBLAS_STATUS_SUCCESS ? "" : "cublasGemmEx failed: " + cb.describe(s);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Timing: one call = optional L2 flush, event, the launch, event. All calls are queued before
-// the host waits, so the GPU never idles between them (idle gaps would let clocks drop).
-
-// Enqueues one call on the stream; returns "" or why it failed.
-using Launch = std::function<std::string()>;
-
-struct Stats {
-  bool ok = false;
-  std::string error;
-  double median = 0, p10 = 0, p90 = 0, min = 0;
-  int count = 0;
-};
-
-double percentile(const std::vector<double>& sorted, double q) {
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-}
-
-class Timer {
- public:
-  Timer(const Cuda& cu, CUstream stream, CUdeviceptr scratch, size_t scratch_bytes, int events)
-      : cu_(cu), stream_(stream), scratch_(scratch), scratch_bytes_(scratch_bytes) {
-    start_.resize(events);
-    stop_.resize(events);
-    for (int i = 0; i < events; ++i) {
-      CU_CHECK(cu_, cuEventCreate(&start_[i], CU_EVENT_DEFAULT));
-      CU_CHECK(cu_, cuEventCreate(&stop_[i], CU_EVENT_DEFAULT));
-    }
-  }
-  ~Timer() {
-    for (size_t i = 0; i < start_.size(); ++i) {
-      CU_CHECK(cu_, cuEventDestroy(start_[i]));
-      CU_CHECK(cu_, cuEventDestroy(stop_[i]));
-    }
-  }
-  Timer(const Timer&) = delete;
-  Timer& operator=(const Timer&) = delete;
-
-  // Overwrites the whole scratch buffer (>= 2x L2), so the next call finds none of its data there.
-  void flush(int i) {
-    if (scratch_bytes_)
-      CU_CHECK(cu_, cuMemsetD8Async(scratch_, static_cast<unsigned char>(i), scratch_bytes_, stream_));
-  }
-
-  Stats run(const Launch& launch, int warmup, int iters) {
-    Stats st;
-    if (iters > static_cast<int>(start_.size())) die("internal: more iterations than events");
-    for (int i = 0; i < warmup; ++i) {
-      flush(i);
-      st.error = launch();
-      if (!st.error.empty()) return drain(st);
-    }
-    for (int i = 0; i < iters; ++i) {
-      flush(i);
-      CU_CHECK(cu_, cuEventRecord(start_[i], stream_));
-      st.error = launch();
-      if (!st.error.empty()) return drain(st);
-      CU_CHECK(cu_, cuEventRecord(stop_[i], stream_));
-    }
-    CU_CHECK(cu_, cuEventSynchronize(stop_[iters - 1]));
-    CU_CHECK(cu_, cuStreamSynchronize(stream_));
-    std::vector<double> us(iters);
-    for (int i = 0; i < iters; ++i) {
-      float ms = 0;
-      CU_CHECK(cu_, cuEventElapsedTime(&ms, start_[i], stop_[i]));
-      us[i] = 1e3 * ms;
-    }
-    std::sort(us.begin(), us.end());
-    st.ok = true;
-    st.count = iters;
-    st.median = percentile(us, 0.5);
-    st.p10 = percentile(us, 0.1);
-    st.p90 = percentile(us, 0.9);
-    st.min = us.front();
-    return st;
-  }
-
- private:
-  Stats drain(Stats st) {
-    CU_CHECK(cu_, cuStreamSynchronize(stream_));
-    return st;
-  }
-  const Cuda& cu_;
-  CUstream stream_;
-  CUdeviceptr scratch_;
-  size_t scratch_bytes_;
-  std::vector<CUevent> start_, stop_;
-};
-
-// Captures what `body` enqueues on `stream` into a graph and instantiates it. The capture is
-// always ended, even when the body fails, so the stream stays usable.
-std::string capture(const Cuda& cu, CUstream stream, int mode, const Launch& body,
-                    CUgraphExec* exec) {
-  *exec = nullptr;
-  CUresult r = cu.cuStreamBeginCapture(stream, mode);
-  if (r != CUDA_SUCCESS) return "cuStreamBeginCapture_v2 failed: " + cu.describe(r);
-  std::string error = body();
-  CUgraph graph = nullptr;
-  r = cu.cuStreamEndCapture(stream, &graph);
-  if (error.empty() && r != CUDA_SUCCESS)
-    error = "cuStreamEndCapture failed: " + cu.describe(r) +
-            " (something in the captured call is not capturable)";
-  if (error.empty() && graph != nullptr) {
-    r = cu.cuGraphInstantiateWithFlags(exec, graph, 0);
-    if (r != CUDA_SUCCESS) {
-      *exec = nullptr;
-      error = "cuGraphInstantiateWithFlags failed: " + cu.describe(r);
-    }
-  }
-  // The executable graph is independent of the graph it was made from.
-  if (graph != nullptr) CU_CHECK(cu, cuGraphDestroy(graph));
-  if (error.empty() && *exec == nullptr) error = "stream capture produced no graph";
-  return error;
-}
+using gpu_timing::Cublas;
+using gpu_timing::Driver;
+using gpu_timing::CUdevice;
+using gpu_timing::CUdeviceptr;
+using gpu_timing::CUgraphExec;
+using gpu_timing::CUstream;
+using gpu_timing::Launch;
+using gpu_timing::Stats;
+using gpu_timing::Timer;
+using gpu_timing::capture;
+using gpu_timing::cublas_bind;
+using gpu_timing::cublas_gemm;
+using gpu_timing::CU_STREAM_CAPTURE_MODE_GLOBAL;
+using gpu_timing::CU_STREAM_CAPTURE_MODE_RELAXED;
+using gpu_timing::CUDA_R_16BF;
+using gpu_timing::CUDA_R_16F;
+using gpu_timing::kCublasWorkspaceBytes;
 
 // ---------------------------------------------------------------------------------------------
 // Host data.
@@ -925,7 +591,7 @@ struct Device {
   }
 };
 
-int selftest(const Cuda& cu, CUstream stream, Device& dev, Cublas& cb, CUdeviceptr cb_workspace) {
+int selftest(const Driver& cu, CUstream stream, Device& dev, Cublas& cb, CUdeviceptr cb_workspace) {
   if (!cb.usable()) {
     std::printf("selftest: cuBLAS unavailable: %s\n", cb.error.c_str());
     return 1;
@@ -960,13 +626,13 @@ int selftest(const Cuda& cu, CUstream stream, Device& dev, Cublas& cb, CUdevicep
         CUgraphExec exec = nullptr;
         err = capture(cu, stream, CU_STREAM_CAPTURE_MODE_RELAXED, call, &exec);
         if (err.empty()) {
-          CU_CHECK(cu, cuGraphLaunch(exec, stream));
-          CU_CHECK(cu, cuGraphExecDestroy(exec));
+          HM_CU_CHECK(cu, cuGraphLaunch(exec, stream));
+          HM_CU_CHECK(cu, cuGraphExecDestroy(exec));
         }
       } else {
         err = call();
       }
-      CU_CHECK(cu, cuStreamSynchronize(stream));
+      HM_CU_CHECK(cu, cuStreamSynchronize(stream));
       if (!err.empty()) die("selftest: " + err);
       std::vector<uint8_t> c16(2 * m * n);
       HM_CHECK(hm_copy_to_host(dev.ctx, c16.data(), dc, c16.size()));
@@ -1017,18 +683,12 @@ int bench(Run& run, const std::vector<int64_t>& ms) {
 
   // The library retains the device's primary context and makes it current only inside its own
   // calls; our driver calls (streams, events, graphs) need it current on this thread.
-  const Cuda cu = load_driver();
-  CUdevice cudev = 0;
-  CUcontext primary = nullptr;
-  CU_CHECK(cu, cuDeviceGet(&cudev, o.device));
-  CU_CHECK(cu, cuDevicePrimaryCtxRetain(&primary, cudev));
-  CU_CHECK(cu, cuCtxSetCurrent(primary));
-  // Graph capture is not allowed on the legacy default stream.
-  CUstream stream = nullptr;
-  CU_CHECK(cu, cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  const Driver cu = gpu_timing::load_driver();
+  gpu_timing::DeviceStream device_stream(cu, o.device);
+  const CUstream stream = device_stream.stream();
 
   Cublas cb;
-  if (o.cublas || o.selftest) load_cublas(cb);
+  if (o.cublas || o.selftest) gpu_timing::load_cublas(cb);
   else cb.error = "disabled by --no-cublas";
   if (!cb.error.empty()) std::printf("cuBLAS baseline unavailable: %s\n", cb.error.c_str());
   run.cublas_library = cb.library;
@@ -1141,7 +801,7 @@ int bench(Run& run, const std::vector<int64_t>& ms) {
     {
       const std::string err = hm_call();
       if (!err.empty()) die(err);
-      CU_CHECK(cu, cuStreamSynchronize(stream));
+      HM_CU_CHECK(cu, cuStreamSynchronize(stream));
     }
     CUgraphExec hm_exec = nullptr;
     if (o.graph) {
@@ -1156,11 +816,8 @@ int bench(Run& run, const std::vector<int64_t>& ms) {
         if (!again.empty())
           die("capturing hm_plan_gemm for M=" + std::to_string(m) + ": " + err + "; relaxed: " + again);
       }
-      row.hm = timer->run([&]() -> std::string {
-        const CUresult r = cu.cuGraphLaunch(hm_exec, stream);
-        return r == CUDA_SUCCESS ? "" : "cuGraphLaunch failed: " + cu.describe(r);
-      }, o.warmup, o.iters);
-      CU_CHECK(cu, cuGraphExecDestroy(hm_exec));
+      row.hm = timer->replay(hm_exec, o.warmup, o.iters);
+      HM_CU_CHECK(cu, cuGraphExecDestroy(hm_exec));
     } else {
       row.hm = timer->run(hm_call, o.warmup, o.iters);
     }
@@ -1168,44 +825,34 @@ int bench(Run& run, const std::vector<int64_t>& ms) {
 
     if (with_cublas) {
       const Launch cb_call = [&] { return cublas_gemm(cb, cb_type, cb_a, cb_w, cb_c, m, l.n, l.k); };
-      std::string err = cb_call();  // heuristics and kernel loading outside the capture
-      CU_CHECK(cu, cuStreamSynchronize(stream));
-      CUgraphExec cb_exec = nullptr;
-      // Relaxed mode: cuBLAS is only the baseline; what it does inside is its own business.
-      if (err.empty() && o.graph) err = capture(cu, stream, CU_STREAM_CAPTURE_MODE_RELAXED, cb_call, &cb_exec);
-      if (err.empty()) {
-        if (o.graph) {
-          row.cb = timer->run([&]() -> std::string {
-            const CUresult r = cu.cuGraphLaunch(cb_exec, stream);
-            return r == CUDA_SUCCESS ? "" : "cuGraphLaunch failed: " + cu.describe(r);
-          }, o.warmup, o.iters);
-        } else {
-          row.cb = timer->run(cb_call, o.warmup, o.iters);
-        }
+      // Relaxed capture mode: cuBLAS is only the baseline; what it does inside is its own business.
+      if (o.graph) {
+        row.cb = gpu_timing::time_graph(cu, *timer, stream, CU_STREAM_CAPTURE_MODE_RELAXED, cb_call,
+                                        o.warmup, o.iters);
       } else {
-        row.cb.error = err;
+        const std::string err = cb_call();  // heuristics and kernel loading outside the timing
+        HM_CU_CHECK(cu, cuStreamSynchronize(stream));
+        if (err.empty()) row.cb = timer->run(cb_call, o.warmup, o.iters);
+        else row.cb.error = err;
       }
-      if (cb_exec) CU_CHECK(cu, cuGraphExecDestroy(cb_exec));
     }
     run.rows.push_back(row);
     std::fflush(stdout);
   }
   hm_launch_params_destroy(p);
+  timer->destroy();
   timer.reset();
 
   print_table(run);
   if (!o.json.empty()) write_json(run);
 
-  if (cb.usable()) {
-    const cublasStatus_t st = cb.destroy(cb.handle);
-    if (st != CUBLAS_STATUS_SUCCESS) std::fprintf(stderr, "warning: cublasDestroy_v2: %s\n", cb.describe(st).c_str());
-  }
-  CU_CHECK(cu, cuStreamDestroy(stream));
+  const std::string unload = gpu_timing::cublas_unload(cb);
+  if (!unload.empty()) std::fprintf(stderr, "warning: %s\n", unload.c_str());
   hm_plan_destroy(plan);
   hm_format_destroy(l.format);
   dev.free_all();
   hm_context_destroy(dev.ctx);
-  CU_CHECK(cu, cuDevicePrimaryCtxRelease(cudev));
+  device_stream.close();
   return 0;
 }
 
@@ -1218,5 +865,9 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> ms = parse_ms(run.opt.ms);
   if (!run.opt.tuning.empty()) run.tuning_json = read_file(run.opt.tuning);
   if (run.opt.dry_run) return dry_run(run, ms);
-  return bench(run, ms);
+  try {
+    return bench(run, ms);
+  } catch (const gpu_timing::Error& e) {
+    die(e.what());  // a failed driver call, named as written
+  }
 }

@@ -37,18 +37,21 @@ GeneratedKernel reference_gemm_kernel(core::Dtype in, core::Dtype out, const std
   return k;
 }
 
-std::string wgmma_op_source(const std::string& name, int n, bool f16) {
+std::string wgmma_op_source(const std::string& name, int n, bool f16, bool acc_f16) {
   if (n < 8 || n > 256 || n % 8 != 0)
     fail(HM_ERROR_INVALID_ARGUMENT, "wgmma N must be a multiple of 8 in [8, 256], got " + std::to_string(n));
-  const int acc = n / 2;
+  if (acc_f16 && !f16) fail(HM_ERROR_INVALID_ARGUMENT, "f16 accumulation needs f16 inputs");
+  // Accumulator registers per thread: n / 2 f32, or n / 4 f16 pairs.
+  const int acc = acc_f16 ? n / 4 : n / 2;
+  const int per_group = acc_f16 ? 2 : 4;
   std::ostringstream s;
   s << "struct " << name << " {\n"
-    << "  static __device__ __forceinline__ void run(float (&d)[" << n / 8
-    << "][4], ::hm::uint32 a0, ::hm::uint32 a1, ::hm::uint32 a2, ::hm::uint32 a3,\n"
+    << "  static __device__ __forceinline__ void run(" << (acc_f16 ? "::hm::uint32" : "float")
+    << " (&d)[" << n / 8 << "][" << per_group << "], ::hm::uint32 a0, ::hm::uint32 a1, ::hm::uint32 a2, ::hm::uint32 a3,\n"
     << "                                               unsigned long long desc) {\n"
     << "    asm volatile(\n"
     << "        \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 5 << ", 0;\\n\"\n"
-    << "        \"wgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << (f16 ? "f16.f16" : "bf16.bf16")
+    << "        \"wgmma.mma_async.sync.aligned.m64n" << n << "k16." << (acc_f16 ? "f16." : "f32.") << (f16 ? "f16.f16" : "bf16.bf16")
     << " {\"\n        \"";
   for (int i = 0; i < acc; ++i) {
     s << "%" << i << (i + 1 < acc ? "," : "");
@@ -57,7 +60,8 @@ std::string wgmma_op_source(const std::string& name, int n, bool f16) {
   s << "}, {%" << acc << ",%" << acc + 1 << ",%" << acc + 2 << ",%" << acc + 3 << "}, %" << acc + 4
     << ", p, 1, 1, 0;\\n}\\n\"\n        : ";
   for (int i = 0; i < acc; ++i) {
-    s << "\"+f\"(d[" << i / 4 << "][" << i % 4 << "])" << (i + 1 < acc ? ", " : "");
+    s << (acc_f16 ? "\"+r\"(d[" : "\"+f\"(d[") << i / per_group << "][" << i % per_group << "])"
+      << (i + 1 < acc ? ", " : "");
     if (i % 8 == 7 && i + 1 < acc) s << "\n          ";
   }
   s << "\n        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc), \"r\"(1));\n"
@@ -76,8 +80,9 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
   if (f.experts != 1)
     fail(HM_ERROR_UNSUPPORTED, "MoE formats (e=" + std::to_string(f.experts) +
                                    ") are not implemented yet: the dense kernel takes e=1");
-  if (f.accumulator.code() != HM_DTYPE_F32)
-    fail(HM_ERROR_UNSUPPORTED, "f16 accumulation is not implemented yet (use acc=f32)");
+  const bool acc_f16 = f.accumulator.code() == HM_DTYPE_F16;
+  if (acc_f16 && !act_f16)
+    fail(HM_ERROR_UNSUPPORTED, "f16 accumulation needs f16 activations (rule R5)");
   const Dtype w = f.weight;
   if (w.bits() > 8 || !(w.is_integer() || w.kind() == core::DtypeKind::kFloat))
     fail(HM_ERROR_UNSUPPORTED, "the dense kernel takes weights of 1..8 bits, not " + w.name());
@@ -121,6 +126,7 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
     << "  using Act = " << act << ";\n"
     << "  using Out = " << out << ";\n"
     << "  static constexpr bool kActIsF16 = " << (act_f16 ? "true" : "false") << ";\n"
+    << "  static constexpr bool kAccF16 = " << (acc_f16 ? "true" : "false") << ";\n"
     << "  static constexpr int kWeightBits = " << w.bits() << ";\n"
     << "  static constexpr bool kWeightIsFloat = " << (w.is_float() ? "true" : "false") << ";\n"
     << "  static constexpr int kWeightManBits = " << (w.is_float() ? w.mantissa_bits() : 0) << ";\n"
@@ -144,7 +150,7 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
     if (!tune::wgmma_covers(f, core::parse_arch(arch)))
       fail(HM_ERROR_UNSUPPORTED, "the wgmma kernel covers sm_90a with K % 8 == 0 and no block "
                                  "scales; not " + f.to_string() + " on " + arch);
-    prelude = wgmma_op_source("WgmmaOp", tile.block_m, act_f16) + "\n";
+    prelude = wgmma_op_source("WgmmaOp", tile.block_m, act_f16, acc_f16) + "\n";
     c << "  static constexpr int kStages = " << tile.stages << ";\n"
       << "  static constexpr int kMinBlocks = " << tile.blocks_per_sm << ";\n"
       << "  using Wgmma = WgmmaOp;\n";

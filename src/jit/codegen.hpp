@@ -28,9 +28,10 @@ GeneratedKernel reference_gemm_kernel(core::Dtype in, core::Dtype out, const std
 GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseTile& tile,
                                   bool aligned_k, const std::string& arch);
 
-// The wgmma instruction m64nNk16 with A from registers and B by descriptor, f32 accumulators, as
-// a struct `name` with `static void run(float (&d)[n / 8][4], uint32 a0, a1, a2, a3, unsigned
-// long long desc)`. Generated because its operand list has n / 2 accumulators.
-std::string wgmma_op_source(const std::string& name, int n, bool f16);
+// The wgmma instruction m64nNk16 with A from registers and B by descriptor, as a struct `name`
+// with `static void run(float (&d)[n / 8][4], uint32 a0, a1, a2, a3, unsigned long long desc)`
+// (f32 accumulators) or `run(uint32 (&d)[n / 8][2], ...)` (acc_f16: f16 pairs). Generated because
+// its operand list has n / 2 (n / 4) accumulators.
+std::string wgmma_op_source(const std::string& name, int n, bool f16, bool acc_f16);
 
 }  // namespace hm::jit

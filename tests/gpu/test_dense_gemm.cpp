@@ -206,6 +206,8 @@ const FormatCase kCases[] = {
     // Group sizes that do not divide the 64-wide chunk, nor are multiples of it.
     {"w=uint4b8 a=f16 c=f16 s=f16:g48 n=136 k=480", 2e-3},
     {"w=uint4 a=bf16 c=bf16 s=bf16:g96 zp=uint4 n=200 k=576", 1.5e-2},
+    // f16 accumulation: each MMA rounds its sum to f16 (2^-11), K = 576 sums of ~0.1: ~1e-2.
+    {"w=uint4b8 a=f16 c=f16 s=f16:g128 acc=f16 n=200 k=576", 2e-2},
     // Block scales (the mma.sync kernel on every arch).
     {"w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=200 k=384", 1.5e-2},
 };

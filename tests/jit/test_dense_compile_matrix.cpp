@@ -35,6 +35,8 @@ const char* kFormats[] = {
     "w=e4m3 a=bf16 c=bf16 s=bf16:channel n=4096 k=4096",
     "w=uint7b64 a=f16 c=f16 s=f16:g128 n=4096 k=4096",
     "w=uint5b16 a=bf16 c=f16 s=bf16:g128 n=4096 k=4100",
+    "w=uint4b8 a=f16 c=f16 s=f16:g128 acc=f16 n=4096 k=4096",
+    "w=uint4b8 a=f16 c=f16 s=f16:g48 n=4096 k=4096",
 };
 const char* kArchs[] = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120a"};
 

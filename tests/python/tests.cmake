@@ -26,3 +26,16 @@ if(TARGET bench_gemm AND Python3_Interpreter_FOUND)
     LABELS "host;python"
     TIMEOUT 120)
 endif()
+
+# Tensor parallelism on 2 GPUs through humming.torch and torch.distributed (NCCL). The script
+# exits 77 (skipped) without torch, NCCL or 2 CUDA devices; it imports the Python package built
+# from bindings/python, so it exists only with HUMMING_BUILD_PYTHON.
+if(Python3_Interpreter_FOUND AND HUMMING_BUILD_PYTHON)
+  add_test(NAME python_multi_gpu_torch
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_multi_gpu_torch.py)
+  set_tests_properties(python_multi_gpu_torch PROPERTIES
+    ENVIRONMENT "HUMMING_PYTHON_PACKAGE=${PROJECT_BINARY_DIR}/bindings/python/package;HUMMING_CACHE_DIR=${PROJECT_BINARY_DIR}/bindings-work/kernel-cache;LD_LIBRARY_PATH=$<TARGET_FILE_DIR:humming>;PYTHONDONTWRITEBYTECODE=1"
+    LABELS "gpu;python"
+    SKIP_RETURN_CODE 77
+    TIMEOUT 600)
+endif()

@@ -42,6 +42,8 @@ struct DenseMma {
   struct Smem {
     alignas(128) Act a[2][kDepth][C::kBlockM][64];
   };
+  static_assert(!C::kAccF16 || kIsF16, "f16 accumulation needs f16 activations (rule R5)");
+  using Acc = AccFragments<C::kAccF16, C::kWarpStrips, kTokenGroups>;
   // Scale / zero-point codes are loaded with the weight chunks, one group ahead (D explains why).
   using ChunkCodes = RowCodes[C::kWarpStrips][kGroupSlots][2];  // [strip][slot][row, row+8]
 
@@ -114,13 +116,7 @@ struct DenseMma {
     int64_t kc_end = kc_begin + p.k_chunks_per_split;
     if (kc_end > k_chunks) kc_end = k_chunks;
 
-    float acc[C::kWarpStrips][kTokenGroups][4];
-#pragma unroll
-    for (int i = 0; i < C::kWarpStrips; ++i)
-#pragma unroll
-      for (int j = 0; j < kTokenGroups; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    Acc acc{};
 
     // Chunks go in groups of kDepth: the loads of group i + 1 (weights into registers, activations
     // into the other shared-memory stage) are issued before group i is computed, so each warp has
@@ -193,15 +189,20 @@ struct DenseMma {
       }
       stage ^= 1;
     }
-    Epilogue::run(p, reinterpret_cast<float*>(smem_raw), acc,
-                  static_cast<int64_t>(blockIdx.x) * Epilogue::kBlockN, m0);
+    const int64_t n0 = static_cast<int64_t>(blockIdx.x) * Epilogue::kBlockN;
+    if constexpr (C::kAccF16) {
+      float wide[C::kWarpStrips][kTokenGroups][4];
+      widen_accumulators(acc.v, wide);
+      Epilogue::run(p, reinterpret_cast<float*>(smem_raw), wide, n0, m0);
+    } else {
+      Epilogue::run(p, reinterpret_cast<float*>(smem_raw), acc.v, n0, m0);
+    }
   }
 
   static __device__ __forceinline__ void compute_chunk(const Act (&tile)[C::kBlockM][64],
                                                        const uint32 (&words)[C::kWarpStrips][kBits],
                                                        const ChunkCodes& codes,
-                                                       float (&acc)[C::kWarpStrips][kTokenGroups][4],
-                                                       int lane) {
+                                                       Acc& acc, int lane) {
     // Dequantized A fragments of every strip for the chunk's 4 atoms.
     uint32 a_frag[C::kWarpStrips][kRegs];
 #pragma unroll
@@ -231,10 +232,12 @@ struct DenseMma {
             const uint32 af[4] = {a_frag[i][4 * x], a_frag[i][4 * x + 1], a_frag[i][4 * x + 2],
                                   a_frag[i][4 * x + 3]};
             const uint32 bf[2] = {b[2 * h], b[2 * h + 1]};
-            if constexpr (kIsF16) {
-              ptx::mma_f16_16816(acc[i][j], af, bf);
+            if constexpr (C::kAccF16) {
+              ptx::mma_f16_16816_acc16(acc.v[i][j], af, bf);
+            } else if constexpr (kIsF16) {
+              ptx::mma_f16_16816(acc.v[i][j], af, bf);
             } else {
-              ptx::mma_bf16_16816(acc[i][j], af, bf);
+              ptx::mma_bf16_16816(acc.v[i][j], af, bf);
             }
           }
         }

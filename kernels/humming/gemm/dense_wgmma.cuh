@@ -226,11 +226,7 @@ struct DenseWgmma {
       return kc_begin + (j >= n ? j - n : j);
     };
 
-    float acc[1][kTokenGroups][4];
-#pragma unroll
-    for (int j = 0; j < kTokenGroups; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[0][j][q] = 0.0f;
+    AccFragments<C::kAccF16, 1, kTokenGroups> acc{};
 
     // Per stage: `full` completes when every thread's copies into it have landed (cp.async
     // arrivals), `empty` when every warp has finished the wgmma that read it. No block-wide
@@ -289,7 +285,7 @@ struct DenseWgmma {
       ptx::wgmma_fence();
 #pragma unroll
       for (int x = 0; x < 4; ++x)
-        C::Wgmma::run(acc[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
+        C::Wgmma::run(acc.v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
                       ptx::smem_descriptor_k_sw128(stage_address + x * 32));
       ptx::wgmma_commit();
       // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work, once
@@ -309,8 +305,14 @@ struct DenseWgmma {
 #pragma unroll
     for (int j = 0; j < kTokenGroups; ++j)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) ptx::fence_operand(acc[0][j][q]);
-    Epilogue::run(p, reinterpret_cast<float*>(base), acc, strip0 * 16, m0);
+      for (int q = 0; q < (C::kAccF16 ? 2 : 4); ++q) ptx::fence_operand(acc.v[0][j][q]);
+    if constexpr (C::kAccF16) {
+      float wide[1][kTokenGroups][4];
+      widen_accumulators(acc.v, wide);
+      Epilogue::run(p, reinterpret_cast<float*>(base), wide, strip0 * 16, m0);
+    } else {
+      Epilogue::run(p, reinterpret_cast<float*>(base), acc.v, strip0 * 16, m0);
+    }
   }
 };
 

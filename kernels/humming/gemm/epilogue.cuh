@@ -13,6 +13,33 @@
 
 namespace hm::gemm {
 
+// A warp's accumulators: f32 fragments, or (acc=f16) f16 pairs, two registers per token group.
+// Value-initialized ({}) they are zero in both forms.
+template <bool kF16, int kStrips, int kTokenGroups>
+struct AccFragments {
+  float v[kStrips][kTokenGroups][4];
+};
+template <int kStrips, int kTokenGroups>
+struct AccFragments<true, kStrips, kTokenGroups> {
+  uint32 v[kStrips][kTokenGroups][2];
+};
+
+// acc=f16: the MMA accumulates f16 pairs, register 0 of a token group holding row g's two tokens
+// and register 1 row g + 8's; the epilogue works on the f32 fragment layout above.
+template <int kStrips, int kTokenGroups>
+__device__ __forceinline__ void widen_accumulators(const uint32 (&in)[kStrips][kTokenGroups][2],
+                                                   float (&out)[kStrips][kTokenGroups][4]) {
+#pragma unroll
+  for (int i = 0; i < kStrips; ++i)
+#pragma unroll
+    for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        out[i][j][2 * h] = to_float(f16{static_cast<uint16>(in[i][j][h] & 0xFFFFu)});
+        out[i][j][2 * h + 1] = to_float(f16{static_cast<uint16>(in[i][j][h] >> 16)});
+      }
+}
+
 template <class C, int kWarps, int kWarpStrips>
 struct DenseEpilogue {
   using Out = typename C::Out;

@@ -30,6 +30,28 @@ __device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32 (&a)[4
 #endif
 }
 
+// D = A * B + D with f16 inputs and f16 accumulators (acc=f16): d[0] holds row g's two columns,
+// d[1] row g + 8's, each as an f16 pair. sm75: two m16n8k8, as above.
+__device__ __forceinline__ void mma_f16_16816_acc16(uint32 (&d)[2], const uint32 (&a)[4],
+                                                    const uint32 (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, "
+      "{%0,%1};\n"
+      : "+r"(d[0]), "+r"(d[1])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3}, {%4}, {%0,%1};\n"
+      : "+r"(d[0]), "+r"(d[1])
+      : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3}, {%4}, {%0,%1};\n"
+      : "+r"(d[0]), "+r"(d[1])
+      : "r"(a[2]), "r"(a[3]), "r"(b[1]));
+#endif
+}
+
 // The same with bf16 inputs (sm80+).
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32 (&a)[4],
                                                const uint32 (&b)[2]) {

@@ -28,6 +28,7 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 // Keeps the compiler from moving reads or writes of an accumulator across a wgmma wait: the
 // register is "changed" here, where the wait has made it final.
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void fence_operand(uint32& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 // Matrix descriptor of a K-major operand tile in shared memory with the 128-byte swizzle: rows
 // of 64 16-bit values (128 bytes), 16-byte unit u of row r stored at unit u ^ (r % 8), 8-row

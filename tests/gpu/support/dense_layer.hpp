@@ -1,6 +1,7 @@
-// Helpers for GPU tests of dense layers through the public C API: a context on device 0 that
-// owns its device buffers, a quantized + packed random layer with its host-dequantized weight,
-// random activations, the f64 host reference and the relative Frobenius error against it.
+// Helpers for GPU tests of dense layers through the public C API: a context (device 0 unless
+// told) that owns its device buffers, a quantized + packed layer (random, or from a given f32
+// weight) with its host-dequantized weight, random activations, the f64 host reference and the
+// relative Frobenius error against it.
 // Header-only; include from tests/gpu/*.cpp (each test file is its own translation unit).
 #pragma once
 
@@ -24,22 +25,15 @@ inline std::string last_error() {
   return buf;
 }
 
-// A context on device 0; upload() allocations are freed by free_all() or the destructor.
-struct Gpu {
+// Device buffers allocated through one context (not owned): upload() allocations are freed by
+// free_all() or the destructor. Not thread-safe: one per thread (several may share a context).
+struct Buffers {
   hm_context_t* ctx = nullptr;
   std::vector<uint64_t> owned;
-  Gpu() {
-    hm_context_options_t o;
-    hm_context_options_init(&o);
-    o.device = 0;
-    EXPECT_EQ(hm_context_create(&o, &ctx), HM_SUCCESS) << last_error();
-  }
-  ~Gpu() {
-    free_all();
-    hm_context_destroy(ctx);
-  }
-  Gpu(const Gpu&) = delete;
-  Gpu& operator=(const Gpu&) = delete;
+  explicit Buffers(hm_context_t* context = nullptr) : ctx(context) {}
+  ~Buffers() { free_all(); }
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
   uint64_t alloc(size_t bytes) {
     uint64_t p = 0;
     EXPECT_EQ(hm_device_alloc(ctx, bytes, &p), HM_SUCCESS) << last_error();
@@ -58,6 +52,24 @@ struct Gpu {
   void free_all() {
     for (uint64_t p : owned) hm_device_free(ctx, p);
     owned.clear();
+  }
+};
+
+// A context on `device` (with an optional cache directory and HM_CONTEXT_* flags) and the
+// buffers allocated through it; the buffers are freed before the context is destroyed.
+struct Gpu : Buffers {
+  explicit Gpu(int32_t device = 0, const char* cache_dir = nullptr, uint32_t flags = 0) {
+    hm_context_options_t o;
+    hm_context_options_init(&o);
+    o.device = device;
+    o.cache_dir = cache_dir;
+    o.flags = flags;
+    EXPECT_EQ(hm_context_create(&o, &ctx), HM_SUCCESS)
+        << "device " << device << ": " << last_error();
+  }
+  ~Gpu() {
+    free_all();
+    hm_context_destroy(ctx);
   }
 };
 
@@ -94,8 +106,8 @@ struct Layer {
   ~Layer() { hm_format_destroy(format); }
 };
 
-// Quantizes a random N(0, 0.05) weight for `text` (bias N(0, 0.5) when the format has one).
-inline Layer make_layer(const std::string& text, std::mt19937& rng) {
+// A layer with its format parsed and its shape and dtypes read; nothing quantized yet.
+inline Layer parse_layer(const std::string& text) {
   Layer L;
   EXPECT_EQ(hm_format_parse(text.c_str(), &L.format), HM_SUCCESS) << last_error();
   int32_t e = 0;
@@ -103,23 +115,11 @@ inline Layer make_layer(const std::string& text, std::mt19937& rng) {
   hm_format_get_dtype(L.format, HM_ROLE_ACTIVATION, &L.act);
   hm_format_get_dtype(L.format, HM_ROLE_OUTPUT, &L.out);
   hm_format_get_bias(L.format, &L.has_bias);
-  hm_canonical_sizes_t cs;
-  hm_canonical_sizes_init(&cs);
-  EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
-  std::vector<uint8_t> codes(cs.codes);
-  std::vector<float> scales(cs.scales), zps(cs.zero_points), global(cs.global_scale);
-  hm_canonical_weight_t q;
-  hm_canonical_weight_init(&q);
-  q.codes = codes.data();
-  q.scales = cs.scales ? scales.data() : nullptr;
-  q.zero_points = cs.zero_points ? zps.data() : nullptr;
-  q.global_scale = cs.global_scale ? global.data() : nullptr;
-  {
-    std::normal_distribution<float> normal(0.0f, 0.05f);
-    std::vector<float> w(static_cast<size_t>(L.n * L.k));
-    for (auto& x : w) x = normal(rng);
-    EXPECT_EQ(hm_quantize(L.format, w.data(), HM_DTYPE_F32, &q), HM_SUCCESS) << last_error();
-  }
+  return L;
+}
+
+// Dequantizes the canonical weight `q` of L's format into L.deq and packs it into L's buffers.
+inline void pack_canonical(Layer& L, const hm_canonical_weight_t& q) {
   L.deq.resize(static_cast<size_t>(L.n * L.k));
   EXPECT_EQ(hm_dequantize(L.format, &q, L.deq.data()), HM_SUCCESS) << last_error();
   hm_packed_sizes_t ps;
@@ -136,6 +136,44 @@ inline Layer make_layer(const std::string& text, std::mt19937& rng) {
   pw.zero_points = ps.zero_points ? L.zeros.data() : nullptr;
   pw.global_scale = ps.global_scale ? L.global.data() : nullptr;
   EXPECT_EQ(hm_pack(L.format, &q, &pw), HM_SUCCESS) << last_error();
+}
+
+// Quantizes the [n][k] f32 weight `w` into L (its dequantized copy and packed buffers).
+inline void quantize_into(Layer& L, const std::vector<float>& w) {
+  EXPECT_EQ(w.size(), static_cast<size_t>(L.n * L.k)) << "weight size";
+  hm_canonical_sizes_t cs;
+  hm_canonical_sizes_init(&cs);
+  EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
+  std::vector<uint8_t> codes(cs.codes);
+  std::vector<float> scales(cs.scales), zps(cs.zero_points), global(cs.global_scale);
+  hm_canonical_weight_t q;
+  hm_canonical_weight_init(&q);
+  q.codes = codes.data();
+  q.scales = cs.scales ? scales.data() : nullptr;
+  q.zero_points = cs.zero_points ? zps.data() : nullptr;
+  q.global_scale = cs.global_scale ? global.data() : nullptr;
+  EXPECT_EQ(hm_quantize(L.format, w.data(), HM_DTYPE_F32, &q), HM_SUCCESS) << last_error();
+  pack_canonical(L, q);
+}
+
+// The layer of `text` quantized from the given [n][k] f32 weight (a format with a bias gets none
+// here: use make_layer).
+inline Layer quantize_layer(const std::string& text, const std::vector<float>& w) {
+  Layer L = parse_layer(text);
+  EXPECT_EQ(L.has_bias, 0) << "quantize_layer does not make biases: " << text;
+  quantize_into(L, w);
+  return L;
+}
+
+// Quantizes a random N(0, 0.05) weight for `text` (bias N(0, 0.5) when the format has one).
+inline Layer make_layer(const std::string& text, std::mt19937& rng) {
+  Layer L = parse_layer(text);
+  {
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    std::vector<float> w(static_cast<size_t>(L.n * L.k));
+    for (auto& x : w) x = normal(rng);
+    quantize_into(L, w);
+  }
   if (L.has_bias) {
     std::normal_distribution<float> normal(0.0f, 0.5f);
     L.bias.resize(L.n);
@@ -150,7 +188,7 @@ struct DeviceWeights {
   uint64_t w = 0, scales = 0, zeros = 0, global = 0, bias = 0;
 };
 
-inline DeviceWeights upload_weights(Gpu& gpu, const Layer& L) {
+inline DeviceWeights upload_weights(Buffers& gpu, const Layer& L) {
   DeviceWeights d;
   d.w = gpu.upload(L.w.data(), L.w.size());
   d.scales = gpu.upload(L.scales.data(), L.scales.size());
@@ -221,7 +259,7 @@ inline double relative_error(const Layer& L, const std::vector<uint16_t>& out,
 }
 
 // Copies m x n output codes back from `c`.
-inline std::vector<uint16_t> download(Gpu& gpu, const Layer& L, uint64_t c, int64_t m) {
+inline std::vector<uint16_t> download(Buffers& gpu, const Layer& L, uint64_t c, int64_t m) {
   std::vector<uint16_t> out(static_cast<size_t>(m * L.n));
   EXPECT_EQ(hm_copy_to_host(gpu.ctx, out.data(), c, out.size() * 2), HM_SUCCESS) << last_error();
   return out;
