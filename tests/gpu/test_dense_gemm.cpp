@@ -10,131 +10,57 @@
 #include <gtest/gtest.h>
 
 #include "humming.h"
+#include "gpu/support/dense_layer.hpp"
 
 namespace {
 
-std::string last_error() {
-  char buf[8192];
-  hm_last_error_message(buf, sizeof buf);
-  return buf;
-}
+using hm::gpu_test::Activations;
+using hm::gpu_test::Gpu;
+using hm::gpu_test::Layer;
+using hm::gpu_test::encode16;
+using hm::gpu_test::last_error;
 
-struct Gpu {
-  hm_context_t* ctx = nullptr;
-  Gpu() {
-    hm_context_options_t o;
-    hm_context_options_init(&o);
-    o.device = 0;
-    EXPECT_EQ(hm_context_create(&o, &ctx), HM_SUCCESS) << last_error();
-  }
-  ~Gpu() { hm_context_destroy(ctx); }
-  uint64_t upload(const void* data, size_t bytes) {
-    uint64_t p = 0;
-    if (bytes == 0) return 0;
-    EXPECT_EQ(hm_device_alloc(ctx, bytes, &p), HM_SUCCESS) << last_error();
-    EXPECT_EQ(hm_copy_to_device(ctx, p, data, bytes), HM_SUCCESS) << last_error();
-    owned.push_back(p);
-    return p;
-  }
-  std::vector<uint64_t> owned;
-  void free_all() {
-    for (uint64_t p : owned) hm_device_free(ctx, p);
-    owned.clear();
-  }
-};
-
-uint16_t encode16(hm_dtype_t d, double v, double* back) {
-  uint32_t code = 0;
-  hm_dtype_encode(d, v, &code);
-  hm_dtype_decode(d, code, back);
-  return static_cast<uint16_t>(code);
-}
-
-struct Layer {
-  hm_format_t* format = nullptr;
-  int64_t n = 0, k = 0;
-  hm_dtype_t act = 0, out = 0;
-  int32_t has_bias = 0;
-  std::vector<float> deq;                  // [n][k] dequantized weight (host)
-  std::vector<uint8_t> w, scales, zeros;   // packed
-  std::vector<float> global;
-  std::vector<uint16_t> bias_codes;
-  std::vector<double> bias;
-};
-
-// Quantizes a random weight for `text`, or uses `codes`/`scales` if given (exact cases).
+// A random layer for `text` (dense_layer.hpp), or with `exact`: uint4b8 codes 6..10 (values
+// -2..2) and power-of-two scales, bias 1, so every product and sum below is exact.
 Layer make_layer(const std::string& text, std::mt19937& rng, bool exact = false) {
-  Layer L;
-  EXPECT_EQ(hm_format_parse(text.c_str(), &L.format), HM_SUCCESS) << last_error();
-  int32_t e = 0;
-  hm_format_get_shape(L.format, &L.n, &L.k, &e);
-  hm_format_get_dtype(L.format, HM_ROLE_ACTIVATION, &L.act);
-  hm_format_get_dtype(L.format, HM_ROLE_OUTPUT, &L.out);
-  hm_format_get_bias(L.format, &L.has_bias);
+  if (!exact) return hm::gpu_test::make_layer(text, rng);
+  Layer L = hm::gpu_test::parse_layer(text);
   hm_canonical_sizes_t cs;
   hm_canonical_sizes_init(&cs);
   EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
   std::vector<uint8_t> codes(cs.codes);
-  std::vector<float> scales(cs.scales), zps(cs.zero_points), global(cs.global_scale);
+  std::vector<float> scales(cs.scales);
+  std::uniform_int_distribution<int> code(6, 10), pow(-2, 0);
+  for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
+  for (auto& v : scales) v = std::ldexp(1.0f, pow(rng));
   hm_canonical_weight_t q;
   hm_canonical_weight_init(&q);
   q.codes = codes.data();
   q.scales = cs.scales ? scales.data() : nullptr;
-  q.zero_points = cs.zero_points ? zps.data() : nullptr;
-  q.global_scale = cs.global_scale ? global.data() : nullptr;
-  if (exact) {
-    // uint4b8 codes 6..10 (values -2..2), power-of-two scales: every product and sum is exact.
-    std::uniform_int_distribution<int> code(6, 10), pow(-2, 0);
-    for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
-    for (auto& s : scales) s = std::ldexp(1.0f, pow(rng));
-  } else {
-    std::normal_distribution<float> normal(0.0f, 0.05f);
-    std::vector<float> w(L.n * L.k);
-    for (auto& x : w) x = normal(rng);
-    EXPECT_EQ(hm_quantize(L.format, w.data(), HM_DTYPE_F32, &q), HM_SUCCESS) << last_error();
-  }
-  L.deq.resize(L.n * L.k);
-  EXPECT_EQ(hm_dequantize(L.format, &q, L.deq.data()), HM_SUCCESS) << last_error();
-  hm_packed_sizes_t ps;
-  hm_packed_sizes_init(&ps);
-  EXPECT_EQ(hm_format_packed_sizes(L.format, &ps), HM_SUCCESS);
-  L.w.resize(ps.weight);
-  L.scales.resize(ps.scales);
-  L.zeros.resize(ps.zero_points);
-  L.global.resize(ps.global_scale / 4);
-  hm_packed_weight_t pw;
-  hm_packed_weight_init(&pw);
-  pw.weight = L.w.data();
-  pw.scales = ps.scales ? L.scales.data() : nullptr;
-  pw.zero_points = ps.zero_points ? L.zeros.data() : nullptr;
-  pw.global_scale = ps.global_scale ? L.global.data() : nullptr;
-  EXPECT_EQ(hm_pack(L.format, &q, &pw), HM_SUCCESS) << last_error();
+  hm::gpu_test::pack_canonical(L, q);
   if (L.has_bias) {
-    std::normal_distribution<float> normal(0.0f, 0.5f);
     L.bias.resize(L.n);
     L.bias_codes.resize(L.n);
-    for (int64_t i = 0; i < L.n; ++i) L.bias_codes[i] = encode16(L.out, exact ? 1.0 : normal(rng), &L.bias[i]);
+    for (int64_t i = 0; i < L.n; ++i) L.bias_codes[i] = encode16(L.out, 1.0, &L.bias[i]);
   }
   return L;
 }
 
-// Runs the plan for m tokens and returns (relative Frobenius error, max abs difference).
+// Runs the plan (default tiles, or the `tuning` JSON) for m tokens, twice (the second call
+// checks the split-K counters were left at zero), and returns (relative Frobenius error, max
+// abs difference) against the f64 reference. `exact`: activations in {-1, 0, 1}.
 std::pair<double, double> run(Gpu& gpu, Layer& L, int64_t m, std::mt19937& rng, bool exact = false,
                               const char* tuning = nullptr) {
-  std::vector<uint16_t> a_codes(m * L.k);
-  std::vector<double> a(m * L.k);
-  std::normal_distribution<double> normal;
-  std::uniform_int_distribution<int> small(-1, 1);
-  for (size_t i = 0; i < a.size(); ++i)
-    a_codes[i] = encode16(L.act, exact ? small(rng) : normal(rng), &a[i]);
-  // f64 reference on the dequantized weight.
-  std::vector<double> ref(m * L.n);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < L.n; ++j) {
-      double s = L.has_bias ? L.bias[j] : 0.0;
-      for (int64_t l = 0; l < L.k; ++l) s += a[i * L.k + l] * L.deq[j * L.k + l];
-      ref[i * L.n + j] = s;
-    }
+  Activations a;
+  if (exact) {
+    a.codes.resize(static_cast<size_t>(m * L.k));
+    a.values.resize(a.codes.size());
+    std::uniform_int_distribution<int> small(-1, 1);
+    for (size_t i = 0; i < a.codes.size(); ++i) a.codes[i] = encode16(L.act, small(rng), &a.values[i]);
+  } else {
+    a = hm::gpu_test::random_activations(L, m, rng);
+  }
+  const std::vector<double> ref = hm::gpu_test::reference(L, a.values, m);
   hm_plan_t* plan = nullptr;
   hm_plan_options_t options;
   hm_plan_options_init(&options);
@@ -144,42 +70,32 @@ std::pair<double, double> run(Gpu& gpu, Layer& L, int64_t m, std::mt19937& rng, 
   EXPECT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
   uint64_t ws_bytes = 0;
   EXPECT_EQ(hm_plan_workspace_size(plan, m, &ws_bytes), HM_SUCCESS) << last_error();
-  std::vector<uint8_t> zeros(ws_bytes, 0);
-  const uint64_t ws = gpu.upload(zeros.data(), ws_bytes);
-  std::vector<uint8_t> poison(m * L.n * 2, 0xFF);  // NaN in f16 and bf16: unwritten shows
-  const uint64_t c = gpu.upload(poison.data(), poison.size());
+  const uint64_t ws = gpu.zeroed(ws_bytes);
+  const uint64_t c = gpu.poisoned(static_cast<size_t>(m * L.n * 2));
   hm_launch_params_t* p = nullptr;
   hm_launch_params_create(&p);
-  hm_launch_params_set_pointer(p, HM_ARG_A, gpu.upload(a_codes.data(), a_codes.size() * 2));
-  hm_launch_params_set_pointer(p, HM_ARG_B, gpu.upload(L.w.data(), L.w.size()));
+  hm::gpu_test::set_weights(p, hm::gpu_test::upload_weights(gpu, L));
+  hm_launch_params_set_pointer(p, HM_ARG_A, gpu.upload(a.codes.data(), a.codes.size() * 2));
   hm_launch_params_set_pointer(p, HM_ARG_C, c);
-  if (!L.scales.empty()) hm_launch_params_set_pointer(p, HM_ARG_SCALES, gpu.upload(L.scales.data(), L.scales.size()));
-  if (!L.zeros.empty()) hm_launch_params_set_pointer(p, HM_ARG_ZEROS, gpu.upload(L.zeros.data(), L.zeros.size()));
-  if (!L.global.empty()) hm_launch_params_set_pointer(p, HM_ARG_GLOBAL, gpu.upload(L.global.data(), L.global.size() * 4));
-  if (L.has_bias) hm_launch_params_set_pointer(p, HM_ARG_BIAS, gpu.upload(L.bias_codes.data(), L.n * 2));
   hm_launch_params_set_pointer(p, HM_ARG_WORKSPACE, ws);
   hm_launch_params_set_int(p, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(ws_bytes));
   hm_launch_params_set_int(p, HM_ARG_M, m);
-  std::vector<uint16_t> out(m * L.n);
-  // Twice: the second call checks that the split-K counters were left at zero.
   for (int rep = 0; rep < 2; ++rep) {
     EXPECT_EQ(hm_plan_gemm(plan, p, nullptr), HM_SUCCESS) << last_error();
     EXPECT_EQ(hm_stream_synchronize(gpu.ctx, nullptr), HM_SUCCESS) << last_error();
   }
-  hm_copy_to_host(gpu.ctx, out.data(), c, out.size() * 2);
+  const std::vector<uint16_t> out = hm::gpu_test::download(gpu, L, c, m);
   hm_launch_params_destroy(p);
   hm_plan_destroy(plan);
   gpu.free_all();
-  double num = 0, den = 0, max_abs = 0;
+  const double err = hm::gpu_test::relative_error(L, out, ref);
+  double max_abs = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     double got = 0;
     hm_dtype_decode(L.out, out[i], &got);
-    if (!std::isfinite(got)) return {1e9, 1e9};
-    num += (got - ref[i]) * (got - ref[i]);
-    den += ref[i] * ref[i];
     max_abs = std::max(max_abs, std::fabs(got - ref[i]));
   }
-  return {std::sqrt(num / std::max(den, 1e-30)), max_abs};
+  return {err, std::isfinite(max_abs) ? max_abs : 1e9};
 }
 
 struct FormatCase {
@@ -240,7 +156,6 @@ TEST_P(DenseGemm, MatchesTheHostReferenceForEveryTileAndRaggedShape) {
     auto [err, max_abs] = run(gpu, L, m, rng);
     EXPECT_LE(err, GetParam().bound) << GetParam().text << " m=" << m << " max |diff| " << max_abs;
   }
-  hm_format_destroy(L.format);
 }
 
 // The same formats through the mma.sync kernel (on sm_90a the defaults pick wgmma) and through
@@ -262,7 +177,6 @@ TEST_P(DenseGemm, MatchesTheHostReferenceThroughForcedTiles) {
       EXPECT_LE(err, GetParam().bound) << GetParam().text << " m=" << m << " max |diff| " << max_abs
                                        << " tuning " << tuning;
     }
-  hm_format_destroy(L.format);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, DenseGemm, testing::ValuesIn(kCases),
@@ -287,8 +201,7 @@ TEST(DenseGemmExact, BitExactOnRepresentableInputs) {
                                 << (tuning ? tuning : "default");
       }
     }
-    hm_format_destroy(L.format);
-  }
+    }
 }
 
 }  // namespace
