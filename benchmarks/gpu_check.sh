@@ -24,17 +24,18 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHUMMING_BUILD_TEST
 cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -3 || exit 1
 echo "build took $(( $(date +%s) - t0 )) s"
 echo "== humming info"; ./build-gpu/humming info
-B=./build-gpu/benchmarks/bench_gemm
+# Every benchmark run is bounded, so a hang cannot eat the session's device time.
+B="timeout 90 ./build-gpu/benchmarks/bench_gemm"
 
 if want all tests quick; then
   echo "== gpu tests"
-  ctest --test-dir build-gpu -L gpu --output-on-failure -j 8 --timeout 900 > "$OUT/ctest.txt" 2>&1
+  ctest --test-dir build-gpu -L gpu --output-on-failure -j 8 --timeout 240 > "$OUT/ctest.txt" 2>&1
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|\*\*\*Skipped|Failure|Expected|Which is|rel err|tuning" "$OUT/ctest.txt" | head -60
   if want all tests; then
     echo "== api + jit tests (on the GPU host too)"
     ctest --test-dir build-gpu -L 'api|jit' -j 8 2>&1 | tail -4
   fi
-  echo "== demo"; ./build-gpu/humming demo
+  echo "== demo"; timeout 120 ./build-gpu/humming demo
 fi
 
 if want all quick bench defaults; then
