@@ -28,6 +28,9 @@ echo "== humming info"; ./build-gpu/humming info
 B="timeout 90 ./build-gpu/benchmarks/bench_gemm"
 
 if want all tests quick; then
+  # The demo first: one kernel, a quick sign of a hang before the long suites start.
+  echo "== demo"; timeout 120 ./build-gpu/humming demo
+  if [ $? -eq 124 ]; then echo "demo timed out: stopping"; exit 1; fi
   echo "== gpu tests"
   ctest --test-dir build-gpu -L gpu --output-on-failure -j 8 --timeout 240 > "$OUT/ctest.txt" 2>&1
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|\*\*\*Skipped|Failure|Expected|Which is|rel err|tuning" "$OUT/ctest.txt" | head -60
@@ -35,7 +38,6 @@ if want all tests quick; then
     echo "== api + jit tests (on the GPU host too)"
     ctest --test-dir build-gpu -L 'api|jit' -j 8 2>&1 | tail -4
   fi
-  echo "== demo"; timeout 120 ./build-gpu/humming demo
 fi
 
 if want all quick bench defaults; then
