@@ -153,6 +153,7 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
     prelude = wgmma_op_source("WgmmaOp", tile.block_m, act_f16, acc_f16) + "\n";
     c << "  static constexpr int kStages = " << tile.stages << ";\n"
       << "  static constexpr int kMinBlocks = " << tile.blocks_per_sm << ";\n"
+      << "  static constexpr bool kDecoupled = " << (tile.decoupled ? "true" : "false") << ";\n"
       << "  using Wgmma = WgmmaOp;\n";
   }
   c << "};\n";

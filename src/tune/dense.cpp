@@ -12,7 +12,7 @@ namespace hm::tune {
 std::string DenseTile::name() const {
   if (kernel == DenseKernel::kWgmma)
     return "wg_bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_st" +
-           std::to_string(stages);
+           std::to_string(stages) + (decoupled ? "_mb" : "");
   return "bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_s" +
          std::to_string(warp_strips);
 }
@@ -32,8 +32,9 @@ DenseTile mma(int block_m, int warps, int warp_strips) {
   return t;
 }
 
-DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm) {
+DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, bool decoupled = false) {
   DenseTile t;
+  t.decoupled = decoupled;
   t.kernel = DenseKernel::kWgmma;
   t.block_m = block_m;
   t.warps = warps;
@@ -46,18 +47,19 @@ DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm) {
 
 std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::Arch& arch) {
   if (wgmma_covers(f, arch)) {
-    // Measured on the H200 (benchmarks/NOTES.md, v6 sweep, int4 g128 8192²): 8-token tiles of
-    // one warpgroup stream weights best at M = 1; from M = 16 on, two warpgroups per block halve
-    // the activation re-reads; 64-token tiles with three blocks per SM win at M = 128; two
-    // warpgroups of 256 tokens with 3 stages at large M.
+    // Measured on the H200 (benchmarks/NOTES.md, v6 and v7 sweeps, int4 g128 8192²): 8-token
+    // tiles of one warpgroup stream weights best at M = 1; from M = 16 on, two warpgroups per
+    // block halve the activation re-reads; 64-token tiles with three blocks per SM at M = 128;
+    // for larger M, 256-token tiles of two warpgroups whose stages are synchronized by
+    // mbarriers (the block barrier per chunk is cheaper for the small tiles).
     return {
         {8, wgmma(8, 4, 8, 6)},
         {16, wgmma(16, 8, 8, 3)},
         {32, wgmma(32, 8, 8, 3)},
         {64, wgmma(64, 8, 6, 2)},
         {128, wgmma(64, 4, 6, 3)},
-        {256, wgmma(128, 8, 4, 2)},
-        {INT64_MAX, wgmma(256, 8, 3, 1)},
+        {256, wgmma(128, 16, 4, 1, true)},
+        {INT64_MAX, wgmma(256, 8, 4, 1, true)},
     };
   }
   // mma.sync: small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with
@@ -91,11 +93,17 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                    where + ".kernel must be \"mma\" or \"wgmma\"");
         continue;
       }
+      if (key == "pipeline") {
+        HM_REQUIRE(it->is_string() && (*it == "barrier" || *it == "mbarrier"), HM_ERROR_PARSE,
+                   where + ".pipeline must be \"barrier\" or \"mbarrier\"");
+        continue;
+      }
       HM_REQUIRE(key == "max_m" || key == "block_m" || key == "warps" || key == "warp_strips" ||
                      key == "stages" || key == "blocks_per_sm",
                  HM_ERROR_PARSE,
                  where + ": unknown key \"" + key +
-                     "\" (max_m, kernel, block_m, warps, warp_strips, stages, blocks_per_sm)");
+                     "\" (max_m, kernel, block_m, warps, warp_strips, stages, pipeline, "
+                     "blocks_per_sm)");
       HM_REQUIRE(it->is_number_integer(), HM_ERROR_PARSE, where + "." + key + " must be an integer");
     }
     DenseRange r{INT64_MAX, {}};
@@ -107,6 +115,7 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
     r.tile.warp_strips = e.value("warp_strips", 1);
     r.tile.stages = e.value("stages", wg ? 4 : 0);
     r.tile.blocks_per_sm = e.value("blocks_per_sm", wg ? 1 : 16);
+    r.tile.decoupled = e.value("pipeline", std::string("barrier")) == "mbarrier";
     HM_REQUIRE(r.max_m > 0, HM_ERROR_PARSE, where + ".max_m must be positive");
     HM_REQUIRE(r.tile.blocks_per_sm >= 1 && r.tile.blocks_per_sm <= 32, HM_ERROR_PARSE,
                where + ".blocks_per_sm must be in [1, 32]");
@@ -129,6 +138,8 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                  where + ".warp_strips must be in [1, 4]");
       HM_REQUIRE(r.tile.stages == 0, HM_ERROR_PARSE,
                  where + ".stages applies to wgmma only (mma.sync double-buffers)");
+      HM_REQUIRE(!e.contains("pipeline"), HM_ERROR_PARSE,
+                 where + ".pipeline applies to wgmma only");
     }
     HM_REQUIRE(out.empty() || r.max_m > out.back().max_m, HM_ERROR_PARSE,
                where + ".max_m must be larger than the previous entry's");

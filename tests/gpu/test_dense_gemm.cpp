@@ -135,7 +135,8 @@ const char* kForceMma =
                   {"block_m": 64, "warps": 4, "warp_strips": 2}]})";
 const char* kWgmmaWide =
     R"({"dense": [{"max_m": 8, "kernel": "wgmma", "block_m": 8, "warps": 8, "stages": 3},
-                  {"max_m": 64, "kernel": "wgmma", "block_m": 24, "warps": 4, "stages": 2},
+                  {"max_m": 64, "kernel": "wgmma", "block_m": 24, "warps": 4, "stages": 2,
+                   "pipeline": "mbarrier"},
                   {"kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4}]})";
 
 bool device_has_wgmma(Gpu& gpu) {
@@ -159,7 +160,8 @@ TEST_P(DenseGemm, MatchesTheHostReferenceForEveryTileAndRaggedShape) {
 }
 
 // The same formats through the mma.sync kernel (on sm_90a the defaults pick wgmma) and through
-// wgmma tiles the defaults do not use (two warpgroups at N = 8, an odd N = 24, two stages).
+// wgmma tiles the defaults do not use (two warpgroups at N = 8, an odd N = 24 with two
+// mbarrier-synchronized stages, 256 tokens with a block barrier per chunk).
 TEST_P(DenseGemm, MatchesTheHostReferenceThroughForcedTiles) {
   Gpu gpu;
   ASSERT_NE(gpu.ctx, nullptr);

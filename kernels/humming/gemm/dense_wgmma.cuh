@@ -11,12 +11,14 @@
 // Block: kWarps / 4 warpgroups side by side along N (channels), all sharing the activation tile
 // of kBlockM tokens. Pipeline: kStages shared-memory stages, each holding one 64-wide K chunk of
 // activations, of every warp's weight chunk and of the block's scale / zero-point codes, filled
-// by cp.async kStages - 1 chunks ahead of the compute. Per chunk each warp dequantizes its 16 A
-// registers (4 atoms), issues 4 wgmma and waits for them: ptxas serializes every wgmma when a
-// non-wgmma instruction writes any wgmma input register while a group is in flight, so the
-// dequantization of the next chunk cannot overlap this chunk's wgmma within a warpgroup; the
-// overlap comes from the other warpgroups and blocks on the SM instead. A stage is refilled
-// once every warp is past the barrier that follows its last reader.
+// by cp.async kStages - 1 chunks ahead of the compute (each thread's share of a copy is planned
+// once per block: per chunk it is an add, a compare and the cp.async). Per chunk each warp
+// dequantizes its 16 A registers (4 atoms), issues 4 wgmma and waits for them: ptxas serializes
+// every wgmma when a non-wgmma instruction writes any wgmma input register while a group is in
+// flight, so within a warpgroup the dequantization cannot overlap its own wgmma. Overlap comes
+// from other warpgroups and blocks, and the stages are synchronized one of two ways (the tile's
+// `pipeline`): a block barrier per chunk (cheapest for small tiles), or per-stage full / empty
+// mbarriers that let warpgroups drift a chunk apart (C::kDecoupled; best for large tiles).
 // Split-K and the epilogue are shared with the mma.sync kernel (gemm/epilogue.cuh).
 #pragma once
 
@@ -228,35 +230,8 @@ struct DenseWgmma {
 
     AccFragments<C::kAccF16, 1, kTokenGroups> acc{};
 
-    // Per stage: `full` completes when every thread's copies into it have landed (cp.async
-    // arrivals), `empty` when every warp has finished the wgmma that read it. No block-wide
-    // barrier in the loop: a warpgroup may run one chunk ahead of another, so one dequantizes
-    // while the other's wgmma keeps the tensor cores busy.
-    __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
-    const uint32 full0 = ptx::smem_address(&full[0]), empty0 = ptx::smem_address(&empty[0]);
-    if (threadIdx.x == 0) {
-#pragma unroll
-      for (int s = 0; s < kStages; ++s) {
-        ptx::mbarrier_init(full0 + 8 * s, kThreads);
-        ptx::mbarrier_init(empty0 + 8 * s, kWarps);
-      }
-    }
-    __syncthreads();
-
-    const Copier copier(p, m0, strip0);
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < n) {
-        copier.copy(p, base_address + s * kStageBytes, chunk(s));
-        ptx::cp_async_mbarrier_arrive(full0 + 8 * s);
-      }
-    }
-
-    for (int i = 0; i < n; ++i) {
-      const int s = i % kStages;
-      ptx::mbarrier_wait(full0 + 8 * s, (i / kStages) & 1);
-      ptx::fence_proxy_async_shared();  // the wgmma below reads what cp.async wrote
-
+    // Dequantizes chunk i's weights (in its stage) and issues its 4 wgmma into acc.
+    auto compute = [&](int i) {
       const uint32 stage_address = base_address + (i % kStages) * kStageBytes;
       const unsigned char* stage = base + (i % kStages) * kStageBytes;
       uint32 words[kBits];
@@ -281,25 +256,74 @@ struct DenseWgmma {
       }
       uint32 a[16];
       D::chunk_fragments(a, words, lo, hi);
-
       ptx::wgmma_fence();
 #pragma unroll
       for (int x = 0; x < 4; ++x)
         C::Wgmma::run(acc.v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
                       ptx::smem_descriptor_k_sw128(stage_address + x * 32));
       ptx::wgmma_commit();
-      // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work, once
-      // every warp has released it.
-      const int next = i + kStages - 1;
-      if (next < n) {
-        const int r = next % kStages;  // == (i - 1) % kStages
-        if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, ((i - 1) / kStages) & 1);
-        copier.copy(p, base_address + r * kStageBytes, chunk(next));
-        ptx::cp_async_mbarrier_arrive(full0 + 8 * r);
+    };
+    const Copier copier(p, m0, strip0);
+
+    if constexpr (C::kDecoupled) {
+      // Per stage: `full` completes when every thread's copies into it have landed (cp.async
+      // arrivals), `empty` when every warp has finished the wgmma that read it. No block-wide
+      // barrier in the loop: a warpgroup may run one chunk ahead of another, so one dequantizes
+      // while the other's wgmma keeps the tensor cores busy. Pays off with large tiles; small
+      // ones, whose chunks are short, do better with one barrier per chunk (below).
+      __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+      const uint32 full0 = ptx::smem_address(&full[0]), empty0 = ptx::smem_address(&empty[0]);
+      if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < kStages; ++s) {
+          ptx::mbarrier_init(full0 + 8 * s, kThreads);
+          ptx::mbarrier_init(empty0 + 8 * s, kWarps);
+        }
       }
-      ptx::wgmma_wait<0>();
-      __syncwarp();
-      if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 * s);
+      __syncthreads();
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) {
+        if (s < n) {
+          copier.copy(p, base_address + s * kStageBytes, chunk(s));
+          ptx::cp_async_mbarrier_arrive(full0 + 8 * s);
+        }
+      }
+      for (int i = 0; i < n; ++i) {
+        const int s = i % kStages;
+        ptx::mbarrier_wait(full0 + 8 * s, (i / kStages) & 1);
+        ptx::fence_proxy_async_shared();  // the wgmma reads what cp.async wrote
+        compute(i);
+        // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work,
+        // once every warp has released it.
+        const int next = i + kStages - 1;
+        if (next < n) {
+          const int r = next % kStages;  // == (i - 1) % kStages
+          if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, ((i - 1) / kStages) & 1);
+          copier.copy(p, base_address + r * kStageBytes, chunk(next));
+          ptx::cp_async_mbarrier_arrive(full0 + 8 * r);
+        }
+        ptx::wgmma_wait<0>();
+        __syncwarp();
+        if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 * s);
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) {
+        if (s < n) copier.copy(p, base_address + s * kStageBytes, chunk(s));
+        ptx::cp_async_commit();  // empty groups keep the count uniform
+      }
+      for (int i = 0; i < n; ++i) {
+        ptx::cp_async_wait<kStages - 2>();
+        ptx::fence_proxy_async_shared();  // the wgmma reads what cp.async wrote
+        // Chunk i has landed for every thread, and every warp has finished the wgmma of chunk
+        // i - 1 (it waits at the end of each step), so chunk i - 1's stage can be refilled.
+        __syncthreads();
+        compute(i);
+        const int next = i + kStages - 1;  // refilled while the tensor cores work
+        if (next < n) copier.copy(p, base_address + (next % kStages) * kStageBytes, chunk(next));
+        ptx::cp_async_commit();
+        ptx::wgmma_wait<0>();
+      }
     }
     ptx::wgmma_wait<0>();
 #pragma unroll
