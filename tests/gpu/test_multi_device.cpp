@@ -33,9 +33,6 @@ namespace {
 using namespace hm::gpu_test;
 namespace fs = std::filesystem;
 
-// f16 / bf16 outputs against the reference of the dequantized weight (as test_plan_gpu.cpp).
-constexpr double kF16Bound = 2e-3;
-constexpr double kBf16Bound = 1.5e-2;
 constexpr const char* kInt4 = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
 constexpr const char* kInt8 = "w=uint8b128 a=bf16 c=bf16 s=bf16:channel n=192 k=512";
 constexpr const char* kInt4Bf16 = "w=uint4b8 a=bf16 c=bf16 s=bf16:g64 n=320 k=768";

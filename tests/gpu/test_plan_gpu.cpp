@@ -23,9 +23,6 @@ namespace {
 
 using namespace hm::gpu_test;
 
-// f16 outputs: weights rounded to f16 after scaling plus the output rounding (test_dense_gemm.cpp).
-constexpr double kF16Bound = 2e-3;
-constexpr double kBf16Bound = 1.5e-2;
 constexpr const char* kInt4 = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
 
 // The driver entry points the tests need beyond the C API (streams, capture, graphs, async copies,

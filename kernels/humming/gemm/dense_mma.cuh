@@ -74,33 +74,6 @@ struct DenseMma {
     }
   }
 
-  // One lane's kBits words of one chunk, with the widest aligned vector loads the layout allows.
-  static __device__ __forceinline__ void load_chunk(uint32 (&words)[kBits], const char* chunk,
-                                                    int lane) {
-    const uint32* base = reinterpret_cast<const uint32*>(chunk);
-#pragma unroll
-    for (int w = 0; w < kBits;) {
-      const int seg = quant::segment_words(kBits, w);
-      const uint32* src = base + quant::lane_word_offset(kBits, lane, w);
-      if (seg == 4) {
-        uint32 r[4];
-        ptx::load_global_stream(r, src);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) words[w + i] = r[i];
-      } else if (seg == 2) {
-        uint32 r[2];
-        ptx::load_global_stream(r, src);
-        words[w] = r[0];
-        words[w + 1] = r[1];
-      } else {
-        uint32 r[1];
-        ptx::load_global_stream(r, src);
-        words[w] = r[0];
-      }
-      w += seg;
-    }
-  }
-
   // ---- the kernel ----------------------------------------------------------------------------
 
   static __device__ __forceinline__ void run(const DenseParams& p) {
@@ -135,7 +108,7 @@ struct DenseMma {
 #pragma unroll
         for (int i = 0; i < C::kWarpStrips; ++i) {
           const int64_t strip = strip0 + i < strips_total ? strip0 + i : strips_total - 1;
-          load_chunk(dst[d][i],
+          D::template load_lane_words<true>(dst[d][i],
                      wbase + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, strip, kc), lane);
           if constexpr (D::kHasRowCodes) {
             const int64_t row = (strip0 + i) * 16 + g;

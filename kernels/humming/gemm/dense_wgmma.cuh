@@ -82,9 +82,30 @@ struct DenseWgmma {
     // the stage keeps the warps' chunks back to back, so it lands at kWeightOffset + 16 u.
     static constexpr int kUnitsPerChunk = kChunkBytes / 16;
     static constexpr int kWeightIters = (kWarps * kUnitsPerChunk + kThreads - 1) / kThreads;
-    // Codes: unit u is slot u / units per row, 16-byte unit u % units per row of its row.
-    static constexpr int kScaleUnits = kBlockN * kScaleBytes / 16;
-    static constexpr int kZeroUnits = kBlockN * kZeroBytes / 16;
+    // The codes of one side tensor (scales or zero points, [group][cols] of kBytes-byte codes),
+    // laid out in the stage as [slot][block channel]: unit u is slot u / units per row, 16-byte
+    // unit u % units per row. One pass of the block's threads covers them (asserted below).
+    struct Codes {
+      const char* src = nullptr;  // this thread's unit in group row 0 (null: none to copy)
+      int64_t row_bytes = 0;      // bytes between group rows
+      int slot = 0;
+      template <int kBytes>
+      __device__ __forceinline__ void plan(const void* base, int64_t cols, int64_t n0,
+                                           int64_t n_pad) {
+        constexpr int kUnits = kBlockN * kBytes / 16;  // 16-byte units of one slot's row
+        const int t = threadIdx.x, u = t % kUnits;
+        // Channel blocks start on a multiple of 64 and n_pad is one: a unit is all in or out.
+        if (t < kSlots * kUnits && n0 + u * 16 / kBytes < n_pad) {
+          src = static_cast<const char*>(base) + n0 * kBytes + u * 16;
+          row_bytes = cols * kBytes;
+          slot = t / kUnits;
+        }
+      }
+      __device__ __forceinline__ void copy(uint32 dst, int64_t kc) const {
+        if (src != nullptr)
+          ptx::cp_async_16(dst + threadIdx.x * 16, src + D::group_of_slot(kc, slot) * row_bytes, 16);
+      }
+    };
 
     const char* act;       // this thread's row 0 unit at chunk 0
     int64_t act_row_step;  // bytes between a thread's rows
@@ -93,12 +114,7 @@ struct DenseWgmma {
     uint32 act_dst;        // stage offset of iteration 0
     const char* w[kWeightIters];
     int w_bytes[kWeightIters];  // 16, or 0 past the last strip (the unit is zero-filled)
-    const char* scale;     // this thread's scale unit in group row 0 (null: none to copy)
-    int64_t scale_row;     // bytes between group rows
-    int scale_slot;
-    const char* zero;
-    int64_t zero_row;
-    int zero_slot;
+    Codes scale, zero;
 
     __device__ __forceinline__ Copier(const DenseParams& p, int64_t m0, int64_t strip0) {
       const int t = threadIdx.x;
@@ -120,28 +136,8 @@ struct DenseWgmma {
         w_bytes[j] = real ? 16 : 0;
       }
       const int64_t n0 = strip0 * 16;
-      scale = nullptr;
-      zero = nullptr;
-      scale_row = zero_row = 0;
-      scale_slot = zero_slot = 0;
-      if constexpr (kScaleBytes > 0) {
-        // One pass covers every code unit (kSlots * kScaleUnits <= 4 * 512 * 4 / 16 = 512 is
-        // checked below against kThreads).
-        const int su = t % kScaleUnits;
-        if (t < kSlots * kScaleUnits && n0 + su * 16 / kScaleBytes < p.n_pad) {
-          scale = static_cast<const char*>(p.scales) + n0 * kScaleBytes + su * 16;
-          scale_row = p.scale_cols * kScaleBytes;
-          scale_slot = t / kScaleUnits;
-        }
-      }
-      if constexpr (kZeroBytes > 0) {
-        const int zu = t % kZeroUnits;
-        if (t < kSlots * kZeroUnits && n0 + zu * 16 / kZeroBytes < p.n_pad) {
-          zero = static_cast<const char*>(p.zeros) + n0 * kZeroBytes + zu * 16;
-          zero_row = p.n_pad * kZeroBytes;
-          zero_slot = t / kZeroUnits;
-        }
-      }
+      if constexpr (kScaleBytes > 0) scale.template plan<kScaleBytes>(p.scales, p.scale_cols, n0, p.n_pad);
+      if constexpr (kZeroBytes > 0) zero.template plan<kZeroBytes>(p.zeros, p.n_pad, n0, p.n_pad);
     }
 
     // Issues the cp.async copies of chunk kc into the stage at shared address `stage`.
@@ -161,45 +157,13 @@ struct DenseWgmma {
           ptx::cp_async_16(stage + kWeightOffset + (threadIdx.x + j * kThreads) * 16,
                            w[j] + (w_bytes[j] ? kc * kChunkBytes : 0), w_bytes[j]);
       }
-      if constexpr (kScaleBytes > 0) {
-        if (scale != nullptr)
-          ptx::cp_async_16(stage + kScaleOffset + threadIdx.x * 16,
-                           scale + D::group_of_slot(kc, scale_slot) * scale_row, 16);
-      }
-      if constexpr (kZeroBytes > 0) {
-        if (zero != nullptr)
-          ptx::cp_async_16(stage + kZeroOffset + threadIdx.x * 16,
-                           zero + D::group_of_slot(kc, zero_slot) * zero_row, 16);
-      }
+      if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset, kc);
+      if constexpr (kZeroBytes > 0) zero.copy(stage + kZeroOffset, kc);
     }
   };
-  static_assert(kSlots * Copier::kScaleUnits <= kThreads && kSlots * Copier::kZeroUnits <= kThreads,
+  static_assert(kSlots * kBlockN * kScaleBytes / 16 <= kThreads &&
+                    kSlots * kBlockN * kZeroBytes / 16 <= kThreads,
                 "one pass of the block's threads copies every scale and zero-point unit");
-
-  // One lane's kBits words of its warp's chunk in a stage (the layout's lane offsets).
-  static __device__ __forceinline__ void read_words(uint32 (&words)[kBits], const unsigned char* chunk,
-                                                    int lane) {
-    const uint32* base = reinterpret_cast<const uint32*>(chunk);
-#pragma unroll
-    for (int w = 0; w < kBits;) {
-      const int seg = quant::segment_words(kBits, w);
-      const uint32* src = base + quant::lane_word_offset(kBits, lane, w);
-      if (seg == 4) {
-        const uint4 v = *reinterpret_cast<const uint4*>(src);
-        words[w] = v.x;
-        words[w + 1] = v.y;
-        words[w + 2] = v.z;
-        words[w + 3] = v.w;
-      } else if (seg == 2) {
-        const uint2 v = *reinterpret_cast<const uint2*>(src);
-        words[w] = v.x;
-        words[w + 1] = v.y;
-      } else {
-        words[w] = *src;
-      }
-      w += seg;
-    }
-  }
 
   static __device__ __forceinline__ void run(const DenseParams& p) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -217,11 +181,10 @@ struct DenseWgmma {
     const int64_t kc_end =
         kc_begin + p.k_chunks_per_split < k_chunks ? kc_begin + p.k_chunks_per_split : k_chunks;
     const int n = static_cast<int>(kc_end - kc_begin);  // >= 1: the host never makes empty splits
-    // Blocks walk their K range from different starting chunks. In the standard layout a strip's
-    // chunks are contiguous along K, so strips are k_pad / 64 chunks apart (a power of two for
-    // the usual K): blocks in lockstep at the same chunk would all hit addresses that differ
-    // only in high bits (the same DRAM channels). The order is fixed per block, so results stay
-    // deterministic.
+    // Blocks walk their K range from different starting chunks, so that blocks in lockstep do
+    // not all read addresses k_pad / 64 chunks apart (a power of two for the usual K). Measured
+    // on the H200 it neither helped nor hurt (benchmarks/NOTES.md, v5); the order is fixed per
+    // block, so results stay deterministic.
     const int rotation = static_cast<int>((blockIdx.x * 5u + blockIdx.y * 3u) % static_cast<unsigned>(n));
     auto chunk = [&](int i) -> int64_t {
       const int j = i + rotation;
@@ -235,7 +198,7 @@ struct DenseWgmma {
       const uint32 stage_address = base_address + (i % kStages) * kStageBytes;
       const unsigned char* stage = base + (i % kStages) * kStageBytes;
       uint32 words[kBits];
-      read_words(words, stage + kWeightOffset + warp * kChunkBytes, lane);
+      D::template load_lane_words<false>(words, stage + kWeightOffset + warp * kChunkBytes, lane);
       RowTerms lo[kSlots], hi[kSlots];
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) {

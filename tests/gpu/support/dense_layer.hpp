@@ -19,6 +19,12 @@
 
 namespace hm::gpu_test {
 
+// Relative Frobenius error bounds against the f64 reference on the dequantized weight: the
+// weight rounded to the activation type after scaling (f16: 2^-11, bf16: 2^-8) plus the output
+// rounding.
+constexpr double kF16Bound = 2e-3;
+constexpr double kBf16Bound = 1.5e-2;
+
 inline std::string last_error() {
   char buf[8192];
   hm_last_error_message(buf, sizeof buf);
