@@ -72,12 +72,17 @@ fi
 if want all profile; then
   echo "== profile (ncu)"
   if command -v ncu >/dev/null; then
-    for m in 1 2048; do
+    for m in 1 128 2048; do
       ncu --kernel-name regex:hm_dense --launch-skip 2 --launch-count 1 \
           --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-          --section Occupancy --section LaunchStats \
+          --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+          --section SchedulerStats \
+          --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
           $B --ms $m --iters 3 --warmup 1 --no-graph --no-flush --no-cublas > "$OUT/ncu_m$m.txt" 2>&1
-      grep -E "Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers|Stall|Warp Cycles Per Issued|Theoretical Occ" "$OUT/ncu_m$m.txt" | head -30
+      echo "-- M = $m"
+      grep -E "Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|Registers Per|Warp Cycles Per Issued" "$OUT/ncu_m$m.txt" | head -8
+      # The stall reasons worth reading (warps per issued instruction), largest first.
+      grep -E "issue_stalled_.*ratio" "$OUT/ncu_m$m.txt" | awk '$NF > 0.05 {print $1, $NF}' | sort -k2 -gr | head -8
     done
   else
     echo "ncu not found"

@@ -12,4 +12,5 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
-python3 -m pip install -q --disable-pip-version-check pytest numpy ml_dtypes scikit-build-core
+python3 -m pip install -q --disable-pip-version-check pytest numpy ml_dtypes scikit-build-core \
+  nvidia-cuda-cuobjdump  # the SASS check of the wgmma kernels (tests/jit)

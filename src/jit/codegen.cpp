@@ -154,6 +154,8 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
     c << "  static constexpr int kStages = " << tile.stages << ";\n"
       << "  static constexpr int kMinBlocks = " << tile.blocks_per_sm << ";\n"
       << "  static constexpr bool kDecoupled = " << (tile.decoupled ? "true" : "false") << ";\n"
+      << "  static constexpr bool kDequantAhead = " << (tile.dequant_ahead ? "true" : "false")
+      << ";\n"
       << "  using Wgmma = WgmmaOp;\n";
   }
   c << "};\n";

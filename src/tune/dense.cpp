@@ -12,7 +12,7 @@ namespace hm::tune {
 std::string DenseTile::name() const {
   if (kernel == DenseKernel::kWgmma)
     return "wg_bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_st" +
-           std::to_string(stages) + (decoupled ? "_mb" : "");
+           std::to_string(stages) + (decoupled ? "_mb" : "") + (dequant_ahead ? "_da" : "");
   return "bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_s" +
          std::to_string(warp_strips);
 }
@@ -32,9 +32,11 @@ DenseTile mma(int block_m, int warps, int warp_strips) {
   return t;
 }
 
-DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, bool decoupled = false) {
+DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, bool decoupled = false,
+                bool dequant_ahead = false) {
   DenseTile t;
   t.decoupled = decoupled;
+  t.dequant_ahead = dequant_ahead;
   t.kernel = DenseKernel::kWgmma;
   t.block_m = block_m;
   t.warps = warps;
@@ -47,19 +49,24 @@ DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, bool deco
 
 std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::Arch& arch) {
   if (wgmma_covers(f, arch)) {
-    // Measured on the H200 (benchmarks/NOTES.md, v6 and v7 sweeps, int4 g128 8192²): 8-token
+    // Measured on the H200 (benchmarks/NOTES.md, v6-v9 sweeps, int4 g128 8192²): 8-token
     // tiles of one warpgroup stream weights best at M = 1; from M = 16 on, two warpgroups per
-    // block halve the activation re-reads; 64-token tiles with three blocks per SM at M = 128;
-    // for larger M, 256-token tiles of two warpgroups whose stages are synchronized by
-    // mbarriers (the block barrier per chunk is cheaper for the small tiles).
+    // block halve the activation re-reads; 64-token tiles that dequantize one chunk ahead up to
+    // M = 128; above, four warpgroups (256 channels) on 128 tokens, then 160 tokens from M = 4096
+    // (fewer, fuller waves), their stages synchronized by mbarriers (the block barrier per chunk
+    // is cheaper for the small tiles).
+    constexpr bool kAhead = true, kMbarrier = true;
     return {
         {8, wgmma(8, 4, 8, 6)},
         {16, wgmma(16, 8, 8, 3)},
         {32, wgmma(32, 8, 8, 3)},
-        {64, wgmma(64, 8, 6, 2)},
-        {128, wgmma(64, 4, 6, 3)},
-        {256, wgmma(128, 16, 4, 1, true)},
-        {INT64_MAX, wgmma(256, 8, 4, 1, true)},
+        {64, wgmma(64, 8, 6, 2, !kMbarrier, kAhead)},
+        {128, wgmma(64, 4, 6, 3, !kMbarrier, kAhead)},
+        {4096, wgmma(128, 16, 3, 1, kMbarrier)},
+        // 160 tokens use every one of the 128 registers a 512-thread block allows; zero points
+        // need a few more (NVRTC spills), so those formats stay on 128 tokens.
+        {INT64_MAX, f.has_zero_point() ? wgmma(128, 16, 3, 1, kMbarrier)
+                                       : wgmma(160, 16, 4, 1, kMbarrier)},
     };
   }
   // mma.sync: small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with
@@ -98,12 +105,16 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                    where + ".pipeline must be \"barrier\" or \"mbarrier\"");
         continue;
       }
+      if (key == "dequant_ahead") {
+        HM_REQUIRE(it->is_boolean(), HM_ERROR_PARSE, where + ".dequant_ahead must be true or false");
+        continue;
+      }
       HM_REQUIRE(key == "max_m" || key == "block_m" || key == "warps" || key == "warp_strips" ||
                      key == "stages" || key == "blocks_per_sm",
                  HM_ERROR_PARSE,
                  where + ": unknown key \"" + key +
                      "\" (max_m, kernel, block_m, warps, warp_strips, stages, pipeline, "
-                     "blocks_per_sm)");
+                     "dequant_ahead, blocks_per_sm)");
       HM_REQUIRE(it->is_number_integer(), HM_ERROR_PARSE, where + "." + key + " must be an integer");
     }
     DenseRange r{INT64_MAX, {}};
@@ -116,6 +127,7 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
     r.tile.stages = e.value("stages", wg ? 4 : 0);
     r.tile.blocks_per_sm = e.value("blocks_per_sm", wg ? 1 : 16);
     r.tile.decoupled = e.value("pipeline", std::string("barrier")) == "mbarrier";
+    r.tile.dequant_ahead = e.value("dequant_ahead", false);
     HM_REQUIRE(r.max_m > 0, HM_ERROR_PARSE, where + ".max_m must be positive");
     HM_REQUIRE(r.tile.blocks_per_sm >= 1 && r.tile.blocks_per_sm <= 32, HM_ERROR_PARSE,
                where + ".blocks_per_sm must be in [1, 32]");
@@ -129,6 +141,8 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                  where + ".warp_strips must be 1 for wgmma (a warp owns one strip)");
       HM_REQUIRE(r.tile.stages >= 2 && r.tile.stages <= 16, HM_ERROR_PARSE,
                  where + ".stages must be in [2, 16]");
+      HM_REQUIRE(!r.tile.dequant_ahead || r.tile.decoupled || r.tile.stages >= 3, HM_ERROR_PARSE,
+                 where + ".dequant_ahead with the barrier pipeline needs stages >= 3");
     } else {
       HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 128 && r.tile.block_m % 8 == 0,
                  HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 128]");
@@ -140,6 +154,8 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                  where + ".stages applies to wgmma only (mma.sync double-buffers)");
       HM_REQUIRE(!e.contains("pipeline"), HM_ERROR_PARSE,
                  where + ".pipeline applies to wgmma only");
+      HM_REQUIRE(!e.contains("dequant_ahead"), HM_ERROR_PARSE,
+                 where + ".dequant_ahead applies to wgmma only");
     }
     HM_REQUIRE(out.empty() || r.max_m > out.back().max_m, HM_ERROR_PARSE,
                where + ".max_m must be larger than the previous entry's");

@@ -23,13 +23,16 @@ struct DenseTile {
   int warp_strips = 1;  // 16-channel strips per warp (wgmma: 1)
   int stages = 0;       // wgmma: shared-memory pipeline stages (mma.sync: 0, fixed double buffer)
   bool decoupled = false;  // wgmma: per-stage mbarriers instead of a block barrier per chunk
+  // wgmma: each warp dequantizes chunk i + 1 while chunk i's wgmma run (a second register set)
+  bool dequant_ahead = false;
   // Blocks of this tile one SM is assumed to run at once; split-K fills one such wave.
   int blocks_per_sm = 16;
   int block_n() const { return 16 * warps * warp_strips; }
-  std::string name() const;  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4[_mb]" (wgmma)
+  std::string name() const;  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4[_mb][_da]" (wgmma)
   friend bool operator==(const DenseTile& a, const DenseTile& b) {
     return a.kernel == b.kernel && a.block_m == b.block_m && a.warps == b.warps &&
            a.warp_strips == b.warp_strips && a.stages == b.stages && a.decoupled == b.decoupled &&
+           a.dequant_ahead == b.dequant_ahead &&
            a.blocks_per_sm == b.blocks_per_sm;
   }
 };

@@ -147,6 +147,21 @@ TEST_F(PlanApi, TuningJsonOverridesTheTilesAndIsChecked) {
   hm_plan_destroy(p);
   o.tuning_json = R"({"dense": [{"pipeline": "mbarrier"}]})";  // mma.sync has no such choice
   EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  o.tuning_json =
+      R"({"dense": [{"kernel": "wgmma", "block_m": 64, "stages": 3, "dequant_ahead": true}]})";
+  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_describe(p, 64, desc, sizeof desc, nullptr), HM_SUCCESS);
+  EXPECT_NE(std::string(desc).find("wg_bm64_w4_st3_da"), std::string::npos) << desc;
+  hm_plan_destroy(p);
+  // A barrier step that dequantizes ahead reads two stages and refills a third.
+  o.tuning_json =
+      R"({"dense": [{"kernel": "wgmma", "block_m": 64, "stages": 2, "dequant_ahead": true}]})";
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  EXPECT_NE(last_error().find("stages >= 3"), std::string::npos) << last_error();
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "dequant_ahead": 1}]})";
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  o.tuning_json = R"({"dense": [{"dequant_ahead": false}]})";  // mma.sync: not a choice either
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
   hm_format_destroy(f);
   // Block scales and K % 8 != 0 stay on mma.sync: asking for wgmma is an error, not a fallback.
   o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 64}]})";

@@ -138,6 +138,15 @@ const char* kWgmmaWide =
                   {"max_m": 64, "kernel": "wgmma", "block_m": 24, "warps": 4, "stages": 2,
                    "pipeline": "mbarrier"},
                   {"kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4}]})";
+// The same with each warp dequantizing one chunk ahead: the fewest stages each pipeline allows
+// (3 with a barrier, 2 with mbarriers), where a missed wait or an early refill shows first.
+const char* kWgmmaAhead =
+    R"({"dense": [{"max_m": 8, "kernel": "wgmma", "block_m": 8, "warps": 4, "stages": 3,
+                   "dequant_ahead": true},
+                  {"max_m": 64, "kernel": "wgmma", "block_m": 40, "warps": 8, "stages": 2,
+                   "pipeline": "mbarrier", "dequant_ahead": true},
+                  {"kernel": "wgmma", "block_m": 128, "warps": 4, "stages": 3,
+                   "dequant_ahead": true}]})";
 
 bool device_has_wgmma(Gpu& gpu) {
   hm_device_info_t info;
@@ -161,7 +170,8 @@ TEST_P(DenseGemm, MatchesTheHostReferenceForEveryTileAndRaggedShape) {
 
 // The same formats through the mma.sync kernel (on sm_90a the defaults pick wgmma) and through
 // wgmma tiles the defaults do not use (two warpgroups at N = 8, an odd N = 24 with two
-// mbarrier-synchronized stages, 256 tokens with a block barrier per chunk).
+// mbarrier-synchronized stages, 256 tokens with a block barrier per chunk), and with the
+// dequantization one chunk ahead.
 TEST_P(DenseGemm, MatchesTheHostReferenceThroughForcedTiles) {
   Gpu gpu;
   ASSERT_NE(gpu.ctx, nullptr);
@@ -172,7 +182,10 @@ TEST_P(DenseGemm, MatchesTheHostReferenceThroughForcedTiles) {
   int32_t e = 0;
   hm_format_get_shape(L.format, &n, &k, &e);
   const bool block = std::string(GetParam().text).find(":b") != std::string::npos;
-  if (device_has_wgmma(gpu) && k % 8 == 0 && !block) tunings.push_back(kWgmmaWide);
+  if (device_has_wgmma(gpu) && k % 8 == 0 && !block) {
+    tunings.push_back(kWgmmaWide);
+    tunings.push_back(kWgmmaAhead);
+  }
   for (const char* tuning : tunings)
     for (int64_t m : {1, 3, 17, 70, 300}) {
       auto [err, max_abs] = run(gpu, L, m, rng, false, tuning);
@@ -195,8 +208,9 @@ TEST(DenseGemmExact, BitExactOnRepresentableInputs) {
   for (const char* text : {"w=uint4b8 a=f16 c=f16 s=f16:g64 bias=1 n=208 k=1344",
                            "w=uint4b8 a=bf16 c=f16 s=bf16:g64 n=200 k=1000"}) {
     Layer L = make_layer(text, rng, /*exact=*/true);
-    for (const char* tuning : {static_cast<const char*>(nullptr), kForceMma, kWgmmaWide}) {
-      if (tuning == kWgmmaWide && !device_has_wgmma(gpu)) continue;
+    for (const char* tuning :
+         {static_cast<const char*>(nullptr), kForceMma, kWgmmaWide, kWgmmaAhead}) {
+      if ((tuning == kWgmmaWide || tuning == kWgmmaAhead) && !device_has_wgmma(gpu)) continue;
       for (int64_t m : {1, 3, 16, 17, 40, 97, 129, 260}) {
         auto [err, max_abs] = run(gpu, L, m, rng, /*exact=*/true, tuning);
         EXPECT_EQ(max_abs, 0.0) << text << " m=" << m << " rel err " << err << " tuning "

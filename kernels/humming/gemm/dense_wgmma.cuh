@@ -68,9 +68,10 @@ struct DenseWgmma {
                                                                   : Epilogue::kSmemBytes),
                 "the host sizes dynamic shared memory with dense_wgmma_smem_bytes()");
 
-  // One thread's share of filling a stage. Everything that does not depend on the chunk is
-  // worked out once per block, so that per chunk a copy costs a pointer add, a bound check and
-  // the cp.async: at small M the kernel is bound by instructions per chunk, not by bytes.
+  // One thread's share of filling the stages, chunk after chunk. Everything that does not
+  // depend on the chunk is worked out once per block, and the chunk-dependent part advances by
+  // constant steps: per chunk a copy is an add and the cp.async (at small M the kernel is bound by
+  // instructions per chunk, so the copy must not redo 64-bit address arithmetic each time).
   struct Copier {
     // Activations: unit u = threadIdx + j * kThreads is row u / 8, 16-byte unit u % 8 of the
     // [kBlockM][64] tile, stored at unit (u % 8) ^ (row % 8) (the 128B swizzle). kThreads is a
@@ -88,7 +89,7 @@ struct DenseWgmma {
     struct Codes {
       const char* src = nullptr;  // this thread's unit in group row 0 (null: none to copy)
       int64_t row_bytes = 0;      // bytes between group rows
-      int slot = 0;
+      int slot_k = 0;             // the slot's first k within a chunk
       template <int kBytes>
       __device__ __forceinline__ void plan(const void* base, int64_t cols, int64_t n0,
                                            int64_t n_pad) {
@@ -98,33 +99,49 @@ struct DenseWgmma {
         if (t < kSlots * kUnits && n0 + u * 16 / kBytes < n_pad) {
           src = static_cast<const char*>(base) + n0 * kBytes + u * 16;
           row_bytes = cols * kBytes;
-          slot = t / kUnits;
+          slot_k = t / kUnits * (64 / kSlots);
         }
       }
-      __device__ __forceinline__ void copy(uint32 dst, int64_t kc) const {
-        if (src != nullptr)
-          ptx::cp_async_16(dst + threadIdx.x * 16, src + D::group_of_slot(kc, slot) * row_bytes, 16);
+      // Chunk kc's group row (a constant division: kGroupK is a compile-time constant) into the
+      // thread's unit `dst` of the stage.
+      __device__ __forceinline__ void copy(uint32 dst, int kc) const {
+        if (src != nullptr) {
+          const int group = C::kGroupK > 0 ? (kc * 64 + slot_k) / C::kGroupK : 0;
+          ptx::cp_async_16(dst, src + static_cast<int64_t>(group) * row_bytes, 16);
+        }
       }
     };
 
-    const char* act;       // this thread's row 0 unit at chunk 0
-    int64_t act_row_step;  // bytes between a thread's rows
+    // A thread's activation rows: with few of them, one pointer each (stepping by 128 bytes);
+    // with many (256-token tiles), one pointer and a row step, to spare registers.
+    static constexpr int kActPointers = kActIters <= 4 ? kActIters : 1;
+    const char* act[kActPointers];
+    int64_t act_row_step;  // bytes between a thread's rows (kActPointers == 1)
     int act_rows;          // how many of its iterations hold a real token
-    int act_k;             // the unit's first k within a chunk
+    int act_k;             // the unit's first k in the next chunk (K % 8 == 0: all in or out)
+    int k;                 // K
+    int kc;                // the next chunk
     uint32 act_dst;        // stage offset of iteration 0
     const char* w[kWeightIters];
-    int w_bytes[kWeightIters];  // 16, or 0 past the last strip (the unit is zero-filled)
+    int w_step[kWeightIters];  // kChunkBytes, or 0 past the last strip (the unit is zero-filled)
+    uint32 unit_dst;           // this thread's 16-byte unit in a stage: threadIdx.x * 16
     Codes scale, zero;
 
-    __device__ __forceinline__ Copier(const DenseParams& p, int64_t m0, int64_t strip0) {
+    __device__ __forceinline__ Copier(const DenseParams& p, int64_t m0, int64_t strip0,
+                                      int64_t kc0) {
       const int t = threadIdx.x;
       const int r0 = t / 8, unit = t % 8;
-      act = static_cast<const char*>(p.a) + ((m0 + r0) * p.k + unit * 8) * 2;
+      const char* act0 = static_cast<const char*>(p.a) + ((m0 + r0) * p.k + kc0 * 64 + unit * 8) * 2;
       act_row_step = int64_t{kRowsPerIter} * p.k * 2;
+#pragma unroll
+      for (int j = 0; j < kActPointers; ++j) act[j] = act0 + j * act_row_step;
       const int64_t rows = p.m - m0 < C::kBlockM ? p.m - m0 : C::kBlockM;
       act_rows = r0 < rows ? static_cast<int>((rows - r0 + kRowsPerIter - 1) / kRowsPerIter) : 0;
-      act_k = unit * 8;
+      act_k = static_cast<int>(kc0 * 64) + unit * 8;
+      k = static_cast<int>(p.k);
+      kc = static_cast<int>(kc0);
       act_dst = r0 * 128 + ((unit ^ (r0 & 7)) * 16);
+      unit_dst = t * 16;
       const int64_t strips = p.n_pad / 16, k_chunks = p.k_pad / 64;
 #pragma unroll
       for (int j = 0; j < kWeightIters; ++j) {
@@ -132,33 +149,40 @@ struct DenseWgmma {
         const int64_t strip = strip0 + u / kUnitsPerChunk;
         const bool real = u < kWarps * kUnitsPerChunk && strip < strips;
         w[j] = static_cast<const char*>(p.w) +
-               (real ? strip * k_chunks * kChunkBytes + (u % kUnitsPerChunk) * 16 : 0);
-        w_bytes[j] = real ? 16 : 0;
+               (real ? (strip * k_chunks + kc0) * kChunkBytes + (u % kUnitsPerChunk) * 16 : 0);
+        w_step[j] = real ? kChunkBytes : 0;
       }
       const int64_t n0 = strip0 * 16;
       if constexpr (kScaleBytes > 0) scale.template plan<kScaleBytes>(p.scales, p.scale_cols, n0, p.n_pad);
       if constexpr (kZeroBytes > 0) zero.template plan<kZeroBytes>(p.zeros, p.n_pad, n0, p.n_pad);
     }
 
-    // Issues the cp.async copies of chunk kc into the stage at shared address `stage`.
-    __device__ __forceinline__ void copy(const DenseParams& p, uint32 stage, int64_t kc) const {
-      const char* a = act + kc * 128;
-      const int a_bytes = kc * 64 + act_k < p.k ? 16 : 0;  // K % 8 == 0: all in or all out
+    // Issues the cp.async copies of the next chunk into the stage at shared address `stage`,
+    // then steps to the chunk after it.
+    __device__ __forceinline__ void copy_next(uint32 stage) {
+      const int a_bytes = act_k < k ? 16 : 0;
 #pragma unroll
       for (int j = 0; j < kActIters; ++j) {
         // Rows past M are left as they are: they only feed output columns that are not stored.
         if (j < act_rows)
-          ptx::cp_async_16(stage + act_dst + j * kRowsPerIter * 128, a + j * act_row_step, a_bytes);
+          ptx::cp_async_16(stage + act_dst + j * kRowsPerIter * 128,
+                           kActPointers == kActIters ? act[j] : act[0] + j * act_row_step,
+                           a_bytes);
       }
+#pragma unroll
+      for (int j = 0; j < kActPointers; ++j) act[j] += 128;
 #pragma unroll
       for (int j = 0; j < kWeightIters; ++j) {
         if (kWeightIters * kThreads == kWarps * kUnitsPerChunk ||
             threadIdx.x + j * kThreads < kWarps * kUnitsPerChunk)
-          ptx::cp_async_16(stage + kWeightOffset + (threadIdx.x + j * kThreads) * 16,
-                           w[j] + (w_bytes[j] ? kc * kChunkBytes : 0), w_bytes[j]);
+          ptx::cp_async_16(stage + kWeightOffset + unit_dst + j * kThreads * 16, w[j],
+                           w_step[j] ? 16 : 0);
+        w[j] += w_step[j];
       }
-      if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset, kc);
-      if constexpr (kZeroBytes > 0) zero.copy(stage + kZeroOffset, kc);
+      if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset + unit_dst, kc);
+      if constexpr (kZeroBytes > 0) zero.copy(stage + kZeroOffset + unit_dst, kc);
+      act_k += 64;
+      ++kc;
     }
   };
   static_assert(kSlots * kBlockN * kScaleBytes / 16 <= kThreads &&
@@ -181,22 +205,11 @@ struct DenseWgmma {
     const int64_t kc_end =
         kc_begin + p.k_chunks_per_split < k_chunks ? kc_begin + p.k_chunks_per_split : k_chunks;
     const int n = static_cast<int>(kc_end - kc_begin);  // >= 1: the host never makes empty splits
-    // Blocks walk their K range from different starting chunks, so that blocks in lockstep do
-    // not all read addresses k_pad / 64 chunks apart (a power of two for the usual K). Measured
-    // on the H200 it neither helped nor hurt (benchmarks/NOTES.md, v5); the order is fixed per
-    // block, so results stay deterministic.
-    const int rotation = static_cast<int>((blockIdx.x * 5u + blockIdx.y * 3u) % static_cast<unsigned>(n));
-    auto chunk = [&](int i) -> int64_t {
-      const int j = i + rotation;
-      return kc_begin + (j >= n ? j - n : j);
-    };
-
     AccFragments<C::kAccF16, 1, kTokenGroups> acc{};
 
-    // Dequantizes chunk i's weights (in its stage) and issues its 4 wgmma into acc.
-    auto compute = [&](int i) {
-      const uint32 stage_address = base_address + (i % kStages) * kStageBytes;
-      const unsigned char* stage = base + (i % kStages) * kStageBytes;
+    // Dequantizes the weights of the chunk in stage s into the warp's 16 A registers.
+    auto dequantize = [&](int s, uint32 (&a)[16]) {
+      const unsigned char* stage = base + s * kStageBytes;
       uint32 words[kBits];
       D::template load_lane_words<false>(words, stage + kWeightOffset + warp * kChunkBytes, lane);
       RowTerms lo[kSlots], hi[kSlots];
@@ -217,8 +230,11 @@ struct DenseWgmma {
         lo[slot] = D::row_terms(c_lo);
         hi[slot] = D::row_terms(c_hi);
       }
-      uint32 a[16];
       D::chunk_fragments(a, words, lo, hi);
+    };
+    // Issues the 4 wgmma of the chunk in stage s (A: the registers, B: its activation tile).
+    auto issue = [&](int s, const uint32 (&a)[16]) {
+      const uint32 stage_address = base_address + s * kStageBytes;
       ptx::wgmma_fence();
 #pragma unroll
       for (int x = 0; x < 4; ++x)
@@ -226,7 +242,21 @@ struct DenseWgmma {
                       ptx::smem_descriptor_k_sw128(stage_address + x * 32));
       ptx::wgmma_commit();
     };
-    const Copier copier(p, m0, strip0);
+    // With C::kDequantAhead a warp dequantizes chunk i + 1 into a second register set while
+    // chunk i's wgmma run, so its own ALU work hides behind its own tensor work (ptxas accepts
+    // this without serializing: the registers written are not inputs of the group in flight).
+    // Without it, a warp dequantizes chunk i and issues it, and overlap comes only from other
+    // warpgroups and blocks.
+    uint32 a[16], ahead[16];
+    // The wgmma read their A registers asynchronously, until the wait; to the compiler they are
+    // dead once the instruction is issued, and ptxas would hand them to whatever comes next (the
+    // refill's addresses, the next chunk's codes) while the tensor cores still read them. An
+    // empty asm that "changes" them after the wait keeps them alive and untouched until then.
+    auto keep_until_here = [](uint32 (&regs)[16]) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) ptx::fence_operand(regs[j]);
+    };
+    Copier copier(p, m0, strip0, kc_begin);
 
     if constexpr (C::kDecoupled) {
       // Per stage: `full` completes when every thread's copies into it have landed (cp.async
@@ -247,45 +277,88 @@ struct DenseWgmma {
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
         if (s < n) {
-          copier.copy(p, base_address + s * kStageBytes, chunk(s));
+          copier.copy_next(base_address + s * kStageBytes);
           ptx::cp_async_mbarrier_arrive(full0 + 8 * s);
         }
       }
+      if constexpr (C::kDequantAhead) {
+        ptx::mbarrier_wait(full0, 0);
+        dequantize(0, a);
+      }
+      int s = 0;          // the stage of chunk i
+      uint32 phase = 0;   // the parity of its current use
       for (int i = 0; i < n; ++i) {
-        const int s = i % kStages;
-        ptx::mbarrier_wait(full0 + 8 * s, (i / kStages) & 1);
+        if constexpr (!C::kDequantAhead) ptx::mbarrier_wait(full0 + 8 * s, phase);
         ptx::fence_proxy_async_shared();  // the wgmma reads what cp.async wrote
-        compute(i);
+        if constexpr (!C::kDequantAhead) dequantize(s, a);
+        issue(s, a);
         // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work,
         // once every warp has released it.
-        const int next = i + kStages - 1;
-        if (next < n) {
-          const int r = next % kStages;  // == (i - 1) % kStages
-          if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, ((i - 1) / kStages) & 1);
-          copier.copy(p, base_address + r * kStageBytes, chunk(next));
+        if (i + kStages - 1 < n) {
+          const int r = s == 0 ? kStages - 1 : s - 1;
+          if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, s == 0 ? phase ^ 1u : phase);
+          copier.copy_next(base_address + r * kStageBytes);
           ptx::cp_async_mbarrier_arrive(full0 + 8 * r);
         }
+        const int next = s + 1 == kStages ? 0 : s + 1;
+        const uint32 next_phase = next == 0 ? phase ^ 1u : phase;
+        if constexpr (C::kDequantAhead) {
+          if (i + 1 < n) {
+            ptx::mbarrier_wait(full0 + 8 * next, next_phase);
+            dequantize(next, ahead);
+          }
+        }
         ptx::wgmma_wait<0>();
+        keep_until_here(a);
         __syncwarp();
         if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 * s);
+        if constexpr (C::kDequantAhead) {
+#pragma unroll
+          for (int j = 0; j < 16; ++j) a[j] = ahead[j];
+        }
+        s = next;
+        phase = next_phase;
       }
     } else {
+      // Chunk j's copies are cp.async group j (empty groups keep the count uniform). With the
+      // dequantization ahead, step i needs chunk i + 1 as well, so one stage fewer is in flight.
+      static_assert(!C::kDequantAhead || kStages >= 3, "dequantizing ahead needs 3 stages");
+      constexpr int kLanded = C::kDequantAhead ? kStages - 3 : kStages - 2;
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
-        if (s < n) copier.copy(p, base_address + s * kStageBytes, chunk(s));
-        ptx::cp_async_commit();  // empty groups keep the count uniform
-      }
-      for (int i = 0; i < n; ++i) {
-        ptx::cp_async_wait<kStages - 2>();
-        ptx::fence_proxy_async_shared();  // the wgmma reads what cp.async wrote
-        // Chunk i has landed for every thread, and every warp has finished the wgmma of chunk
-        // i - 1 (it waits at the end of each step), so chunk i - 1's stage can be refilled.
-        __syncthreads();
-        compute(i);
-        const int next = i + kStages - 1;  // refilled while the tensor cores work
-        if (next < n) copier.copy(p, base_address + (next % kStages) * kStageBytes, chunk(next));
+        if (s < n) copier.copy_next(base_address + s * kStageBytes);
         ptx::cp_async_commit();
+      }
+      if constexpr (C::kDequantAhead) {
+        ptx::cp_async_wait<kStages - 2>();
+        __syncthreads();
+        dequantize(0, a);
+      }
+      int s = 0;  // the stage of chunk i
+      for (int i = 0; i < n; ++i) {
+        ptx::cp_async_wait<kLanded>();
+        ptx::fence_proxy_async_shared();  // the wgmma reads what cp.async wrote
+        // Chunk i (and i + 1) has landed for every thread, and every warp has finished the wgmma
+        // of chunk i - 1 (it waits at the end of each step), so chunk i - 1's stage can be
+        // refilled.
+        __syncthreads();
+        if constexpr (!C::kDequantAhead) dequantize(s, a);
+        issue(s, a);
+        // Chunk i + kStages - 1 goes into chunk i - 1's stage while the tensor cores work.
+        if (i + kStages - 1 < n)
+          copier.copy_next(base_address + (s == 0 ? kStages - 1 : s - 1) * kStageBytes);
+        ptx::cp_async_commit();
+        const int next = s + 1 == kStages ? 0 : s + 1;
+        if constexpr (C::kDequantAhead) {
+          if (i + 1 < n) dequantize(next, ahead);
+        }
         ptx::wgmma_wait<0>();
+        keep_until_here(a);
+        if constexpr (C::kDequantAhead) {
+#pragma unroll
+          for (int j = 0; j < 16; ++j) a[j] = ahead[j];
+        }
+        s = next;
       }
     }
     ptx::wgmma_wait<0>();

@@ -228,9 +228,49 @@ struct Dequant {
                                                          const uint32 (&words)[kBits],
                                                          const RowTerms (&lo)[kGroupSlots],
                                                          const RowTerms (&hi)[kGroupSlots]) {
-    const uint32 reg = quant::extract_register_fixed<kBits, kActBits, kReg>(words);
-    a[kReg] = dequant(reg, (kReg & 1) ? hi[slot_of_atom(kReg / 4)] : lo[slot_of_atom(kReg / 4)]);
+    a[kReg] = fragment<kReg>(words, (kReg & 1) ? hi[slot_of_atom(kReg / 4)]
+                                               : lo[slot_of_atom(kReg / 4)]);
     if constexpr (kReg + 1 < 16) chunk_fragments<kReg + 1>(a, words, lo, hi);
+  }
+
+  // Integers through the magic number can be dequantized without first shifting each field down
+  // to bit 0: a field left at bit e of its half (e + b within the mantissa) reads as
+  // magic + q * 2^e, and one exact fma by 2^-e removes both the position and the magic. So a
+  // register costs one lop3 ((x & mask) | magic) and one fma or sub, and a shift serves every
+  // register whose fields lie in the same byte positions (int4: one shift per 4 registers
+  // instead of 3). Not with integer zero points (their offset is per row, one more term per e),
+  // nor for values that straddle two words. e is the field's offset within its byte.
+  template <int kReg>
+  static __host__ __device__ constexpr int in_place_bits() {
+    constexpr quant::RegisterRecipe rc = quant::register_recipe(kBits, kActBits, kReg);
+    constexpr int e = rc.shift % 8;
+    return (kIntFast && !rc.merge && C::kZeroPoint != kZeroInt && e + kBits <= kActMantissa) ? e : 0;
+  }
+
+  template <int kReg>
+  static __device__ __forceinline__ uint32 fragment(const uint32 (&words)[kBits], const RowTerms& t) {
+    constexpr quant::RegisterRecipe rc = quant::register_recipe(kBits, kActBits, kReg);
+    if constexpr (!kIntFast || rc.merge) {
+      return dequant(quant::extract_register_fixed<kBits, kActBits, kReg>(words), t);
+    } else {
+      constexpr int e = in_place_bits<kReg>();
+      constexpr uint32 kMagicPair = kMagic | (kMagic << 16);
+      // (x >> (shift - e)) & (mask << e) | magic, as one lop3 (LUT (a & b) | c).
+      const uint32 v = ptx::lop3<0xEA>(words[rc.word] >> (rc.shift - e), rc.mask << e, kMagicPair);
+      uint32 w;
+      if constexpr (e == 0) {
+        w = Pair<Act>::sub(v, t.offset);  // q - zp, exact
+      } else {
+        // v * 2^-e - (magic * 2^-e + zp) = q - zp, exact (the zero point is the implicit one).
+        constexpr float kScaleDown = 1.0f / static_cast<float>(1 << e);
+        w = Pair<Act>::fma(v, splat(from_float<Act>(kScaleDown)),
+                           splat(from_float<Act>(-(kMagicValue * kScaleDown +
+                                                   static_cast<float>(C::kImplicitZeroPoint)))));
+      }
+      if constexpr (C::kZeroPoint == kZeroFloat) w = Pair<Act>::sub(w, t.zero);
+      if constexpr (kGroupScalesInMainloop) w = Pair<Act>::mul(w, t.scale);
+      return w;
+    }
   }
 };
 

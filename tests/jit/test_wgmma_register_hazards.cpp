@@ -1,0 +1,175 @@
+// The wgmma kernel's A operand lives in registers that the tensor cores read asynchronously, from
+// the wgmma's issue until the warp's wgmma.wait_group. To the compiler those registers are dead
+// once the instruction is issued: unless the kernel pins them (ptx::fence_operand after the
+// wait), ptxas may reuse them for whatever comes next, and the tensor cores then read garbage.
+// Nothing warns; on the H200 it showed as wrong results for one tile only (benchmarks/NOTES.md,
+// v9). This test compiles the wgmma tiles with NVRTC, disassembles them with cuobjdump and fails
+// on any instruction that writes an in-flight HGMMA's A registers before the wait.
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/format.hpp"
+#include "jit/codegen.hpp"
+#include "jit/compiler.hpp"
+#include "tune/dense.hpp"
+
+namespace {
+
+// cuobjdump from the toolkit, or from the nvidia-cuda-cuobjdump wheel (scripts/setup.sh installs
+// it: CI's toolkit image has NVRTC but not the binary utilities).
+std::string find_cuobjdump() {
+  for (const char* cmd :
+       {"command -v cuobjdump", "ls /usr/local/cuda/bin/cuobjdump",
+        "python3 -c \"import glob, nvidia; "
+        "print(sorted(glob.glob(nvidia.__path__[0] + '/cu*/bin/cuobjdump'))[-1])\""}) {
+    std::string out;
+    if (FILE* p = popen((std::string(cmd) + " 2>/dev/null").c_str(), "r")) {
+      char buf[512];
+      while (fgets(buf, sizeof buf, p)) out += buf;
+      pclose(p);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    if (!out.empty() && out.find('\n') == std::string::npos) return out;
+  }
+  return "";
+}
+
+std::string run(const std::string& command) {
+  std::string out;
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+struct Scan {
+  int hgmma = 0, waits = 0;
+  std::vector<std::string> hazards;
+};
+
+// Walks the SASS in order: an HGMMA puts its four A registers in flight, a WARPGROUP.DEPBAR
+// (the wait) ends them; any instruction in between whose destination overlaps them is a hazard.
+// Straight-line order is what the hardware sees within a loop body; the loop's back edge always
+// passes a wait first.
+Scan scan(const std::string& sass) {
+  Scan s;
+  std::set<int> in_flight;
+  const std::regex line_re(R"(/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)\s*([^;]*);)");
+  const std::regex reg_re(R"(\bR(\d+)\b)");
+  const std::vector<std::string> no_dest = {
+      "ST", "LDGSTS", "BAR", "BRA", "RED", "ATOM", "SYNCS", "UTMA", "MEMBAR", "FENCE",
+      "WARPSYNC", "DEPBAR", "LDGDEPBAR", "ISETP", "UISETP", "PLOP3", "BSSY", "BSYNC", "NOP",
+      "EXIT", "WARPGROUP", "FSETP", "HSETP2", "RET", "CALL", "ERRBAR", "CCTL"};
+  std::istringstream in(sass);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, line_re)) continue;
+    const std::string op = m[2], args = m[3];
+    if (op.rfind("HGMMA", 0) == 0) {
+      ++s.hgmma;
+      // HGMMA.64xNx16.F32 Rd, Ra, gdesc[...], Rc: the second register is A's first of four.
+      std::vector<int> regs;
+      for (auto it = std::sregex_iterator(args.begin(), args.end(), reg_re);
+           it != std::sregex_iterator(); ++it)
+        regs.push_back(std::stoi((*it)[1]));
+      if (regs.size() >= 2 && args.find("gdesc") > args.find("R" + std::to_string(regs[1])))
+        for (int r = regs[1]; r < regs[1] + 4; ++r) in_flight.insert(r);
+      continue;
+    }
+    if (op.rfind("WARPGROUP.DEPBAR", 0) == 0) {
+      ++s.waits;
+      in_flight.clear();
+      continue;
+    }
+    if (in_flight.empty()) continue;
+    bool skip = false;
+    for (const auto& p : no_dest) skip = skip || op.rfind(p, 0) == 0;
+    if (skip) continue;
+    std::smatch d;
+    if (!std::regex_search(args, d, std::regex(R"(^R(\d+))"))) continue;
+    const int first = std::stoi(d[1]);
+    const int width = op.find(".128") != std::string::npos                          ? 4
+                      : (op.find(".64") != std::string::npos ||
+                         op.find(".WIDE") != std::string::npos || op.rfind("CS2R", 0) == 0)
+                          ? 2
+                          : 1;
+    for (int r = first; r < first + width; ++r)
+      if (in_flight.count(r)) {
+        s.hazards.push_back(line);
+        break;
+      }
+  }
+  return s;
+}
+
+TEST(WgmmaRegisterHazards, NoInstructionWritesTheARegistersOfAWgmmaInFlight) {
+  const std::string cuobjdump = find_cuobjdump();
+  ASSERT_FALSE(cuobjdump.empty())
+      << "cuobjdump not found (PATH, /usr/local/cuda/bin, or the nvidia-cuda-cuobjdump wheel, "
+         "which scripts/setup.sh installs)";
+  auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
+  // The default tiles, and both pipelines with and without the dequantization ahead at the
+  // fewest stages they allow (the tile that showed the hazard on the GPU is the third).
+  std::vector<std::vector<hm::tune::DenseRange>> tables;
+  const char* kExtra =
+      R"({"dense": [{"max_m": 8, "kernel": "wgmma", "block_m": 8, "warps": 4, "stages": 3,
+                     "dequant_ahead": true},
+                    {"max_m": 64, "kernel": "wgmma", "block_m": 40, "warps": 8, "stages": 2,
+                     "pipeline": "mbarrier", "dequant_ahead": true},
+                    {"max_m": 128, "kernel": "wgmma", "block_m": 128, "warps": 4, "stages": 3,
+                     "dequant_ahead": true},
+                    {"kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4,
+                     "dequant_ahead": true}]})";
+  const std::string dir = testing::TempDir();
+  int kernels = 0;
+  for (const char* text : {"w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=4096",
+                           "w=uint3b4 a=f16 c=f16 s=f16:g64 n=4096 k=4096",
+                           "w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=bf16 n=4096 k=4096"}) {
+    const auto format = hm::core::Format::parse(text);
+    auto ranges = hm::tune::default_dense_ranges(format, hm::core::parse_arch("sm_90a"));
+    for (const auto& r : hm::tune::parse_dense_ranges(kExtra)) ranges.push_back(r);
+    for (const auto& range : ranges) {
+      auto kernel = hm::jit::dense_gemm_kernel(format, range.tile, true, "sm_90a");
+      const auto out = compiler->compile(kernel.request);
+      const std::string path = dir + "/hazards_" + kernel.entry + ".cubin";
+      std::ofstream(path, std::ios::binary) << out.image;
+      const Scan s = scan(run("'" + cuobjdump + "' -sass '" + path + "' 2>&1"));
+      std::remove(path.c_str());
+      // The scan must have seen the structure it checks, or it proves nothing.
+      EXPECT_GE(s.hgmma, 4) << text << " " << range.tile.name();
+      EXPECT_GE(s.waits, 1) << text << " " << range.tile.name();
+      EXPECT_TRUE(s.hazards.empty()) << text << " " << range.tile.name() << ": "
+                                     << s.hazards.size() << " writes, first: " << s.hazards[0];
+      ++kernels;
+    }
+  }
+  EXPECT_EQ(kernels, 3 * (7 + 4));
+}
+
+// The scan itself, on hand-made SASS: a write into an in-flight A register is caught, one after
+// the wait or into another register is not.
+TEST(WgmmaRegisterHazards, TheScanCatchesAWriteBeforeTheWait) {
+  const std::string sass =
+      "        /*0100*/                   HGMMA.64x64x16.F32 R24, R88, gdesc[UR16], R24 ;\n"
+      "        /*0110*/                   IMAD R12, R3, 0x10, RZ ;\n"
+      "        /*0120*/                   LDS.U16 R90, [R22+0x4600] ;\n"
+      "        /*0130*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n"
+      "        /*0140*/                   MOV R89, R12 ;\n";
+  const Scan s = scan(sass);
+  EXPECT_EQ(s.hgmma, 1);
+  EXPECT_EQ(s.waits, 1);
+  ASSERT_EQ(s.hazards.size(), 1u);
+  EXPECT_NE(s.hazards[0].find("R90"), std::string::npos);
+}
+
+}  // namespace
