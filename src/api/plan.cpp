@@ -12,6 +12,7 @@
 #include "core/support.hpp"
 #include "quant/layout.hpp"
 #include "runtime/launch.hpp"
+#include "runtime/tensor_map.hpp"
 #include "tune/dense.hpp"
 #include <humming/gemm/params.h>
 
@@ -70,6 +71,33 @@ std::string describe(const hm_plan* plan, int64_t m) {
 
 using namespace hm;
 using namespace hm::api;
+
+namespace {
+
+// The TMA descriptors of a wgmma tile that copies with TMA (gemm/dense_wgmma.cuh): activations
+// [m][k] as 16-bit elements in boxes of [block_m][64] with the 128B swizzle the wgmma descriptor
+// reads; the weight as [strips][k_chunks * chunk words] of 32-bit words in boxes of one chunk of
+// each of the tile's strips (docs/layout.md: a strip's chunks are contiguous).
+void encode_tma(const runtime::Device& device, const core::Format& f, const tune::DenseTile& tile,
+                const quant::PackedShape& shape, gemm::DenseParams& p) {
+  static_assert(sizeof(gemm::DenseParams::TensorMap) == sizeof(runtime::CUtensorMap));
+  runtime::CUtensorMap map;
+  runtime::TensorMap2d a{p.a, 2, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
+                         static_cast<uint64_t>(f.k) * 2, static_cast<uint32_t>(tile.block_m), 64,
+                         true};
+  runtime::encode_tensor_map(device, a, &map, "HM_ARG_A");
+  std::memcpy(&p.tma_a, &map, sizeof map);
+  const uint64_t chunk_bytes = static_cast<uint64_t>(quant::chunk_bytes(f.weight.bits()));
+  const uint64_t k_chunks = static_cast<uint64_t>(shape.k_padded) / 64;
+  runtime::TensorMap2d w{p.w, 4, static_cast<uint64_t>(shape.n_padded) / 16,
+                         k_chunks * chunk_bytes / 4, k_chunks * chunk_bytes,
+                         static_cast<uint32_t>(tile.warps), static_cast<uint32_t>(chunk_bytes / 4),
+                         false};
+  runtime::encode_tensor_map(device, w, &map, "HM_ARG_B");
+  std::memcpy(&p.tma_w, &map, sizeof map);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -237,6 +265,7 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     p.scale_cols = plan->shape.scale_columns;
     p.k_chunks_per_split = launch.k_chunks_per_split;
     p.splits = launch.splits;
+    if (tile.tma) encode_tma(*ctx.device, f, tile, plan->shape, p);
     void* args[] = {&p};
     runtime::launch(*ctx.device, kernel.function,
                     runtime::Dim3{static_cast<uint32_t>(launch.grid_x),

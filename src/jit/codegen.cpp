@@ -156,6 +156,7 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
       << "  static constexpr bool kDecoupled = " << (tile.decoupled ? "true" : "false") << ";\n"
       << "  static constexpr bool kDequantAhead = " << (tile.dequant_ahead ? "true" : "false")
       << ";\n"
+      << "  static constexpr bool kTma = " << (tile.tma ? "true" : "false") << ";\n"
       << "  using Wgmma = WgmmaOp;\n";
   }
   c << "};\n";

@@ -12,7 +12,8 @@ namespace hm::tune {
 std::string DenseTile::name() const {
   if (kernel == DenseKernel::kWgmma)
     return "wg_bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_st" +
-           std::to_string(stages) + (decoupled ? "_mb" : "") + (dequant_ahead ? "_da" : "");
+           std::to_string(stages) + (decoupled ? "_mb" : "") + (dequant_ahead ? "_da" : "") +
+           (tma ? "_tma" : "");
   return "bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_s" +
          std::to_string(warp_strips);
 }
@@ -33,8 +34,9 @@ DenseTile mma(int block_m, int warps, int warp_strips) {
 }
 
 DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, bool decoupled = false,
-                bool dequant_ahead = false) {
+                bool dequant_ahead = false, bool tma = false) {
   DenseTile t;
+  t.tma = tma;
   t.decoupled = decoupled;
   t.dequant_ahead = dequant_ahead;
   t.kernel = DenseKernel::kWgmma;
@@ -105,6 +107,11 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                    where + ".pipeline must be \"barrier\" or \"mbarrier\"");
         continue;
       }
+      if (key == "copy") {
+        HM_REQUIRE(it->is_string() && (*it == "cp.async" || *it == "tma"), HM_ERROR_PARSE,
+                   where + ".copy must be \"cp.async\" or \"tma\"");
+        continue;
+      }
       if (key == "dequant_ahead") {
         HM_REQUIRE(it->is_boolean(), HM_ERROR_PARSE, where + ".dequant_ahead must be true or false");
         continue;
@@ -113,7 +120,7 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                      key == "stages" || key == "blocks_per_sm",
                  HM_ERROR_PARSE,
                  where + ": unknown key \"" + key +
-                     "\" (max_m, kernel, block_m, warps, warp_strips, stages, pipeline, "
+                     "\" (max_m, kernel, block_m, warps, warp_strips, stages, pipeline, copy, "
                      "dequant_ahead, blocks_per_sm)");
       HM_REQUIRE(it->is_number_integer(), HM_ERROR_PARSE, where + "." + key + " must be an integer");
     }
@@ -128,6 +135,7 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
     r.tile.blocks_per_sm = e.value("blocks_per_sm", wg ? 1 : 16);
     r.tile.decoupled = e.value("pipeline", std::string("barrier")) == "mbarrier";
     r.tile.dequant_ahead = e.value("dequant_ahead", false);
+    r.tile.tma = e.value("copy", std::string("cp.async")) == "tma";
     HM_REQUIRE(r.max_m > 0, HM_ERROR_PARSE, where + ".max_m must be positive");
     HM_REQUIRE(r.tile.blocks_per_sm >= 1 && r.tile.blocks_per_sm <= 32, HM_ERROR_PARSE,
                where + ".blocks_per_sm must be in [1, 32]");
@@ -143,6 +151,9 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                  where + ".stages must be in [2, 16]");
       HM_REQUIRE(!r.tile.dequant_ahead || r.tile.decoupled || r.tile.stages >= 3, HM_ERROR_PARSE,
                  where + ".dequant_ahead with the barrier pipeline needs stages >= 3");
+      HM_REQUIRE(!r.tile.tma || r.tile.decoupled, HM_ERROR_PARSE,
+                 where + ".copy \"tma\" needs \"pipeline\": \"mbarrier\" (TMA completes on "
+                         "the stages' mbarriers)");
     } else {
       HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 128 && r.tile.block_m % 8 == 0,
                  HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 128]");
@@ -156,6 +167,7 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                  where + ".pipeline applies to wgmma only");
       HM_REQUIRE(!e.contains("dequant_ahead"), HM_ERROR_PARSE,
                  where + ".dequant_ahead applies to wgmma only");
+      HM_REQUIRE(!e.contains("copy"), HM_ERROR_PARSE, where + ".copy applies to wgmma only");
     }
     HM_REQUIRE(out.empty() || r.max_m > out.back().max_m, HM_ERROR_PARSE,
                where + ".max_m must be larger than the previous entry's");

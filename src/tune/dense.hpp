@@ -25,14 +25,16 @@ struct DenseTile {
   bool decoupled = false;  // wgmma: per-stage mbarriers instead of a block barrier per chunk
   // wgmma: each warp dequantizes chunk i + 1 while chunk i's wgmma run (a second register set)
   bool dequant_ahead = false;
+  // wgmma with the mbarrier pipeline: one thread copies activations and weights with TMA
+  bool tma = false;
   // Blocks of this tile one SM is assumed to run at once; split-K fills one such wave.
   int blocks_per_sm = 16;
   int block_n() const { return 16 * warps * warp_strips; }
-  std::string name() const;  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4[_mb][_da]" (wgmma)
+  std::string name() const;  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4[_mb][_da][_tma]" (wgmma)
   friend bool operator==(const DenseTile& a, const DenseTile& b) {
     return a.kernel == b.kernel && a.block_m == b.block_m && a.warps == b.warps &&
            a.warp_strips == b.warp_strips && a.stages == b.stages && a.decoupled == b.decoupled &&
-           a.dequant_ahead == b.dequant_ahead &&
+           a.dequant_ahead == b.dequant_ahead && a.tma == b.tma &&
            a.blocks_per_sm == b.blocks_per_sm;
   }
 };

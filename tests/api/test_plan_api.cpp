@@ -112,6 +112,52 @@ TEST_F(PlanApi, GemmChecksItsArguments) {
   hm_plan_destroy(p);
 }
 
+// A wgmma tile that copies with TMA: the call encodes the activation and weight tensor maps
+// (the mock driver checks their arguments as the real one documents them) and launches.
+TEST_F(PlanApi, TmaTilesEncodeTheirTensorMapsPerCall) {
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);
+  hm_plan_options_t o;
+  hm_plan_options_init(&o);
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 64, "warps": 8, "stages": 4,
+                                 "pipeline": "mbarrier", "copy": "tma"}]})";
+  hm_plan_t* p = nullptr;
+  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  hm_format_destroy(f);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  uint64_t buf = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, 1 << 20, &buf), HM_SUCCESS);
+  hm_launch_params_t* lp = nullptr;
+  ASSERT_EQ(hm_launch_params_create(&lp), HM_SUCCESS);
+  hm_launch_params_set_int(lp, HM_ARG_M, 300);
+  uint64_t need = 0, ws = 0;
+  ASSERT_EQ(hm_plan_workspace_size(p, 300, &need), HM_SUCCESS);
+  ASSERT_EQ(hm_device_alloc(ctx_, need, &ws), HM_SUCCESS);
+  hm_launch_params_set_pointer(lp, HM_ARG_WORKSPACE, ws);
+  hm_launch_params_set_int(lp, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(need));
+  hm_launch_params_set_pointer(lp, HM_ARG_A, buf);
+  hm_launch_params_set_pointer(lp, HM_ARG_B, buf);
+  hm_launch_params_set_pointer(lp, HM_ARG_C, buf);
+  hm_launch_params_set_pointer(lp, HM_ARG_SCALES, buf);
+  hm::test::MockControl mock;
+  mock.reset();
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_SUCCESS) << last_error();
+  auto launch = mock.last_launch();
+  ASSERT_TRUE(launch.has_value());
+  EXPECT_NE(std::string(launch->function).find("_tma"), std::string::npos) << launch->function;
+  // The barrier pipeline has no transaction counts for TMA to complete.
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 64, "copy": "tma"}]})";
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);
+  hm_plan_t* q = nullptr;
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &q), HM_ERROR_PARSE);
+  EXPECT_NE(last_error().find("mbarrier"), std::string::npos) << last_error();
+  hm_format_destroy(f);
+  hm_device_free(ctx_, ws);
+  hm_device_free(ctx_, buf);
+  hm_launch_params_destroy(lp);
+  hm_plan_destroy(p);
+}
+
 TEST_F(PlanApi, TuningJsonOverridesTheTilesAndIsChecked) {
   hm_format_t* f = nullptr;
   ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);

@@ -147,6 +147,15 @@ const char* kWgmmaAhead =
                    "pipeline": "mbarrier", "dequant_ahead": true},
                   {"kernel": "wgmma", "block_m": 128, "warps": 4, "stages": 3,
                    "dequant_ahead": true}]})";
+// Activations and weights copied by TMA (mbarrier pipeline only): rows past M and strips past N
+// come from the tensor maps' zero fill, so odd M and N check the box bounds.
+const char* kWgmmaTma =
+    R"({"dense": [{"max_m": 8, "kernel": "wgmma", "block_m": 8, "warps": 4, "stages": 4,
+                   "pipeline": "mbarrier", "copy": "tma"},
+                  {"max_m": 64, "kernel": "wgmma", "block_m": 40, "warps": 8, "stages": 2,
+                   "pipeline": "mbarrier", "copy": "tma", "dequant_ahead": true},
+                  {"kernel": "wgmma", "block_m": 128, "warps": 16, "stages": 3,
+                   "pipeline": "mbarrier", "copy": "tma"}]})";
 
 bool device_has_wgmma(Gpu& gpu) {
   hm_device_info_t info;
@@ -171,7 +180,7 @@ TEST_P(DenseGemm, MatchesTheHostReferenceForEveryTileAndRaggedShape) {
 // The same formats through the mma.sync kernel (on sm_90a the defaults pick wgmma) and through
 // wgmma tiles the defaults do not use (two warpgroups at N = 8, an odd N = 24 with two
 // mbarrier-synchronized stages, 256 tokens with a block barrier per chunk), and with the
-// dequantization one chunk ahead.
+// dequantization one chunk ahead, and with TMA copies.
 TEST_P(DenseGemm, MatchesTheHostReferenceThroughForcedTiles) {
   Gpu gpu;
   ASSERT_NE(gpu.ctx, nullptr);
@@ -185,6 +194,7 @@ TEST_P(DenseGemm, MatchesTheHostReferenceThroughForcedTiles) {
   if (device_has_wgmma(gpu) && k % 8 == 0 && !block) {
     tunings.push_back(kWgmmaWide);
     tunings.push_back(kWgmmaAhead);
+    tunings.push_back(kWgmmaTma);
   }
   for (const char* tuning : tunings)
     for (int64_t m : {1, 3, 17, 70, 300}) {
@@ -209,8 +219,8 @@ TEST(DenseGemmExact, BitExactOnRepresentableInputs) {
                            "w=uint4b8 a=bf16 c=f16 s=bf16:g64 n=200 k=1000"}) {
     Layer L = make_layer(text, rng, /*exact=*/true);
     for (const char* tuning :
-         {static_cast<const char*>(nullptr), kForceMma, kWgmmaWide, kWgmmaAhead}) {
-      if ((tuning == kWgmmaWide || tuning == kWgmmaAhead) && !device_has_wgmma(gpu)) continue;
+         {static_cast<const char*>(nullptr), kForceMma, kWgmmaWide, kWgmmaAhead, kWgmmaTma}) {
+      if (tuning != nullptr && tuning != kForceMma && !device_has_wgmma(gpu)) continue;
       for (int64_t m : {1, 3, 16, 17, 40, 97, 129, 260}) {
         auto [err, max_abs] = run(gpu, L, m, rng, /*exact=*/true, tuning);
         EXPECT_EQ(max_abs, 0.0) << text << " m=" << m << " rel err " << err << " tuning "

@@ -128,8 +128,10 @@ TEST(WgmmaRegisterHazards, NoInstructionWritesTheARegistersOfAWgmmaInFlight) {
                      "pipeline": "mbarrier", "dequant_ahead": true},
                     {"max_m": 128, "kernel": "wgmma", "block_m": 128, "warps": 4, "stages": 3,
                      "dequant_ahead": true},
-                    {"kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4,
-                     "dequant_ahead": true}]})";
+                    {"max_m": 256, "kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4,
+                     "dequant_ahead": true},
+                    {"kernel": "wgmma", "block_m": 64, "warps": 4, "stages": 4,
+                     "pipeline": "mbarrier", "copy": "tma", "dequant_ahead": true}]})";
   const std::string dir = testing::TempDir();
   int kernels = 0;
   for (const char* text : {"w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=4096",
@@ -153,7 +155,7 @@ TEST(WgmmaRegisterHazards, NoInstructionWritesTheARegistersOfAWgmmaInFlight) {
       ++kernels;
     }
   }
-  EXPECT_EQ(kernels, 3 * (7 + 4));
+  EXPECT_EQ(kernels, 3 * (7 + 5));
 }
 
 // The scan itself, on hand-made SASS: a write into an in-flight A register is caught, one after

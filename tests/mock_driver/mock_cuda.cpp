@@ -328,6 +328,7 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuStreamSynchronize", 2000, fn(cuStreamSynchronize)},
       {"cuStreamGetCtx", 9020, fn(cuStreamGetCtx)},
       {"cuStreamGetCtx", 12050, fn(cuStreamGetCtx_v2)},
+      {"cuTensorMapEncodeTiled", 12000, fn(cuTensorMapEncodeTiled)},
   };
   return table;
 }

@@ -246,3 +246,46 @@ HM_MOCK_INTERNAL CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunct
   return launch(live_function(s, function), grid, block, cluster, config->sharedMemBytes,
                 config->hStream, params, extra);
 }
+
+// TMA descriptors: checks the arguments as the real driver documents them (cuda.h,
+// cuTensorMapEncodeTiled) and writes the address, the shape and the box into the opaque words,
+// so a test can read back what the library asked for. Optional, like on a real driver.
+HM_MOCK_OPTIONAL CUresult cuTensorMapEncodeTiled(CUtensorMap* map, int data_type, uint32_t rank,
+                                                 void* global_address, const uint64_t* global_dim,
+                                                 const uint64_t* global_strides,
+                                                 const uint32_t* box_dim,
+                                                 const uint32_t* element_strides, int interleave,
+                                                 int swizzle, int l2_promotion, int oob_fill) {
+  static const int kBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  HM_MOCK_REQUIRE_INIT();
+  if (!live(current())) return CUDA_ERROR_INVALID_CONTEXT;  // as the real driver answers
+  if (map == nullptr || global_address == nullptr || global_dim == nullptr ||
+      box_dim == nullptr || element_strides == nullptr || (rank > 1 && global_strides == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (data_type < 0 || data_type > 12 || rank < 1 || rank > 5 || interleave != 0 ||
+      swizzle < 0 || swizzle > 3 || l2_promotion < 0 || l2_promotion > 3 || oob_fill < 0 ||
+      oob_fill > 1)
+    return CUDA_ERROR_INVALID_VALUE;
+  const int bytes = kBytes[data_type];
+  if (reinterpret_cast<uintptr_t>(global_address) % 16 != 0) return CUDA_ERROR_INVALID_VALUE;
+  for (uint32_t i = 0; i < rank; ++i) {
+    if (global_dim[i] == 0 || global_dim[i] > (uint64_t{1} << 32)) return CUDA_ERROR_INVALID_VALUE;
+    if (box_dim[i] == 0 || box_dim[i] > 256 || element_strides[i] == 0 || element_strides[i] > 8)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (i + 1 < rank && (global_strides[i] % 16 != 0 || global_strides[i] >= (uint64_t{1} << 40)))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  if ((uint64_t{box_dim[0]} * bytes) % 16 != 0) return CUDA_ERROR_INVALID_VALUE;
+  static const uint32_t kSwizzleSpan[] = {0, 32, 64, 128};
+  if (swizzle != 0 && uint64_t{box_dim[0]} * bytes > kSwizzleSpan[swizzle])
+    return CUDA_ERROR_INVALID_VALUE;
+  std::memset(map, 0, sizeof *map);
+  map->opaque[0] = reinterpret_cast<uintptr_t>(global_address);
+  map->opaque[1] = (uint64_t(rank) << 32) | uint64_t(data_type) << 8 | uint64_t(swizzle);
+  for (uint32_t i = 0; i < rank && i < 2; ++i) {
+    map->opaque[2 + i] = global_dim[i];
+    map->opaque[4 + i] = box_dim[i];
+  }
+  if (rank > 1) map->opaque[6] = global_strides[0];
+  return CUDA_SUCCESS;
+}

@@ -260,4 +260,9 @@ CUresult cuStreamDestroy_v2(CUstream stream);
 CUresult cuStreamSynchronize(CUstream stream);
 CUresult cuStreamGetCtx(CUstream stream, CUcontext* context);
 CUresult cuStreamGetCtx_v2(CUstream stream, CUcontext* context, void** green);
+CUresult cuTensorMapEncodeTiled(CUtensorMap* map, int data_type, uint32_t rank,
+                                void* global_address, const uint64_t* global_dim,
+                                const uint64_t* global_strides, const uint32_t* box_dim,
+                                const uint32_t* element_strides, int interleave, int swizzle,
+                                int l2_promotion, int oob_fill);
 }

@@ -61,6 +61,13 @@ struct DenseWgmma {
   static_assert(kStages >= 2, "double buffering at least");
   static_assert(C::kAlignedK, "activation rows load in 16-byte units (K % 8 == 0)");
   static_assert(C::kScaleKind != kScaleBlock, "block scales use the mma.sync kernel");
+  static_assert(!C::kTma || C::kDecoupled, "TMA copies complete on the stages' mbarriers");
+  // With TMA (C::kTma), one thread copies a stage's activation tile and weight chunks as two
+  // tensor boxes: the activations [kBlockM rows][64] with the 128B swizzle the wgmma descriptor
+  // expects, the weights [kWarps strips][one chunk] (docs/layout.md: a strip's chunks are
+  // contiguous); rows and strips past the tensor arrive as zeros.
+  static constexpr uint32 kTmaBytes = C::kBlockM * 128 + kWarps * kChunkBytes;
+  static constexpr int kChunkWords = kChunkBytes / 4;
   static_assert(dense_wgmma_smem_bytes(C::kBlockM, kWarps, kStages, kBits, kSlots, kScaleBytes,
                                        kZeroBytes) -
                         1024 >=
@@ -125,6 +132,9 @@ struct DenseWgmma {
     const char* w[kWeightIters];
     int w_step[kWeightIters];  // kChunkBytes, or 0 past the last strip (the unit is zero-filled)
     uint32 unit_dst;           // this thread's 16-byte unit in a stage: threadIdx.x * 16
+    const void* map_a;         // TMA: the tensor maps (in the kernel's parameter) and the box
+    const void* map_w;         //      coordinates of the block's rows and strips
+    int tma_m0, tma_strip0;
     Codes scale, zero;
 
     __device__ __forceinline__ Copier(const DenseParams& p, int64_t m0, int64_t strip0,
@@ -142,6 +152,10 @@ struct DenseWgmma {
       kc = static_cast<int>(kc0);
       act_dst = r0 * 128 + ((unit ^ (r0 & 7)) * 16);
       unit_dst = t * 16;
+      map_a = &p.tma_a;
+      map_w = &p.tma_w;
+      tma_m0 = static_cast<int>(m0);
+      tma_strip0 = static_cast<int>(strip0);
       const int64_t strips = p.n_pad / 16, k_chunks = p.k_pad / 64;
 #pragma unroll
       for (int j = 0; j < kWeightIters; ++j) {
@@ -157,9 +171,25 @@ struct DenseWgmma {
       if constexpr (kZeroBytes > 0) zero.template plan<kZeroBytes>(p.zeros, p.n_pad, n0, p.n_pad);
     }
 
-    // Issues the cp.async copies of the next chunk into the stage at shared address `stage`,
-    // then steps to the chunk after it.
-    __device__ __forceinline__ void copy_next(uint32 stage) {
+    // Issues the copies of the next chunk into the stage at shared address `stage` (with TMA,
+    // completing on the stage's `full` barrier), then steps to the chunk after it.
+    __device__ __forceinline__ void copy_next(uint32 stage, uint32 full = 0) {
+      if constexpr (C::kTma) {
+        if (threadIdx.x == 0) {
+          ptx::mbarrier_expect_tx(full, kTmaBytes);
+          ptx::tma_load_2d(stage, map_a, kc * 64, tma_m0, full);
+          ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kChunkWords, tma_strip0, full);
+        }
+      } else {
+        copy_act_and_weights(stage);
+      }
+      if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset + unit_dst, kc);
+      if constexpr (kZeroBytes > 0) zero.copy(stage + kZeroOffset + unit_dst, kc);
+      act_k += 64;
+      ++kc;
+    }
+
+    __device__ __forceinline__ void copy_act_and_weights(uint32 stage) {
       const int a_bytes = act_k < k ? 16 : 0;
 #pragma unroll
       for (int j = 0; j < kActIters; ++j) {
@@ -179,10 +209,6 @@ struct DenseWgmma {
                            w_step[j] ? 16 : 0);
         w[j] += w_step[j];
       }
-      if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset + unit_dst, kc);
-      if constexpr (kZeroBytes > 0) zero.copy(stage + kZeroOffset + unit_dst, kc);
-      act_k += 64;
-      ++kc;
     }
   };
   static_assert(kSlots * kBlockN * kScaleBytes / 16 <= kThreads &&
@@ -272,12 +298,13 @@ struct DenseWgmma {
           ptx::mbarrier_init(full0 + 8 * s, kThreads);
           ptx::mbarrier_init(empty0 + 8 * s, kWarps);
         }
+        if constexpr (C::kTma) ptx::fence_proxy_async_shared();  // TMA completes on them
       }
       __syncthreads();
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
         if (s < n) {
-          copier.copy_next(base_address + s * kStageBytes);
+          copier.copy_next(base_address + s * kStageBytes, full0 + 8 * s);
           ptx::cp_async_mbarrier_arrive(full0 + 8 * s);
         }
       }
@@ -289,7 +316,8 @@ struct DenseWgmma {
       uint32 phase = 0;   // the parity of its current use
       for (int i = 0; i < n; ++i) {
         if constexpr (!C::kDequantAhead) ptx::mbarrier_wait(full0 + 8 * s, phase);
-        ptx::fence_proxy_async_shared();  // the wgmma reads what cp.async wrote
+        // The wgmma reads what cp.async wrote (TMA writes through the async proxy already).
+        if constexpr (!C::kTma) ptx::fence_proxy_async_shared();
         if constexpr (!C::kDequantAhead) dequantize(s, a);
         issue(s, a);
         // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work,
@@ -297,7 +325,7 @@ struct DenseWgmma {
         if (i + kStages - 1 < n) {
           const int r = s == 0 ? kStages - 1 : s - 1;
           if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, s == 0 ? phase ^ 1u : phase);
-          copier.copy_next(base_address + r * kStageBytes);
+          copier.copy_next(base_address + r * kStageBytes, full0 + 8 * r);
           ptx::cp_async_mbarrier_arrive(full0 + 8 * r);
         }
         const int next = s + 1 == kStages ? 0 : s + 1;
@@ -383,6 +411,6 @@ struct DenseWgmma {
 // that many blocks fit, which the split-K sizing counts on.
 #define HM_DEFINE_DENSE_WGMMA(name, Config)                                                   \
   extern "C" __global__ void __launch_bounds__(Config::kWarps * 32, Config::kMinBlocks)      \
-      name(const ::hm::gemm::DenseParams params) {                                             \
+      name(const __grid_constant__ ::hm::gemm::DenseParams params) {                           \
     ::hm::gemm::DenseWgmma<Config>::run(params);                                               \
   }

@@ -26,6 +26,13 @@ struct DenseParams {
   int64_t scale_cols;    // columns of the packed scale tensor (n_pad, or n_pad / group_n for blocks)
   int32_t k_chunks_per_split;  // 64-wide K chunks each split handles
   int32_t splits;              // gridDim.z
+  // TMA descriptors (CUtensorMap: 128 opaque bytes, 64-byte aligned) of the activations and the
+  // weight, encoded by the host per call for wgmma tiles that copy with TMA (else zero). The
+  // kernel takes its parameter as __grid_constant__, so their addresses are valid for TMA.
+  struct alignas(64) TensorMap {
+    uint64_t opaque[16];
+  };
+  TensorMap tma_a, tma_w;
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)

@@ -1,0 +1,49 @@
+// TMA descriptors (see tensor_map.hpp).
+#include "runtime/tensor_map.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+
+namespace hm::runtime {
+namespace {
+
+// cuda.h's enumerators (CUtensorMapDataType, ...Interleave, ...Swizzle, ...L2promotion,
+// ...FloatOOBfill), by value: this file does not include cuda.h.
+constexpr int kDataTypeUint16 = 1, kDataTypeUint32 = 2;
+constexpr int kInterleaveNone = 0;
+constexpr int kSwizzleNone = 0, kSwizzle128B = 3;
+constexpr int kL2Promotion256B = 3;
+constexpr int kOobFillZeros = 0;
+
+}  // namespace
+
+void encode_tensor_map(const Device& device, const TensorMap2d& t, CUtensorMap* out,
+                       const char* what) {
+  const Driver& driver = device.driver();
+  if (!driver.has_tensor_map_encode_tiled())
+    fail(HM_ERROR_UNSUPPORTED, std::string(what) +
+                                   ": this tile copies with TMA, and the CUDA driver has no "
+                                   "cuTensorMapEncodeTiled (CUDA 12.0 or newer needed)");
+  const auto base = reinterpret_cast<uintptr_t>(t.base);
+  HM_REQUIRE(t.element_bytes == 2 || t.element_bytes == 4, HM_ERROR_INTERNAL,
+             std::string(what) + ": TMA element size must be 2 or 4 bytes");
+  if (base % 16 != 0 || t.row_stride_bytes % 16 != 0)
+    fail(HM_ERROR_INVALID_ARGUMENT,
+         std::string(what) + ": TMA needs the address and the row stride to be multiples of 16 "
+                             "bytes (address " + std::to_string(base) + ", row stride " +
+             std::to_string(t.row_stride_bytes) + ")");
+  const uint64_t dims[2] = {t.cols, t.rows};
+  const uint64_t strides[1] = {t.row_stride_bytes};
+  const uint32_t box[2] = {t.box_cols, t.box_rows};
+  const uint32_t element_strides[2] = {1, 1};
+  Device::Scope scope(device);
+  driver.check(driver.api().cuTensorMapEncodeTiled(
+                   out, t.element_bytes == 2 ? kDataTypeUint16 : kDataTypeUint32, 2,
+                   const_cast<void*>(t.base), dims, strides, box, element_strides,
+                   kInterleaveNone, t.swizzle_128b ? kSwizzle128B : kSwizzleNone,
+                   kL2Promotion256B, kOobFillZeros),
+               "cuTensorMapEncodeTiled", what);
+}
+
+}  // namespace hm::runtime
