@@ -77,7 +77,7 @@ namespace {
 // The TMA descriptors of a wgmma tile that copies with TMA (gemm/dense_wgmma.cuh): activations
 // [m][k] as 16-bit elements in boxes of [block_m][64] with the 128B swizzle the wgmma descriptor
 // reads; the weight as [strips][k_chunks * chunk words] of 32-bit words in boxes of one chunk of
-// each of the tile's strips (docs/layout.md: a strip's chunks are contiguous).
+// each of the tile's strips (docs/layout.md: a strip's chunks are contiguous); the codes below.
 void encode_tma(const runtime::Device& device, const core::Format& f, const tune::DenseTile& tile,
                 const quant::PackedShape& shape, gemm::DenseParams& p) {
   static_assert(sizeof(gemm::DenseParams::TensorMap) == sizeof(runtime::CUtensorMap));
@@ -95,6 +95,30 @@ void encode_tma(const runtime::Device& device, const core::Format& f, const tune
                          false};
   runtime::encode_tensor_map(device, w, &map, "HM_ARG_B");
   std::memcpy(&p.tma_w, &map, sizeof map);
+  // Scale and zero-point codes [groups][columns], in boxes of [slots][block channels], when a
+  // chunk's slots are consecutive group rows (the kernel asks the same question).
+  const int group_k = f.has_group_scales() ? f.group_k : 0;
+  if (!gemm::dense_group_slots_consecutive(group_k)) return;
+  const uint32_t slots = static_cast<uint32_t>(gemm::dense_group_slots(group_k));
+  const uint32_t block_n = static_cast<uint32_t>(tile.block_n());
+  if (p.scales != nullptr && f.has_group_scales()) {
+    const int bytes = shape.scale_element_bytes;
+    runtime::TensorMap2d s{p.scales, bytes, static_cast<uint64_t>(shape.groups),
+                           static_cast<uint64_t>(shape.scale_columns),
+                           static_cast<uint64_t>(shape.scale_columns) * bytes, slots, block_n,
+                           false};
+    runtime::encode_tensor_map(device, s, &map, "HM_ARG_SCALES");
+    std::memcpy(&p.tma_s, &map, sizeof map);
+  }
+  if (p.zeros != nullptr) {
+    const int bytes = shape.zero_point_element_bytes;
+    runtime::TensorMap2d z{p.zeros, bytes, static_cast<uint64_t>(shape.groups),
+                           static_cast<uint64_t>(shape.scale_columns),
+                           static_cast<uint64_t>(shape.scale_columns) * bytes, slots, block_n,
+                           false};
+    runtime::encode_tensor_map(device, z, &map, "HM_ARG_ZEROS");
+    std::memcpy(&p.tma_z, &map, sizeof map);
+  }
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 namespace hm::runtime {
 
-// A row-major 2-D tensor [rows][cols] of `element_bytes`-byte elements (2 or 4), rows
+// A row-major 2-D tensor [rows][cols] of `element_bytes`-byte elements (1, 2 or 4), rows
 // `row_stride_bytes` apart, copied in boxes of [box_rows][box_cols]; with `swizzle_128b` the box
 // lands in shared memory with the 128-byte swizzle (box_cols * element_bytes must then be 128).
 // Elements outside the tensor arrive as zeros. Throws HM_ERROR_UNSUPPORTED when the driver has

@@ -51,24 +51,26 @@ DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, bool deco
 
 std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::Arch& arch) {
   if (wgmma_covers(f, arch)) {
-    // Measured on the H200 (benchmarks/NOTES.md, v6-v9 sweeps, int4 g128 8192²): 8-token
-    // tiles of one warpgroup stream weights best at M = 1; from M = 16 on, two warpgroups per
-    // block halve the activation re-reads; 64-token tiles that dequantize one chunk ahead up to
-    // M = 128; above, four warpgroups (256 channels) on 128 tokens, then 160 tokens from M = 4096
-    // (fewer, fuller waves), their stages synchronized by mbarriers (the block barrier per chunk
-    // is cheaper for the small tiles).
-    constexpr bool kAhead = true, kMbarrier = true;
+    // Measured on the H200 (benchmarks/NOTES.md, v6-v10 sweeps, int4 g128 8192²): 8-token
+    // tiles of one warpgroup stream weights best at M = 1; from M = 16 on, two TMA-fed
+    // warpgroups per block halve the activation re-reads; 64-token tiles that dequantize one
+    // chunk ahead up to M = 128 (a block barrier per chunk: cheaper than mbarriers for small
+    // tiles, and TMA did not pay there); above, TMA-fed tiles on mbarriers: four warpgroups on
+    // 128 tokens, two on 256 tokens dequantizing ahead, and from M = 4096 four on 160 tokens
+    // (fewer, fuller waves; 160 tokens need all 128 registers a 512-thread block allows, and
+    // zero points need more, so those formats keep the 256-token tile).
+    constexpr bool kAhead = true, kMbarrier = true, kTma = true;
+    const DenseTile large = f.has_zero_point() ? wgmma(256, 8, 4, 1, kMbarrier, kAhead, kTma)
+                                               : wgmma(160, 16, 4, 1, kMbarrier, !kAhead, kTma);
     return {
         {8, wgmma(8, 4, 8, 6)},
-        {16, wgmma(16, 8, 8, 3)},
-        {32, wgmma(32, 8, 8, 3)},
+        {16, wgmma(16, 8, 8, 3, kMbarrier, !kAhead, kTma)},
+        {32, wgmma(32, 8, 8, 3, kMbarrier, !kAhead, kTma)},
         {64, wgmma(64, 8, 6, 2, !kMbarrier, kAhead)},
         {128, wgmma(64, 4, 6, 3, !kMbarrier, kAhead)},
-        {4096, wgmma(128, 16, 3, 1, kMbarrier)},
-        // 160 tokens use every one of the 128 registers a 512-thread block allows; zero points
-        // need a few more (NVRTC spills), so those formats stay on 128 tokens.
-        {INT64_MAX, f.has_zero_point() ? wgmma(128, 16, 3, 1, kMbarrier)
-                                       : wgmma(160, 16, 4, 1, kMbarrier)},
+        {256, wgmma(128, 16, 4, 1, kMbarrier, !kAhead, kTma)},
+        {4096, wgmma(256, 8, 4, 1, kMbarrier, kAhead, kTma)},
+        {INT64_MAX, large},
     };
   }
   // mma.sync: small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with

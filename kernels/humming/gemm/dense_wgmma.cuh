@@ -49,9 +49,10 @@ struct DenseWgmma {
   static constexpr int kScaleBytes = D::kGroupScalesInMainloop ? D::kScaleCodeBytes : 0;
   static constexpr int kZeroBytes = C::kZeroPoint != kZeroNone ? D::kZeroCodeBytes : 0;
   // One stage: [activations kBlockM x 128 B][weights kWarps x chunk][scale codes][zero codes].
-  static constexpr int kWeightOffset = C::kBlockM * 128;
-  static constexpr int kScaleOffset = kWeightOffset + kWarps * kChunkBytes;
-  static constexpr int kZeroOffset = kScaleOffset + kSlots * kBlockN * kScaleBytes;
+  static constexpr int kWeightOffset = dense_wgmma_weight_offset(C::kBlockM);
+  static constexpr int kScaleOffset = dense_wgmma_scale_offset(C::kBlockM, kWarps, kBits);
+  static constexpr int kZeroOffset =
+      dense_wgmma_zero_offset(C::kBlockM, kWarps, kBits, kSlots, kScaleBytes);
   static constexpr int kStageBytes = dense_wgmma_stage_bytes(C::kBlockM, kWarps, kBits, kSlots,
                                                              kScaleBytes, kZeroBytes);
   using Epilogue = DenseEpilogue<C, kWarps, 1>;
@@ -66,8 +67,17 @@ struct DenseWgmma {
   // tensor boxes: the activations [kBlockM rows][64] with the 128B swizzle the wgmma descriptor
   // expects, the weights [kWarps strips][one chunk] (docs/layout.md: a strip's chunks are
   // contiguous); rows and strips past the tensor arrive as zeros.
-  static constexpr uint32 kTmaBytes = C::kBlockM * 128 + kWarps * kChunkBytes;
+  // The scale and zero-point codes of a chunk are one box too when its group slots are
+  // consecutive rows (params.h); then every copy is a TMA and one thread does all of a stage's
+  // copying, else the threads that hold a code unit copy it with cp.async as without TMA.
+  static constexpr bool kCodesByTma = C::kTma && dense_group_slots_consecutive(C::kGroupK);
+  static constexpr uint32 kTmaBytes =
+      C::kBlockM * 128 + kWarps * kChunkBytes +
+      (kCodesByTma ? kSlots * kBlockN * (kScaleBytes + kZeroBytes) : 0);
   static constexpr int kChunkWords = kChunkBytes / 4;
+  // Arrivals that complete a stage's `full` barrier: the copying thread's alone when TMA does
+  // everything, else every thread's cp.async arrival.
+  static constexpr int kFullArrivals = kCodesByTma ? 1 : kThreads;
   static_assert(dense_wgmma_smem_bytes(C::kBlockM, kWarps, kStages, kBits, kSlots, kScaleBytes,
                                        kZeroBytes) -
                         1024 >=
@@ -133,7 +143,9 @@ struct DenseWgmma {
     int w_step[kWeightIters];  // kChunkBytes, or 0 past the last strip (the unit is zero-filled)
     uint32 unit_dst;           // this thread's 16-byte unit in a stage: threadIdx.x * 16
     const void* map_a;         // TMA: the tensor maps (in the kernel's parameter) and the box
-    const void* map_w;         //      coordinates of the block's rows and strips
+    const void* map_w;         //      coordinates of the block's rows, strips and channels
+    const void* map_s;
+    const void* map_z;
     int tma_m0, tma_strip0;
     Codes scale, zero;
 
@@ -154,6 +166,8 @@ struct DenseWgmma {
       unit_dst = t * 16;
       map_a = &p.tma_a;
       map_w = &p.tma_w;
+      map_s = &p.tma_s;
+      map_z = &p.tma_z;
       tma_m0 = static_cast<int>(m0);
       tma_strip0 = static_cast<int>(strip0);
       const int64_t strips = p.n_pad / 16, k_chunks = p.k_pad / 64;
@@ -173,18 +187,33 @@ struct DenseWgmma {
 
     // Issues the copies of the next chunk into the stage at shared address `stage` (with TMA,
     // completing on the stage's `full` barrier), then steps to the chunk after it.
+    // With kCodesByTma only thread 0 calls this; it then also arrives on `full`.
     __device__ __forceinline__ void copy_next(uint32 stage, uint32 full = 0) {
       if constexpr (C::kTma) {
         if (threadIdx.x == 0) {
-          ptx::mbarrier_expect_tx(full, kTmaBytes);
+          if constexpr (kCodesByTma) {
+            ptx::mbarrier_arrive_expect_tx(full, kTmaBytes);
+          } else {
+            ptx::mbarrier_expect_tx(full, kTmaBytes);
+          }
           ptx::tma_load_2d(stage, map_a, kc * 64, tma_m0, full);
           ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kChunkWords, tma_strip0, full);
+          if constexpr (kCodesByTma) {
+            // Slot 0's group row; the slots are the rows after it (params.h).
+            const int group = C::kGroupK > 0 ? kc * 64 / C::kGroupK : 0;
+            if constexpr (kScaleBytes > 0)
+              ptx::tma_load_2d(stage + kScaleOffset, map_s, tma_strip0 * 16, group, full);
+            if constexpr (kZeroBytes > 0)
+              ptx::tma_load_2d(stage + kZeroOffset, map_z, tma_strip0 * 16, group, full);
+          }
         }
       } else {
         copy_act_and_weights(stage);
       }
-      if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset + unit_dst, kc);
-      if constexpr (kZeroBytes > 0) zero.copy(stage + kZeroOffset + unit_dst, kc);
+      if constexpr (!kCodesByTma) {
+        if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset + unit_dst, kc);
+        if constexpr (kZeroBytes > 0) zero.copy(stage + kZeroOffset + unit_dst, kc);
+      }
       act_k += 64;
       ++kc;
     }
@@ -259,13 +288,14 @@ struct DenseWgmma {
       D::chunk_fragments(a, words, lo, hi);
     };
     // Issues the 4 wgmma of the chunk in stage s (A: the registers, B: its activation tile).
+    const uint64_t descriptor0 = ptx::smem_descriptor_k_sw128(base_address);
     auto issue = [&](int s, const uint32 (&a)[16]) {
-      const uint32 stage_address = base_address + s * kStageBytes;
+      const uint64_t stage_descriptor = ptx::advance_descriptor(descriptor0, s * kStageBytes);
       ptx::wgmma_fence();
 #pragma unroll
       for (int x = 0; x < 4; ++x)
         C::Wgmma::run(acc.v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
-                      ptx::smem_descriptor_k_sw128(stage_address + x * 32));
+                      stage_descriptor + x * 2);  // + 32 bytes: the next 16 values of K
       ptx::wgmma_commit();
     };
     // With C::kDequantAhead a warp dequantizes chunk i + 1 into a second register set while
@@ -274,6 +304,19 @@ struct DenseWgmma {
     // Without it, a warp dequantizes chunk i and issues it, and overlap comes only from other
     // warpgroups and blocks.
     uint32 a[16], ahead[16];
+    // Runs step(i, registers of chunk i, registers for chunk i + 1) for every chunk. Dequantizing
+    // ahead, the two register sets swap roles each step: two steps per iteration, so that no
+    // register copy is needed (the arrays are named statically in each).
+    auto run_steps = [&](auto&& step) {
+      if constexpr (C::kDequantAhead) {
+        for (int i = 0; i < n; i += 2) {
+          step(i, a, ahead);
+          if (i + 1 < n) step(i + 1, ahead, a);
+        }
+      } else {
+        for (int i = 0; i < n; ++i) step(i, a, a);
+      }
+    };
     // The wgmma read their A registers asynchronously, until the wait; to the compiler they are
     // dead once the instruction is issued, and ptxas would hand them to whatever comes next (the
     // refill's addresses, the next chunk's codes) while the tensor cores still read them. An
@@ -295,18 +338,21 @@ struct DenseWgmma {
       if (threadIdx.x == 0) {
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
-          ptx::mbarrier_init(full0 + 8 * s, kThreads);
+          ptx::mbarrier_init(full0 + 8 * s, kFullArrivals);
           ptx::mbarrier_init(empty0 + 8 * s, kWarps);
         }
         if constexpr (C::kTma) ptx::fence_proxy_async_shared();  // TMA completes on them
       }
       __syncthreads();
+      // A stage's copies: thread 0's TMA alone, or every thread's share and its arrival.
+      auto fill = [&](int stage) {
+        if (kCodesByTma && threadIdx.x != 0) return;
+        copier.copy_next(base_address + stage * kStageBytes, full0 + 8 * stage);
+        if constexpr (!kCodesByTma) ptx::cp_async_mbarrier_arrive(full0 + 8 * stage);
+      };
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
-        if (s < n) {
-          copier.copy_next(base_address + s * kStageBytes, full0 + 8 * s);
-          ptx::cp_async_mbarrier_arrive(full0 + 8 * s);
-        }
+        if (s < n) fill(s);
       }
       if constexpr (C::kDequantAhead) {
         ptx::mbarrier_wait(full0, 0);
@@ -314,39 +360,39 @@ struct DenseWgmma {
       }
       int s = 0;          // the stage of chunk i
       uint32 phase = 0;   // the parity of its current use
-      for (int i = 0; i < n; ++i) {
+      // Step i: chunk i's wgmma from `cur` (dequantized here, or one step earlier when ahead),
+      // chunk i + 1 dequantized into `nxt` while they run.
+      auto step = [&](int i, uint32 (&cur)[16], uint32 (&nxt)[16]) {
         if constexpr (!C::kDequantAhead) ptx::mbarrier_wait(full0 + 8 * s, phase);
         // The wgmma reads what cp.async wrote (TMA writes through the async proxy already).
         if constexpr (!C::kTma) ptx::fence_proxy_async_shared();
-        if constexpr (!C::kDequantAhead) dequantize(s, a);
-        issue(s, a);
+        if constexpr (!C::kDequantAhead) dequantize(s, cur);
+        __syncwarp();  // the wgmma are warp-collective; lanes may come from divergent waits
+        issue(s, cur);
         // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work,
         // once every warp has released it.
-        if (i + kStages - 1 < n) {
+        if (i + kStages - 1 < n && (!kCodesByTma || threadIdx.x == 0)) {
           const int r = s == 0 ? kStages - 1 : s - 1;
           if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, s == 0 ? phase ^ 1u : phase);
-          copier.copy_next(base_address + r * kStageBytes, full0 + 8 * r);
-          ptx::cp_async_mbarrier_arrive(full0 + 8 * r);
+          fill(r);
         }
+        __syncwarp();  // thread 0 may still be refilling; the wgmma wait below is collective
         const int next = s + 1 == kStages ? 0 : s + 1;
         const uint32 next_phase = next == 0 ? phase ^ 1u : phase;
         if constexpr (C::kDequantAhead) {
           if (i + 1 < n) {
             ptx::mbarrier_wait(full0 + 8 * next, next_phase);
-            dequantize(next, ahead);
+            dequantize(next, nxt);
           }
         }
         ptx::wgmma_wait<0>();
-        keep_until_here(a);
+        keep_until_here(cur);
         __syncwarp();
         if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 * s);
-        if constexpr (C::kDequantAhead) {
-#pragma unroll
-          for (int j = 0; j < 16; ++j) a[j] = ahead[j];
-        }
         s = next;
         phase = next_phase;
-      }
+      };
+      run_steps(step);
     } else {
       // Chunk j's copies are cp.async group j (empty groups keep the count uniform). With the
       // dequantization ahead, step i needs chunk i + 1 as well, so one stage fewer is in flight.
@@ -363,31 +409,28 @@ struct DenseWgmma {
         dequantize(0, a);
       }
       int s = 0;  // the stage of chunk i
-      for (int i = 0; i < n; ++i) {
+      auto step = [&](int i, uint32 (&cur)[16], uint32 (&nxt)[16]) {
         ptx::cp_async_wait<kLanded>();
         ptx::fence_proxy_async_shared();  // the wgmma reads what cp.async wrote
         // Chunk i (and i + 1) has landed for every thread, and every warp has finished the wgmma
         // of chunk i - 1 (it waits at the end of each step), so chunk i - 1's stage can be
         // refilled.
         __syncthreads();
-        if constexpr (!C::kDequantAhead) dequantize(s, a);
-        issue(s, a);
+        if constexpr (!C::kDequantAhead) dequantize(s, cur);
+        issue(s, cur);
         // Chunk i + kStages - 1 goes into chunk i - 1's stage while the tensor cores work.
         if (i + kStages - 1 < n)
           copier.copy_next(base_address + (s == 0 ? kStages - 1 : s - 1) * kStageBytes);
         ptx::cp_async_commit();
         const int next = s + 1 == kStages ? 0 : s + 1;
         if constexpr (C::kDequantAhead) {
-          if (i + 1 < n) dequantize(next, ahead);
+          if (i + 1 < n) dequantize(next, nxt);
         }
         ptx::wgmma_wait<0>();
-        keep_until_here(a);
-        if constexpr (C::kDequantAhead) {
-#pragma unroll
-          for (int j = 0; j < 16; ++j) a[j] = ahead[j];
-        }
+        keep_until_here(cur);
         s = next;
-      }
+      };
+      run_steps(step);
     }
     ptx::wgmma_wait<0>();
 #pragma unroll

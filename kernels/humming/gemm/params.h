@@ -33,6 +33,9 @@ struct DenseParams {
     uint64_t opaque[16];
   };
   TensorMap tma_a, tma_w;
+  // ... and of the scale and zero-point codes when the tile copies those with TMA too
+  // (dense_group_slots_consecutive), else zero.
+  TensorMap tma_s, tma_z;
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -66,16 +69,38 @@ HM_PARAMS_HD constexpr int dense_group_slots(int group_k) {
   return (group_k <= 0 || group_k % 64 == 0) ? 1 : (64 % group_k == 0 ? 64 / group_k : 4);
 }
 
+// Whether a 64-wide chunk's group slots are consecutive group rows (a group of 64 j, or a
+// divisor of 64): the codes of a chunk are then one 2-D box of the scale / zero-point tensor,
+// which the wgmma kernel's TMA tiles copy with TMA. Other group sizes (48, 96 ...) repeat rows
+// across the chunk's atoms and are copied per slot with cp.async.
+HM_PARAMS_HD constexpr bool dense_group_slots_consecutive(int group_k) {
+  return group_k <= 0 || group_k % 64 == 0 || 64 % group_k == 0;
+}
+
 // Shared memory of the sm90a wgmma kernel (gemm/dense_wgmma.cuh). Each pipeline stage holds,
 // for one 64-wide K chunk: the activation tile [block_m][64] (128-byte rows, 128B-swizzled, so
 // stage starts are 1024-byte aligned), one weight chunk per warp (128 * bits bytes), and the
-// scale and zero-point codes of the block's channels per group slot. The epilogue's f32 tile
-// reuses the stages; 1024 bytes of slack let the kernel align the base.
+// scale and zero-point codes of the block's channels per group slot [slot][channel], each part
+// starting on a multiple of 128 bytes (TMA destinations). The epilogue's f32 tile reuses the
+// stages; 1024 bytes of slack let the kernel align the base.
+HM_PARAMS_HD constexpr int dense_round_up(int x, int to) { return (x + to - 1) / to * to; }
+HM_PARAMS_HD constexpr int dense_wgmma_weight_offset(int block_m) { return block_m * 128; }
+HM_PARAMS_HD constexpr int dense_wgmma_scale_offset(int block_m, int warps, int weight_bits) {
+  return dense_wgmma_weight_offset(block_m) + warps * 128 * weight_bits;
+}
+HM_PARAMS_HD constexpr int dense_wgmma_zero_offset(int block_m, int warps, int weight_bits,
+                                                   int group_slots, int scale_code_bytes) {
+  return dense_round_up(dense_wgmma_scale_offset(block_m, warps, weight_bits) +
+                            group_slots * 16 * warps * scale_code_bytes,
+                        128);
+}
 HM_PARAMS_HD constexpr int dense_wgmma_stage_bytes(int block_m, int warps, int weight_bits,
                                                    int group_slots, int scale_code_bytes,
                                                    int zero_code_bytes) {
-  return (block_m * 128 + warps * 128 * weight_bits +
-          group_slots * 16 * warps * (scale_code_bytes + zero_code_bytes) + 1023) / 1024 * 1024;
+  return dense_round_up(dense_wgmma_zero_offset(block_m, warps, weight_bits, group_slots,
+                                                scale_code_bytes) +
+                            group_slots * 16 * warps * zero_code_bytes,
+                        1024);
 }
 HM_PARAMS_HD constexpr int dense_wgmma_smem_bytes(int block_m, int warps, int stages,
                                                   int weight_bits, int group_slots,

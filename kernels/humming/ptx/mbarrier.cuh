@@ -27,6 +27,11 @@ __device__ __forceinline__ void mbarrier_expect_tx(uint32 bar, uint32 bytes) {
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
+// One arrival that also adds `bytes` to the transaction count of the barrier's current phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32 bar, uint32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
 // TMA (sm90): copies the box of 2-D tensor map `map` (a generic address of a CUtensorMap in
 // parameter, constant or global memory) at coordinates (x, y), innermost first, to shared memory
 // at `dst`, completing `bytes` of barrier `bar`'s transaction count. Out-of-bounds elements are

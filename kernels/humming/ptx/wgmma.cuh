@@ -41,5 +41,11 @@ __device__ __forceinline__ uint64_t smem_descriptor_k_sw128(uint32 smem_address)
   return static_cast<uint64_t>((smem_address & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
+// The descriptor of a tile `offset` bytes (a multiple of 16) further: the start address field
+// is the low 14 bits of address >> 4, and shared memory (228 KiB at most) keeps it from carrying
+// out, so one add replaces re-encoding the address.
+__device__ __forceinline__ uint64_t advance_descriptor(uint64_t descriptor, uint32 offset) {
+  return descriptor + (offset >> 4);
+}
 
 }  // namespace hm::ptx
