@@ -2,8 +2,9 @@
 # One call on the GPU host: build, run the GPU tests and the benchmarks, collect results in $OUT.
 #   (device tool) run: bash benchmarks/gpu_check.sh [MODE]
 # MODE: all (default: tests + every benchmark + profile), tests (tests and the demo), quick (tests
-# + the default-tuning benchmarks), sweep (the tuning sweep of benchmarks/tuning/), defaults (the default-tuning benchmarks only), bench (every benchmark, no tests), profile (ncu of the dense
-# GEMM at a few M).
+# + the default-tuning benchmarks), sweep (the tuning sweep of benchmarks/tuning/), defaults (the
+# default-tuning benchmarks only), formats (other weight formats and bf16), bench (every
+# benchmark, no tests), profile (ncu of the dense GEMM at a few M).
 # Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results), $OUT/report/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,13 +61,14 @@ if want all bench sweep; then
   done < benchmarks/tuning/sweep.txt
 fi
 
-if want all bench; then
+if want all bench formats; then
   echo "== bench: other formats"
   $B --format "w=uint8b128 a=f16 c=f16 s=f16:channel n=8192 k=8192" --ms 1,16,128,2048 --label default --json "$OUT/gemm_int8_channel_f16.json"
   $B --format "w=uint3b4 a=f16 c=f16 s=f16:g128 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_int3_g128_f16.json"
   $B --format "w=uint2b2 a=f16 c=f16 s=f16:g128 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_int2_g128_f16.json"
   $B --format "w=e2m1 a=f16 c=f16 s=f16:g32 n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --label default --json "$OUT/gemm_e2m1_g32_f16.json"
   $B --format "w=uint4b8 a=bf16 c=bf16 s=bf16:g128 n=8192 k=8192" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_int4_g128_bf16.json"
+  $B --format "w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=8192 k=8192" --ms 1,16,128,2048,16384 --no-cublas --label default --json "$OUT/gemm_uint4_zp_g128_f16.json"
 fi
 
 if want all profile; then

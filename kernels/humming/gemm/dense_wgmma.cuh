@@ -11,15 +11,16 @@
 // Block: kWarps / 4 warpgroups side by side along N (channels), all sharing the activation tile
 // of kBlockM tokens. Pipeline: kStages shared-memory stages, each holding one 64-wide K chunk of
 // activations, of every warp's weight chunk and of the block's scale / zero-point codes, filled
-// by cp.async kStages - 1 chunks ahead of the compute (each thread's share of a copy is planned
-// once per block: per chunk it is an add, a compare and the cp.async). Per chunk each warp
-// dequantizes its 16 A registers (4 atoms), issues 4 wgmma and waits for them: ptxas serializes
-// every wgmma when a non-wgmma instruction writes any wgmma input register while a group is in
-// flight, so within a warpgroup the dequantization cannot overlap its own wgmma. Overlap comes
-// from other warpgroups and blocks, and the stages are synchronized one of two ways (the tile's
-// `pipeline`): a block barrier per chunk (cheapest for small tiles), or per-stage full / empty
-// mbarriers that let warpgroups drift a chunk apart (C::kDecoupled; best for large tiles).
-// Split-K and the epilogue are shared with the mma.sync kernel (gemm/epilogue.cuh).
+// kStages - 1 chunks ahead of the compute, either by every thread with cp.async (each thread's
+// share planned once per block, stepped by constants per chunk) or by one thread with TMA boxes
+// (C::kTma). Per chunk each warp dequantizes its 16 A registers (4 atoms) and issues 4 wgmma;
+// with C::kDequantAhead it dequantizes chunk i + 1 into a second register set while chunk i's
+// wgmma run, else before issuing them. Either way the A registers must stay untouched until the
+// wgmma wait, which the compiler does not know (keep_until_here). The stages are synchronized
+// one of two ways (the tile's `pipeline`): a block barrier per chunk (cheapest for small tiles),
+// or per-stage full / empty mbarriers that let warpgroups drift apart (C::kDecoupled; needed for
+// TMA, best for large tiles). Split-K and the epilogue are shared with the mma.sync kernel
+// (gemm/epilogue.cuh).
 #pragma once
 
 #include <humming/core/types.cuh>
