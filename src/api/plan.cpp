@@ -81,44 +81,38 @@ namespace {
 void encode_tma(const runtime::Device& device, const core::Format& f, const tune::DenseTile& tile,
                 const quant::PackedShape& shape, gemm::DenseParams& p) {
   static_assert(sizeof(gemm::DenseParams::TensorMap) == sizeof(runtime::CUtensorMap));
-  runtime::CUtensorMap map;
-  runtime::TensorMap2d a{p.a, 2, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
-                         static_cast<uint64_t>(f.k) * 2, static_cast<uint32_t>(tile.block_m), 64,
-                         true};
-  runtime::encode_tensor_map(device, a, &map, "HM_ARG_A");
-  std::memcpy(&p.tma_a, &map, sizeof map);
+  auto encode = [&](const runtime::TensorMap2d& tensor, gemm::DenseParams::TensorMap& out,
+                    const char* what) {
+    runtime::CUtensorMap map;
+    runtime::encode_tensor_map(device, tensor, &map, what);
+    std::memcpy(&out, &map, sizeof map);
+  };
+  encode({p.a, 2, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
+          static_cast<uint64_t>(f.k) * 2, static_cast<uint32_t>(tile.block_m), 64, true},
+         p.tma_a, "HM_ARG_A");
   const uint64_t chunk_bytes = static_cast<uint64_t>(quant::chunk_bytes(f.weight.bits()));
   const uint64_t k_chunks = static_cast<uint64_t>(shape.k_padded) / 64;
-  runtime::TensorMap2d w{p.w, 4, static_cast<uint64_t>(shape.n_padded) / 16,
-                         k_chunks * chunk_bytes / 4, k_chunks * chunk_bytes,
-                         static_cast<uint32_t>(tile.warps), static_cast<uint32_t>(chunk_bytes / 4),
-                         false};
-  runtime::encode_tensor_map(device, w, &map, "HM_ARG_B");
-  std::memcpy(&p.tma_w, &map, sizeof map);
+  encode({p.w, 4, static_cast<uint64_t>(shape.n_padded) / 16, k_chunks * chunk_bytes / 4,
+          k_chunks * chunk_bytes, static_cast<uint32_t>(tile.warps),
+          static_cast<uint32_t>(chunk_bytes / 4), false},
+         p.tma_w, "HM_ARG_B");
   // Scale and zero-point codes [groups][columns], in boxes of [slots][block channels], when a
   // chunk's slots are consecutive group rows (the kernel asks the same question).
   const int group_k = f.has_group_scales() ? f.group_k : 0;
   if (!gemm::dense_group_slots_consecutive(group_k)) return;
-  const uint32_t slots = static_cast<uint32_t>(gemm::dense_group_slots(group_k));
-  const uint32_t block_n = static_cast<uint32_t>(tile.block_n());
-  if (p.scales != nullptr && f.has_group_scales()) {
-    const int bytes = shape.scale_element_bytes;
-    runtime::TensorMap2d s{p.scales, bytes, static_cast<uint64_t>(shape.groups),
-                           static_cast<uint64_t>(shape.scale_columns),
-                           static_cast<uint64_t>(shape.scale_columns) * bytes, slots, block_n,
-                           false};
-    runtime::encode_tensor_map(device, s, &map, "HM_ARG_SCALES");
-    std::memcpy(&p.tma_s, &map, sizeof map);
-  }
-  if (p.zeros != nullptr) {
-    const int bytes = shape.zero_point_element_bytes;
-    runtime::TensorMap2d z{p.zeros, bytes, static_cast<uint64_t>(shape.groups),
-                           static_cast<uint64_t>(shape.scale_columns),
-                           static_cast<uint64_t>(shape.scale_columns) * bytes, slots, block_n,
-                           false};
-    runtime::encode_tensor_map(device, z, &map, "HM_ARG_ZEROS");
-    std::memcpy(&p.tma_z, &map, sizeof map);
-  }
+  auto encode_codes = [&](const void* codes, int bytes, gemm::DenseParams::TensorMap& out,
+                          const char* what) {
+    encode({codes, bytes, static_cast<uint64_t>(shape.groups),
+            static_cast<uint64_t>(shape.scale_columns),
+            static_cast<uint64_t>(shape.scale_columns) * bytes,
+            static_cast<uint32_t>(gemm::dense_group_slots(group_k)),
+            static_cast<uint32_t>(tile.block_n()), false},
+           out, what);
+  };
+  if (p.scales != nullptr && f.has_group_scales())
+    encode_codes(p.scales, shape.scale_element_bytes, p.tma_s, "HM_ARG_SCALES");
+  if (p.zeros != nullptr)
+    encode_codes(p.zeros, shape.zero_point_element_bytes, p.tma_z, "HM_ARG_ZEROS");
 }
 
 }  // namespace
