@@ -107,7 +107,7 @@ struct DenseWgmma {
     struct Codes {
       const char* src = nullptr;  // this thread's unit in group row 0 (null: none to copy)
       int64_t row_bytes = 0;      // bytes between group rows
-      int slot_k = 0;             // the slot's first k within a chunk
+      int slot = 0;
       template <int kBytes>
       __device__ __forceinline__ void plan(const void* base, int64_t cols, int64_t n0,
                                            int64_t n_pad) {
@@ -117,16 +117,14 @@ struct DenseWgmma {
         if (t < kSlots * kUnits && n0 + u * 16 / kBytes < n_pad) {
           src = static_cast<const char*>(base) + n0 * kBytes + u * 16;
           row_bytes = cols * kBytes;
-          slot_k = t / kUnits * (64 / kSlots);
+          slot = t / kUnits;
         }
       }
-      // Chunk kc's group row (a constant division: kGroupK is a compile-time constant) into the
-      // thread's unit `dst` of the stage.
+      // Chunk kc's group row into the thread's unit `dst` of the stage.
       __device__ __forceinline__ void copy(uint32 dst, int kc) const {
-        if (src != nullptr) {
-          const int group = C::kGroupK > 0 ? (kc * 64 + slot_k) / C::kGroupK : 0;
-          ptx::cp_async_16(dst, src + static_cast<int64_t>(group) * row_bytes, 16);
-        }
+        if (src != nullptr)
+          ptx::cp_async_16(dst, src + static_cast<int64_t>(D::group_of_slot(kc, slot)) * row_bytes,
+                           16);
       }
     };
 
@@ -201,7 +199,7 @@ struct DenseWgmma {
           ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kChunkWords, tma_strip0, full);
           if constexpr (kCodesByTma) {
             // Slot 0's group row; the slots are the rows after it (params.h).
-            const int group = C::kGroupK > 0 ? kc * 64 / C::kGroupK : 0;
+            const int group = D::group_of_slot(kc, 0);
             if constexpr (kScaleBytes > 0)
               ptx::tma_load_2d(stage + kScaleOffset, map_s, tma_strip0 * 16, group, full);
             if constexpr (kZeroBytes > 0)
@@ -296,7 +294,7 @@ struct DenseWgmma {
 #pragma unroll
       for (int x = 0; x < 4; ++x)
         C::Wgmma::run(acc.v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
-                      stage_descriptor + x * 2);  // + 32 bytes: the next 16 values of K
+                      ptx::advance_descriptor(stage_descriptor, x * 32));  // next 16 of K
       ptx::wgmma_commit();
     };
     // With C::kDequantAhead a warp dequantizes chunk i + 1 into a second register set while

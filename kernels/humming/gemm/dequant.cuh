@@ -47,8 +47,10 @@ struct Dequant {
   // its four 16-wide MMA atoms.
   static constexpr int kGroupSlots = dense_group_slots(C::kGroupK);
   static __host__ __device__ constexpr int slot_of_atom(int atom) { return atom / (4 / kGroupSlots); }
-  // The K group of slot `slot` of chunk kc.
-  static __device__ __forceinline__ int64_t group_of_slot(int64_t kc, int slot) {
+  // The K group of slot `slot` of chunk kc, in kc's integer type (32-bit where the caller knows
+  // the chunk index fits: a division by a constant is then a short multiply).
+  template <class Int>
+  static __device__ __forceinline__ Int group_of_slot(Int kc, int slot) {
     return C::kGroupK > 0 ? (kc * 64 + slot * (64 / kGroupSlots)) / C::kGroupK : 0;
   }
 
