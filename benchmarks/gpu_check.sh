@@ -5,6 +5,8 @@
 # + the default-tuning benchmarks), sweep (the tuning sweep of benchmarks/tuning/), defaults (the
 # default-tuning benchmarks only), formats (other weight formats and bf16), bench (every
 # benchmark, no tests), profile (ncu of the dense GEMM at a few M).
+# Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), PROFILE_MS
+# (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile).
 # Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results), $OUT/report/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -58,7 +60,7 @@ if want all bench sweep; then
     [ -n "$name" ] || continue
     $B --ms "$ms" --tuning "benchmarks/tuning/$name.json" --label "$name" --no-cublas --iters 100 \
        --json "$OUT/sweep_$name.json" | grep -E "^ +[0-9]+ " | sed "s/^/$name /"
-  done < benchmarks/tuning/sweep.txt
+  done < "${SWEEP_LIST:-benchmarks/tuning/sweep.txt}"
 fi
 
 if want all bench formats; then
@@ -74,13 +76,14 @@ fi
 if want all profile; then
   echo "== profile (ncu)"
   if command -v ncu >/dev/null; then
-    for m in 1 128 2048; do
+    for m in ${PROFILE_MS:-1 128 2048}; do
       ncu --kernel-name regex:hm_dense --launch-skip 2 --launch-count 1 \
           --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
           --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
           --section SchedulerStats \
           --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-          $B --ms $m --iters 3 --warmup 1 --no-graph --no-flush --no-cublas > "$OUT/ncu_m$m.txt" 2>&1
+          $B --ms $m --iters 3 --warmup 1 --no-graph --no-flush --no-cublas \
+          ${PROFILE_TUNING:+--tuning "$PROFILE_TUNING"} > "$OUT/ncu_m$m.txt" 2>&1
       echo "-- M = $m"
       grep -E "Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|Registers Per|Warp Cycles Per Issued" "$OUT/ncu_m$m.txt" | head -8
       # The stall reasons worth reading (warps per issued instruction), largest first.

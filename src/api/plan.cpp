@@ -61,8 +61,9 @@ std::string describe(const hm_plan* plan, int64_t m) {
   return std::string(tile.kernel == tune::DenseKernel::kWgmma ? "dense_wgmma " : "dense_mma ") +
          tile.name() + (plan->aligned_k ? "" : " unaligned-k") + " grid " +
          std::to_string(launch.grid_x) + "x" + std::to_string(launch.grid_y) + "x" +
-         std::to_string(launch.splits) + " (split-K " + std::to_string(launch.splits) + " x " +
-         std::to_string(launch.k_chunks_per_split) + " chunks of 64), workspace " +
+         std::to_string(launch.splits) + (launch.cluster ? " (cluster split-K " : " (split-K ") +
+         std::to_string(launch.splits) + " x " + std::to_string(launch.k_chunks_per_split) +
+         " chunks of 64), workspace " +
          std::to_string(tune::dense_workspace_bytes(launch, m, plan->shape.n_padded)) + " bytes";
 }
 
@@ -285,12 +286,18 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     p.splits = launch.splits;
     if (tile.tma) encode_tma(*ctx.device, f, tile, plan->shape, p);
     void* args[] = {&p};
-    runtime::launch(*ctx.device, kernel.function,
-                    runtime::Dim3{static_cast<uint32_t>(launch.grid_x),
-                                  static_cast<uint32_t>(launch.grid_y),
-                                  static_cast<uint32_t>(launch.splits)},
-                    runtime::Dim3{launch.threads, 1, 1}, launch.smem_bytes,
-                    static_cast<runtime::CUstream>(stream), args, kernel.entry.c_str());
+    const runtime::Dim3 grid{static_cast<uint32_t>(launch.grid_x),
+                             static_cast<uint32_t>(launch.grid_y),
+                             static_cast<uint32_t>(launch.splits)};
+    const runtime::Dim3 block{launch.threads, 1, 1};
+    if (launch.cluster)
+      runtime::launch_with_cluster(*ctx.device, kernel.function, grid, block,
+                                   runtime::Dim3{1, 1, grid.z}, launch.smem_bytes,
+                                   static_cast<runtime::CUstream>(stream), args,
+                                   kernel.entry.c_str());
+    else
+      runtime::launch(*ctx.device, kernel.function, grid, block, launch.smem_bytes,
+                      static_cast<runtime::CUstream>(stream), args, kernel.entry.c_str());
   });
 }
 

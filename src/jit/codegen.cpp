@@ -157,6 +157,9 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
       << "  static constexpr bool kDequantAhead = " << (tile.dequant_ahead ? "true" : "false")
       << ";\n"
       << "  static constexpr bool kTma = " << (tile.tma ? "true" : "false") << ";\n"
+      << "  static constexpr bool kProducer = " << (tile.producer ? "true" : "false") << ";\n"
+      << "  static constexpr bool kClusterSplit = " << (tile.cluster_split ? "true" : "false")
+      << ";\n"
       << "  using Wgmma = WgmmaOp;\n";
   }
   c << "};\n";

@@ -13,7 +13,7 @@ std::string DenseTile::name() const {
   if (kernel == DenseKernel::kWgmma)
     return "wg_bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_st" +
            std::to_string(stages) + (decoupled ? "_mb" : "") + (dequant_ahead ? "_da" : "") +
-           (tma ? "_tma" : "");
+           (tma ? "_tma" : "") + (producer ? "_pw" : "") + (cluster_split ? "_cs" : "");
   return "bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_s" +
          std::to_string(warp_strips);
 }
@@ -21,6 +21,10 @@ std::string DenseTile::name() const {
 bool wgmma_covers(const core::Format& f, const core::Arch& arch) {
   return arch.major == 9 && arch.minor == 0 && arch.suffix == 'a' && f.k % 8 == 0 &&
          f.scale_kind != core::ScaleKind::kBlock;
+}
+
+bool producer_covers(const core::Format& f) {
+  return gemm::dense_group_slots_consecutive(f.has_group_scales() ? f.group_k : 0);
 }
 
 namespace {
@@ -114,8 +118,13 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                    where + ".copy must be \"cp.async\" or \"tma\"");
         continue;
       }
-      if (key == "dequant_ahead") {
-        HM_REQUIRE(it->is_boolean(), HM_ERROR_PARSE, where + ".dequant_ahead must be true or false");
+      if (key == "dequant_ahead" || key == "producer") {
+        HM_REQUIRE(it->is_boolean(), HM_ERROR_PARSE, where + "." + key + " must be true or false");
+        continue;
+      }
+      if (key == "split") {
+        HM_REQUIRE(it->is_string() && (*it == "global" || *it == "cluster"), HM_ERROR_PARSE,
+                   where + ".split must be \"global\" or \"cluster\"");
         continue;
       }
       HM_REQUIRE(key == "max_m" || key == "block_m" || key == "warps" || key == "warp_strips" ||
@@ -123,7 +132,7 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
                  HM_ERROR_PARSE,
                  where + ": unknown key \"" + key +
                      "\" (max_m, kernel, block_m, warps, warp_strips, stages, pipeline, copy, "
-                     "dequant_ahead, blocks_per_sm)");
+                     "dequant_ahead, producer, split, blocks_per_sm)");
       HM_REQUIRE(it->is_number_integer(), HM_ERROR_PARSE, where + "." + key + " must be an integer");
     }
     DenseRange r{INT64_MAX, {}};
@@ -138,6 +147,8 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
     r.tile.decoupled = e.value("pipeline", std::string("barrier")) == "mbarrier";
     r.tile.dequant_ahead = e.value("dequant_ahead", false);
     r.tile.tma = e.value("copy", std::string("cp.async")) == "tma";
+    r.tile.producer = e.value("producer", false);
+    r.tile.cluster_split = e.value("split", std::string("global")) == "cluster";
     HM_REQUIRE(r.max_m > 0, HM_ERROR_PARSE, where + ".max_m must be positive");
     HM_REQUIRE(r.tile.blocks_per_sm >= 1 && r.tile.blocks_per_sm <= 32, HM_ERROR_PARSE,
                where + ".blocks_per_sm must be in [1, 32]");
@@ -156,6 +167,8 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
       HM_REQUIRE(!r.tile.tma || r.tile.decoupled, HM_ERROR_PARSE,
                  where + ".copy \"tma\" needs \"pipeline\": \"mbarrier\" (TMA completes on "
                          "the stages' mbarriers)");
+      HM_REQUIRE(!r.tile.producer || r.tile.tma, HM_ERROR_PARSE,
+                 where + ".producer needs \"copy\": \"tma\" (the copying warp issues TMA)");
     } else {
       HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 128 && r.tile.block_m % 8 == 0,
                  HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 128]");
@@ -170,6 +183,8 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
       HM_REQUIRE(!e.contains("dequant_ahead"), HM_ERROR_PARSE,
                  where + ".dequant_ahead applies to wgmma only");
       HM_REQUIRE(!e.contains("copy"), HM_ERROR_PARSE, where + ".copy applies to wgmma only");
+      HM_REQUIRE(!e.contains("producer"), HM_ERROR_PARSE, where + ".producer applies to wgmma only");
+      HM_REQUIRE(!e.contains("split"), HM_ERROR_PARSE, where + ".split applies to wgmma only");
     }
     HM_REQUIRE(out.empty() || r.max_m > out.back().max_m, HM_ERROR_PARSE,
                where + ".max_m must be larger than the previous entry's");
@@ -181,12 +196,18 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
 
 void check_dense_ranges(const std::vector<DenseRange>& ranges, const core::Format& f,
                         const core::Arch& arch) {
-  for (const DenseRange& r : ranges)
+  for (const DenseRange& r : ranges) {
     if (r.tile.kernel == DenseKernel::kWgmma && !wgmma_covers(f, arch))
       fail(HM_ERROR_UNSUPPORTED,
            "tile " + r.tile.name() + " asks for the wgmma kernel, which needs sm_90a (this plan: " +
                arch.name() + "), K a multiple of 8 (K = " + std::to_string(f.k) +
                ") and no block scales; use \"kernel\": \"mma\" for this format");
+    if (r.tile.producer && !producer_covers(f))
+      fail(HM_ERROR_UNSUPPORTED,
+           "tile " + r.tile.name() + " has a copying warp, which copies scale codes as TMA boxes: "
+           "the group size must be a multiple or a divisor of 64 (" + f.to_string() + " has " +
+               std::to_string(f.group_k) + ")");
+  }
 }
 
 const DenseTile& tile_for(const std::vector<DenseRange>& ranges, int64_t m) {
@@ -206,7 +227,7 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
   DenseLaunch l{};
   l.grid_x = (n_padded + tile.block_n() - 1) / tile.block_n();
   l.grid_y = (m + tile.block_m - 1) / tile.block_m;
-  l.threads = static_cast<uint32_t>(32 * tile.warps);
+  l.threads = static_cast<uint32_t>(tile.threads());
   const int bits = f.weight.bits();
   if (tile.kernel == DenseKernel::kWgmma) {
     const int group_k = f.has_group_scales() ? f.group_k : 0;
@@ -226,14 +247,19 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
   const int64_t by_k = std::max<int64_t>(1, std::min<int64_t>(32, k_chunks / 4));
   const int64_t by_workspace =
       std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, m * n_padded * 4));
-  int64_t splits = blocks <= kSplitCounterSlots ? std::min({want, by_k, by_workspace}) : 1;
+  // Cluster splits need no workspace and no counters, but a cluster holds at most 8 blocks.
+  l.cluster = tile.cluster_split;
+  int64_t splits = l.cluster ? std::min({want, by_k, int64_t{kMaxClusterSplits}})
+                   : blocks <= kSplitCounterSlots ? std::min({want, by_k, by_workspace})
+                                                  : 1;
   l.k_chunks_per_split = static_cast<int>((k_chunks + splits - 1) / splits);
   l.splits = static_cast<int>((k_chunks + l.k_chunks_per_split - 1) / l.k_chunks_per_split);
+  if (l.splits <= 1) l.cluster = false;
   return l;
 }
 
 uint64_t dense_workspace_bytes(const DenseLaunch& l, int64_t m, int64_t n_padded) {
-  if (l.splits <= 1) return 0;
+  if (l.splits <= 1 || l.cluster) return 0;
   HM_REQUIRE(l.grid_x * l.grid_y <= kSplitCounterSlots, HM_ERROR_INTERNAL,
              "split-K launch with more tiles than counter slots");
   return kSplitCounterBytes + static_cast<uint64_t>(l.splits) * m * n_padded * sizeof(float);

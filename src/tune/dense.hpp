@@ -27,15 +27,22 @@ struct DenseTile {
   bool dequant_ahead = false;
   // wgmma with the mbarrier pipeline: one thread copies activations and weights with TMA
   bool tma = false;
+  // wgmma with TMA: that thread is an extra warp's, which does nothing but copy
+  bool producer = false;
+  // wgmma: the K splits of a tile run as one thread-block cluster (at most 8) and are summed
+  // through distributed shared memory (no workspace); else through a global f32 workspace
+  bool cluster_split = false;
   // Blocks of this tile one SM is assumed to run at once; split-K fills one such wave.
   int blocks_per_sm = 16;
   int block_n() const { return 16 * warps * warp_strips; }
-  std::string name() const;  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4[_mb][_da][_tma]" (wgmma)
+  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4[_mb][_da][_tma][_pw][_cs]" (wgmma)
+  std::string name() const;
+  int threads() const { return 32 * (warps + (producer ? 1 : 0)); }
   friend bool operator==(const DenseTile& a, const DenseTile& b) {
     return a.kernel == b.kernel && a.block_m == b.block_m && a.warps == b.warps &&
            a.warp_strips == b.warp_strips && a.stages == b.stages && a.decoupled == b.decoupled &&
-           a.dequant_ahead == b.dequant_ahead && a.tma == b.tma &&
-           a.blocks_per_sm == b.blocks_per_sm;
+           a.dequant_ahead == b.dequant_ahead && a.tma == b.tma && a.producer == b.producer &&
+           a.cluster_split == b.cluster_split && a.blocks_per_sm == b.blocks_per_sm;
   }
 };
 
@@ -47,6 +54,9 @@ struct DenseRange {
 // Whether the wgmma kernel covers a format on an arch: sm_90a, K a multiple of 8 (activation rows
 // load in 16-byte units), no block scales (those stay on mma.sync).
 bool wgmma_covers(const core::Format& format, const core::Arch& arch);
+// Whether a wgmma tile with a copying warp (`producer`) covers a format: its scale and zero-point
+// codes must come as TMA boxes (group sizes that are multiples or divisors of 64).
+bool producer_covers(const core::Format& format);
 
 // The default table for a format on an arch.
 std::vector<DenseRange> default_dense_ranges(const core::Format& format, const core::Arch& arch);
@@ -64,6 +74,7 @@ const DenseTile& tile_for(const std::vector<DenseRange>& ranges, int64_t m);
 struct DenseLaunch {
   int64_t grid_x, grid_y;  // channel blocks, token blocks
   int splits;              // K splits (grid z)
+  bool cluster;            // the splits of a tile are one cluster (1, 1, splits); no workspace
   int k_chunks_per_split;
   uint32_t threads;        // per block
   uint32_t smem_bytes;     // dynamic shared memory per block
@@ -77,7 +88,9 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& format,
 // when the grid has fewer tiles than counter slots.
 constexpr int64_t kSplitCounterSlots = 4096;
 constexpr uint64_t kSplitCounterBytes = kSplitCounterSlots * sizeof(int32_t);
-// Workspace bytes for a launch (0 without split-K).
+// The most K splits a cluster holds (the portable cluster size).
+constexpr int kMaxClusterSplits = 8;
+// Workspace bytes for a launch (0 without split-K or with cluster split-K).
 uint64_t dense_workspace_bytes(const DenseLaunch& launch, int64_t m, int64_t n_padded);
 
 }  // namespace hm::tune

@@ -158,6 +158,66 @@ TEST_F(PlanApi, TmaTilesEncodeTheirTensorMapsPerCall) {
   hm_plan_destroy(p);
 }
 
+// A tile with a copying warp and cluster split-K: one more warp per block, the K splits launched
+// as one cluster along z, and no workspace (the splits meet in shared memory).
+TEST_F(PlanApi, ClusterSplitTilesLaunchTheirSplitsAsOneClusterWithoutWorkspace) {
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);
+  hm_plan_options_t o;
+  hm_plan_options_init(&o);
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 64, "warps": 4, "stages": 4,
+                                 "pipeline": "mbarrier", "copy": "tma", "producer": true,
+                                 "split": "cluster"}]})";
+  hm_plan_t* p = nullptr;
+  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  uint64_t need = 1;
+  ASSERT_EQ(hm_plan_workspace_size(p, 1000, &need), HM_SUCCESS);
+  EXPECT_EQ(need, 0u);
+  char desc[256];
+  ASSERT_EQ(hm_plan_describe(p, 64, desc, sizeof desc, nullptr), HM_SUCCESS);
+  EXPECT_NE(std::string(desc).find("wg_bm64_w4_st4_mb_tma_pw_cs"), std::string::npos) << desc;
+  EXPECT_NE(std::string(desc).find("cluster split-K"), std::string::npos) << desc;
+  uint64_t buf = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, 1 << 20, &buf), HM_SUCCESS);
+  hm_launch_params_t* lp = nullptr;
+  ASSERT_EQ(hm_launch_params_create(&lp), HM_SUCCESS);
+  hm_launch_params_set_int(lp, HM_ARG_M, 64);
+  for (int arg : {HM_ARG_A, HM_ARG_B, HM_ARG_C, HM_ARG_SCALES})
+    hm_launch_params_set_pointer(lp, arg, buf);
+  hm::test::MockControl mock;
+  mock.reset();
+  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_SUCCESS) << last_error();
+  auto launch = mock.last_launch();
+  ASSERT_TRUE(launch.has_value());
+  EXPECT_EQ(launch->block[0], 5u * 32u) << "four computing warps and the copying warp";
+  EXPECT_GT(launch->grid[2], 1u) << "4 channel blocks on a GPU of many SMs split K";
+  EXPECT_LE(launch->grid[2], 8u) << "a cluster holds at most 8 blocks";
+  EXPECT_EQ(launch->cluster[0], 1u);
+  EXPECT_EQ(launch->cluster[1], 1u);
+  EXPECT_EQ(launch->cluster[2], launch->grid[2]);
+  hm_device_free(ctx_, buf);
+  hm_launch_params_destroy(lp);
+  hm_plan_destroy(p);
+  // The copying warp needs TMA; a split is "global" or "cluster".
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "producer": true}]})";
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  EXPECT_NE(last_error().find("\"copy\": \"tma\""), std::string::npos) << last_error();
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "split": "dsmem"}]})";
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  EXPECT_NE(last_error().find("split"), std::string::npos) << last_error();
+  o.tuning_json = R"({"dense": [{"split": "cluster"}]})";  // mma.sync: not a choice
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  hm_format_destroy(f);
+  // Group slots that are not consecutive rows (g48) are not TMA boxes: no copying warp.
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g48 n=256 k=960", &f), HM_SUCCESS);
+  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "copy": "tma",
+                                 "producer": true}]})";
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("copying warp"), std::string::npos) << last_error();
+  hm_format_destroy(f);
+}
+
 TEST_F(PlanApi, TuningJsonOverridesTheTilesAndIsChecked) {
   hm_format_t* f = nullptr;
   ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);

@@ -157,6 +157,43 @@ const char* kWgmmaTma =
                   {"kernel": "wgmma", "block_m": 128, "warps": 16, "stages": 3,
                    "pipeline": "mbarrier", "copy": "tma"}]})";
 
+// K splits that run as one cluster and meet in shared memory (no workspace): with the block
+// barrier, with mbarriers, and dequantizing ahead. Small N and K here make the splits few, so
+// M = 1 .. 300 see cluster sizes 2 to 8 and ragged last splits.
+const char* kWgmmaCluster =
+    R"({"dense": [{"max_m": 8, "kernel": "wgmma", "block_m": 8, "warps": 4, "stages": 4,
+                   "split": "cluster"},
+                  {"max_m": 64, "kernel": "wgmma", "block_m": 40, "warps": 8, "stages": 3,
+                   "pipeline": "mbarrier", "dequant_ahead": true, "split": "cluster"},
+                  {"kernel": "wgmma", "block_m": 128, "warps": 8, "stages": 3,
+                   "dequant_ahead": true, "split": "cluster"}]})";
+// A warp that only copies (TMA), with two stages where a missed release shows first, with
+// dequantization ahead, with global and cluster split-K. Formats whose group slots are not
+// consecutive rows (g48, g96) cannot use it; plan creation must say so.
+const char* kWgmmaProducer =
+    R"({"dense": [{"max_m": 8, "kernel": "wgmma", "block_m": 8, "warps": 4, "stages": 2,
+                   "pipeline": "mbarrier", "copy": "tma", "producer": true},
+                  {"max_m": 64, "kernel": "wgmma", "block_m": 40, "warps": 8, "stages": 3,
+                   "pipeline": "mbarrier", "copy": "tma", "producer": true,
+                   "dequant_ahead": true, "split": "cluster"},
+                  {"kernel": "wgmma", "block_m": 128, "warps": 8, "stages": 4,
+                   "pipeline": "mbarrier", "copy": "tma", "producer": true, "split": "cluster"}]})";
+
+// Whether a plan with `tuning` can be made for the format: HM_ERROR_UNSUPPORTED (checked, with
+// its reason) means the format is outside what the tuning's tiles cover.
+bool tuning_covers(Gpu& gpu, const Layer& L, const char* tuning, const char* reason) {
+  hm_plan_options_t o;
+  hm_plan_options_init(&o);
+  o.tuning_json = tuning;
+  hm_plan_t* plan = nullptr;
+  const hm_status_t st = hm_plan_create(gpu.ctx, L.format, &o, &plan);
+  hm_plan_destroy(plan);
+  if (st == HM_SUCCESS) return true;
+  EXPECT_EQ(st, HM_ERROR_UNSUPPORTED) << last_error();
+  EXPECT_NE(last_error().find(reason), std::string::npos) << last_error();
+  return false;
+}
+
 bool device_has_wgmma(Gpu& gpu) {
   hm_device_info_t info;
   hm_device_info_init(&info);
@@ -180,7 +217,7 @@ TEST_P(DenseGemm, MatchesTheHostReferenceForEveryTileAndRaggedShape) {
 // The same formats through the mma.sync kernel (on sm_90a the defaults pick wgmma) and through
 // wgmma tiles the defaults do not use (two warpgroups at N = 8, an odd N = 24 with two
 // mbarrier-synchronized stages, 256 tokens with a block barrier per chunk), and with the
-// dequantization one chunk ahead, and with TMA copies.
+// dequantization one chunk ahead, with TMA copies, with cluster split-K and with a copying warp.
 TEST_P(DenseGemm, MatchesTheHostReferenceThroughForcedTiles) {
   Gpu gpu;
   ASSERT_NE(gpu.ctx, nullptr);
@@ -195,6 +232,8 @@ TEST_P(DenseGemm, MatchesTheHostReferenceThroughForcedTiles) {
     tunings.push_back(kWgmmaWide);
     tunings.push_back(kWgmmaAhead);
     tunings.push_back(kWgmmaTma);
+    tunings.push_back(kWgmmaCluster);
+    if (tuning_covers(gpu, L, kWgmmaProducer, "copying warp")) tunings.push_back(kWgmmaProducer);
   }
   for (const char* tuning : tunings)
     for (int64_t m : {1, 3, 17, 70, 300}) {
@@ -219,7 +258,8 @@ TEST(DenseGemmExact, BitExactOnRepresentableInputs) {
                            "w=uint4b8 a=bf16 c=f16 s=bf16:g64 n=200 k=1000"}) {
     Layer L = make_layer(text, rng, /*exact=*/true);
     for (const char* tuning :
-         {static_cast<const char*>(nullptr), kForceMma, kWgmmaWide, kWgmmaAhead, kWgmmaTma}) {
+         {static_cast<const char*>(nullptr), kForceMma, kWgmmaWide, kWgmmaAhead, kWgmmaTma,
+          kWgmmaCluster, kWgmmaProducer}) {
       if (tuning != nullptr && tuning != kForceMma && !device_has_wgmma(gpu)) continue;
       for (int64_t m : {1, 3, 16, 17, 40, 97, 129, 260}) {
         auto [err, max_abs] = run(gpu, L, m, rng, /*exact=*/true, tuning);

@@ -19,8 +19,10 @@
 // wgmma wait, which the compiler does not know (keep_until_here). The stages are synchronized
 // one of two ways (the tile's `pipeline`): a block barrier per chunk (cheapest for small tiles),
 // or per-stage full / empty mbarriers that let warpgroups drift apart (C::kDecoupled; needed for
-// TMA, best for large tiles). Split-K and the epilogue are shared with the mma.sync kernel
-// (gemm/epilogue.cuh).
+// TMA, best for large tiles). With C::kProducer an extra warp does all the copying (TMA), so the
+// computing warps' loop is only waits, dequantization and wgmma. Split-K and the epilogue are
+// shared with the mma.sync kernel (gemm/epilogue.cuh); with C::kClusterSplit the K splits of a
+// tile are one thread-block cluster and meet in shared memory instead of a global workspace.
 #pragma once
 
 #include <humming/core/types.cuh>
@@ -41,7 +43,10 @@ struct DenseWgmma {
   using RowTerms = typename D::RowTerms;
   static constexpr int kBits = C::kWeightBits;
   static constexpr int kWarps = C::kWarps;
-  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kThreads = kWarps * 32;  // the warps that compute
+  // With C::kProducer one more warp only copies (its lane 0 issues every TMA of every stage), so
+  // the computing warps spend no instruction on copies and never wait for a refill.
+  static constexpr int kBlockThreads = kThreads + (C::kProducer ? 32 : 0);
   static constexpr int kStages = C::kStages;
   static constexpr int kBlockN = 16 * kWarps;
   static constexpr int kTokenGroups = C::kBlockM / 8;
@@ -56,7 +61,7 @@ struct DenseWgmma {
       dense_wgmma_zero_offset(C::kBlockM, kWarps, kBits, kSlots, kScaleBytes);
   static constexpr int kStageBytes = dense_wgmma_stage_bytes(C::kBlockM, kWarps, kBits, kSlots,
                                                              kScaleBytes, kZeroBytes);
-  using Epilogue = DenseEpilogue<C, kWarps, 1>;
+  using Epilogue = DenseEpilogue<C, kWarps, 1, kBlockThreads, C::kClusterSplit>;
 
   static_assert(kWarps % 4 == 0 && kWarps >= 4, "whole warpgroups");
   static_assert(C::kBlockM % 8 == 0 && C::kBlockM >= 8 && C::kBlockM <= 256, "wgmma N is 8..256");
@@ -64,6 +69,7 @@ struct DenseWgmma {
   static_assert(C::kAlignedK, "activation rows load in 16-byte units (K % 8 == 0)");
   static_assert(C::kScaleKind != kScaleBlock, "block scales use the mma.sync kernel");
   static_assert(!C::kTma || C::kDecoupled, "TMA copies complete on the stages' mbarriers");
+  static_assert(!C::kProducer || C::kTma, "the copying warp copies with TMA");
   // With TMA (C::kTma), one thread copies a stage's activation tile and weight chunks as two
   // tensor boxes: the activations [kBlockM rows][64] with the 128B swizzle the wgmma descriptor
   // expects, the weights [kWarps strips][one chunk] (docs/layout.md: a strip's chunks are
@@ -72,6 +78,8 @@ struct DenseWgmma {
   // consecutive rows (params.h); then every copy is a TMA and one thread does all of a stage's
   // copying, else the threads that hold a code unit copy it with cp.async as without TMA.
   static constexpr bool kCodesByTma = C::kTma && dense_group_slots_consecutive(C::kGroupK);
+  static_assert(!C::kProducer || kCodesByTma,
+                "the copying warp needs the scale / zero-point codes as TMA boxes too");
   static constexpr uint32 kTmaBytes =
       C::kBlockM * 128 + kWarps * kChunkBytes +
       (kCodesByTma ? kSlots * kBlockN * (kScaleBytes + kZeroBytes) : 0);
@@ -79,6 +87,10 @@ struct DenseWgmma {
   // Arrivals that complete a stage's `full` barrier: the copying thread's alone when TMA does
   // everything, else every thread's cp.async arrival.
   static constexpr int kFullArrivals = kCodesByTma ? 1 : kThreads;
+  // The thread that issues the TMA copies: the copying warp's lane 0, or thread 0.
+  static __device__ __forceinline__ bool copies_by_tma() {
+    return threadIdx.x == (C::kProducer ? kThreads : 0);
+  }
   static_assert(dense_wgmma_smem_bytes(C::kBlockM, kWarps, kStages, kBits, kSlots, kScaleBytes,
                                        kZeroBytes) -
                         1024 >=
@@ -186,10 +198,10 @@ struct DenseWgmma {
 
     // Issues the copies of the next chunk into the stage at shared address `stage` (with TMA,
     // completing on the stage's `full` barrier), then steps to the chunk after it.
-    // With kCodesByTma only thread 0 calls this; it then also arrives on `full`.
+    // With kCodesByTma only the copying thread calls this; it then also arrives on `full`.
     __device__ __forceinline__ void copy_next(uint32 stage, uint32 full = 0) {
       if constexpr (C::kTma) {
-        if (threadIdx.x == 0) {
+        if (copies_by_tma()) {
           if constexpr (kCodesByTma) {
             ptx::mbarrier_arrive_expect_tx(full, kTmaBytes);
           } else {
@@ -243,6 +255,12 @@ struct DenseWgmma {
                     kSlots * kBlockN * kZeroBytes / 16 <= kThreads,
                 "one pass of the block's threads copies every scale and zero-point unit");
 
+  // The value, in a register the compiler may not recompute it into (an opaque definition).
+  static __device__ __forceinline__ uint32 pinned(uint32 v) {
+    asm volatile("" : "+r"(v));
+    return v;
+  }
+
   static __device__ __forceinline__ void run(const DenseParams& p) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // The 128B swizzle needs 1024-byte aligned tiles; the host adds 1024 bytes of slack.
@@ -262,24 +280,32 @@ struct DenseWgmma {
     AccFragments<C::kAccF16, 1, kTokenGroups> acc{};
 
     // Dequantizes the weights of the chunk in stage s into the warp's 16 A registers.
+    // What a thread reads in every stage, as offsets from smem_raw worked out once and pinned in
+    // registers: left to itself the compiler recomputes them (thread index, alignment, window
+    // address) in every step, which costs more than the dequantization at small M.
+    const uint32 base_offset = pinned(base_address - raw_address);
+    const int lane_pinned = static_cast<int>(pinned(static_cast<uint32>(lane)));
+    const uint32 weights_at = pinned(base_offset + kWeightOffset + warp * kChunkBytes);
+    const uint32 row = warp * 16 + g;
+    const uint32 scales_at = pinned(base_offset + kScaleOffset + row * kScaleBytes);
+    const uint32 zeros_at = pinned(base_offset + kZeroOffset + row * kZeroBytes);
     auto dequantize = [&](int s, uint32 (&a)[16]) {
-      const unsigned char* stage = base + s * kStageBytes;
+      const uint32 stage = s * kStageBytes;
       uint32 words[kBits];
-      D::template load_lane_words<false>(words, stage + kWeightOffset + warp * kChunkBytes, lane);
+      D::template load_lane_words<false>(words, smem_raw + weights_at + stage, lane_pinned);
       RowTerms lo[kSlots], hi[kSlots];
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) {
         typename D::RowCodes c_lo{0, 0}, c_hi{0, 0};
-        const int row = warp * 16 + g;
         if constexpr (kScaleBytes > 0) {
-          const void* codes = stage + kScaleOffset + slot * kBlockN * kScaleBytes;
-          c_lo.scale = D::scale_code(codes, row);
-          c_hi.scale = D::scale_code(codes, row + 8);
+          const void* codes = smem_raw + scales_at + stage + slot * kBlockN * kScaleBytes;
+          c_lo.scale = D::scale_code(codes, 0);
+          c_hi.scale = D::scale_code(codes, 8);
         }
         if constexpr (kZeroBytes > 0) {
-          const void* codes = stage + kZeroOffset + slot * kBlockN * kZeroBytes;
-          c_lo.zero = D::zero_code(codes, row);
-          c_hi.zero = D::zero_code(codes, row + 8);
+          const void* codes = smem_raw + zeros_at + stage + slot * kBlockN * kZeroBytes;
+          c_lo.zero = D::zero_code(codes, 0);
+          c_hi.zero = D::zero_code(codes, 8);
         }
         lo[slot] = D::row_terms(c_lo);
         hi[slot] = D::row_terms(c_hi);
@@ -287,7 +313,7 @@ struct DenseWgmma {
       D::chunk_fragments(a, words, lo, hi);
     };
     // Issues the 4 wgmma of the chunk in stage s (A: the registers, B: its activation tile).
-    const uint64_t descriptor0 = ptx::smem_descriptor_k_sw128(base_address);
+    const uint64_t descriptor0 = ptx::smem_descriptor_k_sw128(pinned(base_address));
     auto issue = [&](int s, const uint32 (&a)[16]) {
       const uint64_t stage_descriptor = ptx::advance_descriptor(descriptor0, s * kStageBytes);
       ptx::wgmma_fence();
@@ -333,7 +359,8 @@ struct DenseWgmma {
       // while the other's wgmma keeps the tensor cores busy. Pays off with large tiles; small
       // ones, whose chunks are short, do better with one barrier per chunk (below).
       __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
-      const uint32 full0 = ptx::smem_address(&full[0]), empty0 = ptx::smem_address(&empty[0]);
+      const uint32 full0 = pinned(ptx::smem_address(&full[0]));
+      const uint32 empty0 = pinned(ptx::smem_address(&empty[0]));
       if (threadIdx.x == 0) {
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
@@ -345,53 +372,84 @@ struct DenseWgmma {
       __syncthreads();
       // A stage's copies: thread 0's TMA alone, or every thread's share and its arrival.
       auto fill = [&](int stage) {
-        if (kCodesByTma && threadIdx.x != 0) return;
+        if (kCodesByTma && !copies_by_tma()) return;
         copier.copy_next(base_address + stage * kStageBytes, full0 + 8 * stage);
         if constexpr (!kCodesByTma) ptx::cp_async_mbarrier_arrive(full0 + 8 * stage);
       };
+      // The computing warps' loop. Without a copying warp, they fill the first kStages - 1
+      // stages and thread 0 refills each stage once every warp has released it.
+      auto compute = [&] {
+        if constexpr (!C::kProducer) {
 #pragma unroll
-      for (int s = 0; s < kStages - 1; ++s) {
-        if (s < n) fill(s);
-      }
-      if constexpr (C::kDequantAhead) {
-        ptx::mbarrier_wait(full0, 0);
-        dequantize(0, a);
-      }
-      int s = 0;          // the stage of chunk i
-      uint32 phase = 0;   // the parity of its current use
-      // Step i: chunk i's wgmma from `cur` (dequantized here, or one step earlier when ahead),
-      // chunk i + 1 dequantized into `nxt` while they run.
-      auto step = [&](int i, uint32 (&cur)[16], uint32 (&nxt)[16]) {
-        if constexpr (!C::kDequantAhead) ptx::mbarrier_wait(full0 + 8 * s, phase);
-        // The wgmma reads what cp.async wrote (TMA writes through the async proxy already).
-        if constexpr (!C::kTma) ptx::fence_proxy_async_shared();
-        if constexpr (!C::kDequantAhead) dequantize(s, cur);
-        __syncwarp();  // the wgmma are warp-collective; lanes may come from divergent waits
-        issue(s, cur);
-        // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work,
-        // once every warp has released it.
-        if (i + kStages - 1 < n && (!kCodesByTma || threadIdx.x == 0)) {
-          const int r = s == 0 ? kStages - 1 : s - 1;
-          if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, s == 0 ? phase ^ 1u : phase);
-          fill(r);
-        }
-        __syncwarp();  // thread 0 may still be refilling; the wgmma wait below is collective
-        const int next = s + 1 == kStages ? 0 : s + 1;
-        const uint32 next_phase = next == 0 ? phase ^ 1u : phase;
-        if constexpr (C::kDequantAhead) {
-          if (i + 1 < n) {
-            ptx::mbarrier_wait(full0 + 8 * next, next_phase);
-            dequantize(next, nxt);
+          for (int s = 0; s < kStages - 1; ++s) {
+            if (s < n) fill(s);
           }
         }
-        ptx::wgmma_wait<0>();
-        keep_until_here(cur);
-        __syncwarp();
-        if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 * s);
-        s = next;
-        phase = next_phase;
+        if constexpr (C::kDequantAhead) {
+          ptx::mbarrier_wait(full0, 0);
+          dequantize(0, a);
+        }
+        int s = 0;          // the stage of chunk i
+        uint32 phase = 0;   // the parity of its current use
+        // Step i: chunk i's wgmma from `cur` (dequantized here, or one step earlier when ahead),
+        // chunk i + 1 dequantized into `nxt` while they run.
+        auto step = [&](int i, uint32 (&cur)[16], uint32 (&nxt)[16]) {
+          if constexpr (!C::kDequantAhead) ptx::mbarrier_wait(full0 + 8 * s, phase);
+          // The wgmma reads what cp.async wrote (TMA writes through the async proxy already).
+          if constexpr (!C::kTma) ptx::fence_proxy_async_shared();
+          if constexpr (!C::kDequantAhead) dequantize(s, cur);
+          __syncwarp();  // the wgmma are warp-collective; lanes may come from divergent waits
+          issue(s, cur);
+          // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work,
+          // once every warp has released it.
+          if constexpr (!C::kProducer) {
+            if (i + kStages - 1 < n && (!kCodesByTma || threadIdx.x == 0)) {
+              const int r = s == 0 ? kStages - 1 : s - 1;
+              if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, s == 0 ? phase ^ 1u : phase);
+              fill(r);
+            }
+            __syncwarp();  // thread 0 may still be refilling; the wgmma wait below is collective
+          }
+          const int next = s + 1 == kStages ? 0 : s + 1;
+          const uint32 next_phase = next == 0 ? phase ^ 1u : phase;
+          if constexpr (C::kDequantAhead) {
+            if (i + 1 < n) {
+              ptx::mbarrier_wait(full0 + 8 * next, next_phase);
+              dequantize(next, nxt);
+            }
+          }
+          ptx::wgmma_wait<0>();
+          keep_until_here(cur);
+          __syncwarp();
+          if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 * s);
+          s = next;
+          phase = next_phase;
+        };
+        run_steps(step);
       };
-      run_steps(step);
+      if constexpr (C::kProducer) {
+        if (warp == kWarps) {
+          // The copying warp: chunk i into stage i % kStages once the chunk kStages before it
+          // has been released by every computing warp.
+          if (lane == 0) {
+            int s = 0;
+            uint32 phase = 0;
+            for (int i = 0; i < n; ++i) {
+              if (i >= kStages) ptx::mbarrier_wait(empty0 + 8 * s, phase ^ 1u);
+              fill(s);
+              if (++s == kStages) {
+                s = 0;
+                phase ^= 1u;
+              }
+            }
+          }
+          __syncwarp();
+        } else {
+          compute();
+        }
+      } else {
+        compute();
+      }
     } else {
       // Chunk j's copies are cp.async group j (empty groups keep the count uniform). With the
       // dequantization ahead, step i needs chunk i + 1 as well, so one stage fewer is in flight.
@@ -452,7 +510,8 @@ struct DenseWgmma {
 // wgmma instruction as Config::Wgmma). kMinBlocks (the tuner's blocks per SM) caps registers so
 // that many blocks fit, which the split-K sizing counts on.
 #define HM_DEFINE_DENSE_WGMMA(name, Config)                                                   \
-  extern "C" __global__ void __launch_bounds__(Config::kWarps * 32, Config::kMinBlocks)      \
+  extern "C" __global__ void __launch_bounds__(::hm::gemm::DenseWgmma<Config>::kBlockThreads,  \
+                                               Config::kMinBlocks)                            \
       name(const __grid_constant__ ::hm::gemm::DenseParams params) {                           \
     ::hm::gemm::DenseWgmma<Config>::run(params);                                               \
   }

@@ -1,6 +1,11 @@
 // The dense GEMM epilogue, shared by the mma.sync and wgmma kernels: accumulators -> shared f32
 // tile -> (split-K reduction) -> channel scale, global scale, bias, conversion, coalesced store.
 //
+// Split-K partial tiles meet either in global memory (a workspace of f32 partials, reduced by
+// the tile's last block to finish) or, when the splits of a tile run as one thread-block cluster
+// (kClusterSplit, sm90), in the blocks' shared memory: each block reduces a share of the tile
+// from every block's f32 tile over distributed shared memory, in split order.
+//
 // Both kernels hold C^T fragments of the same shape: per warp, kWarpStrips strips of 16 channels
 // by kTokenGroups groups of 8 tokens, element q of (strip i, token group j) being channel row
 // g (+8 for q >= 2) and token 2t + (q & 1) — the mma.sync m16n8 C fragment, which is also the
@@ -10,6 +15,7 @@
 #include <humming/core/types.cuh>
 #include <humming/gemm/dequant.cuh>
 #include <humming/gemm/params.h>
+#include <humming/ptx/cluster.cuh>
 
 namespace hm::gemm {
 
@@ -40,11 +46,14 @@ __device__ __forceinline__ void widen_accumulators(const uint32 (&in)[kStrips][k
       }
 }
 
-template <class C, int kWarps, int kWarpStrips>
+// kWarps warps hold accumulators; the block has kThreads threads (more when it has a warp that
+// only copies, which helps with the stores).
+template <class C, int kWarps, int kWarpStrips, int kThreads_ = kWarps * 32,
+          bool kClusterSplit = false>
 struct DenseEpilogue {
   using Out = typename C::Out;
   static constexpr int kTokenGroups = C::kBlockM / 8;
-  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kThreads = kThreads_;
   static constexpr int kBlockN = 16 * kWarps * kWarpStrips;
   static constexpr int kTileStride = kBlockN + 4;  // +4 floats: rows start on different banks
   // Shared memory the epilogue needs (the caller's staging buffers are reused).
@@ -60,6 +69,37 @@ struct DenseEpilogue {
     static_cast<Out*>(p.c)[token * p.n + channel] = from_float<Out>(v);
   }
 
+  // The splits of this tile are the blocks of this block's cluster, each with its f32 tile in
+  // shared memory at the same offset. Block r of S sums quads (4 channels) r, r + S, ... of the
+  // tile over the S tiles in split order, so the result does not depend on which block sums.
+  static __device__ __forceinline__ void reduce_in_cluster(const DenseParams& p, float* tile,
+                                                           int64_t n0, int64_t m0) {
+    static_assert(kBlockN % 4 == 0 && kTileStride % 4 == 0, "16-byte quads of a tile row");
+    constexpr int kQuadsPerRow = kBlockN / 4;
+    ptx::cluster_sync();  // every split's tile is in its block's shared memory
+    const uint32 ranks = ptx::cluster_blocks(), rank = ptx::cluster_rank();
+    const uint32 local = ptx::smem_address(tile);
+    const int rows = p.m - m0 < C::kBlockM ? static_cast<int>(p.m - m0) : C::kBlockM;
+    for (int e = static_cast<int>(rank) * kThreads + threadIdx.x; e < rows * kQuadsPerRow;
+         e += static_cast<int>(ranks) * kThreads) {
+      const int r = e / kQuadsPerRow, c = (e % kQuadsPerRow) * 4;
+      const uint32 offset = static_cast<uint32>(r * kTileStride + c) * 4;
+      float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (uint32 z = 0; z < ranks; ++z) {
+        const float4 v = ptx::load_cluster_f32x4(ptx::cluster_map(local + offset, z));
+        sum.x += v.x;
+        sum.y += v.y;
+        sum.z += v.z;
+        sum.w += v.w;
+      }
+      store(p, sum.x, m0 + r, n0 + c);
+      store(p, sum.y, m0 + r, n0 + c + 1);
+      store(p, sum.z, m0 + r, n0 + c + 2);
+      store(p, sum.w, m0 + r, n0 + c + 3);
+    }
+    ptx::cluster_sync();  // no block leaves while another still reads its tile
+  }
+
   // `tile`: at least kSmemBytes of shared memory the block no longer reads. The whole block
   // calls this; it starts with a barrier so the mainloop's last shared-memory reads are done.
   static __device__ __forceinline__ void run(const DenseParams& p, float* tile,
@@ -68,6 +108,7 @@ struct DenseEpilogue {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
     __syncthreads();
+    if (warp < kWarps) {
 #pragma unroll
     for (int i = 0; i < kWarpStrips; ++i)
 #pragma unroll
@@ -78,6 +119,13 @@ struct DenseEpilogue {
           const int channel = (warp * kWarpStrips + i) * 16 + g + 8 * (q >> 1);
           tile[token * kTileStride + channel] = acc[i][j][q];
         }
+    }
+    if constexpr (kClusterSplit) {
+      if (p.splits > 1) {
+        reduce_in_cluster(p, tile, n0, m0);
+        return;
+      }
+    }
     __syncthreads();
     if (p.splits == 1) {
       for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
