@@ -37,17 +37,29 @@ DenseTile mma(int block_m, int warps, int warp_strips) {
   return t;
 }
 
-DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, bool decoupled = false,
-                bool dequant_ahead = false, bool tma = false) {
+// The options of a wgmma tile, or-ed together: kMbarrier (the pipeline), kAhead (dequant_ahead),
+// kTma (copy: implies kMbarrier), kProducer (a copying warp: implies kTma), kCluster (split).
+enum WgmmaOption : unsigned {
+  kBarrier = 0,
+  kMbarrier = 1,
+  kAhead = 2,
+  kTma = 4 | kMbarrier,
+  kProducer = 8 | kTma,
+  kCluster = 16,
+};
+
+DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, unsigned options) {
   DenseTile t;
-  t.tma = tma;
-  t.decoupled = decoupled;
-  t.dequant_ahead = dequant_ahead;
   t.kernel = DenseKernel::kWgmma;
   t.block_m = block_m;
   t.warps = warps;
   t.stages = stages;
   t.blocks_per_sm = blocks_per_sm;
+  t.decoupled = (options & kMbarrier) != 0;
+  t.dequant_ahead = (options & kAhead) != 0;
+  t.tma = (options & kTma) == kTma;
+  t.producer = (options & kProducer) == kProducer;
+  t.cluster_split = (options & kCluster) != 0;
   return t;
 }
 
@@ -55,25 +67,36 @@ DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, bool deco
 
 std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::Arch& arch) {
   if (wgmma_covers(f, arch)) {
-    // Measured on the H200 (benchmarks/NOTES.md, v6-v10 sweeps, int4 g128 8192²): 8-token
-    // tiles of one warpgroup stream weights best at M = 1; from M = 16 on, two TMA-fed
-    // warpgroups per block halve the activation re-reads; 64-token tiles that dequantize one
-    // chunk ahead up to M = 128 (a block barrier per chunk: cheaper than mbarriers for small
-    // tiles, and TMA did not pay there); above, TMA-fed tiles on mbarriers: four warpgroups on
-    // 128 tokens, two on 256 tokens dequantizing ahead, and from M = 4096 four on 160 tokens
-    // (fewer, fuller waves; 160 tokens need all 128 registers a 512-thread block allows, and
-    // zero points need more, so those formats keep the 256-token tile).
-    constexpr bool kAhead = true, kMbarrier = true, kTma = true;
-    const DenseTile large = f.has_zero_point() ? wgmma(256, 8, 4, 1, kMbarrier, kAhead, kTma)
-                                               : wgmma(160, 16, 4, 1, kMbarrier, !kAhead, kTma);
+    // Measured on the H200 (benchmarks/NOTES.md, sweeps v6-v12, int4 g128 8192^2). Up to
+    // M = 256 a tile holds every token of the call, so each weight is dequantized once, and a
+    // copying warp feeds it by TMA (the computing warps only wait, dequantize and issue); K
+    // splits fill the SMs and meet in shared memory as one cluster (from M = 9 on; at M <= 8
+    // the global workspace measured faster). The widths: 64 channels per block at M <= 64
+    // (enough blocks), 128 at M <= 128 with each chunk dequantized ahead of its wgmma, 256
+    // tokens of two warpgroups up to M = 4096, then 160 tokens of four warpgroups (fewer, fuller
+    // waves; 160 tokens need all 128 registers a 512-thread block allows, and zero points more,
+    // so those formats keep the 256-token tile). Formats whose scale codes are not TMA boxes
+    // (group sizes neither multiples nor divisors of 64) cannot have a copying warp: their
+    // small-M tiles are the best measured without one.
+    const DenseTile large = f.has_zero_point() ? wgmma(256, 8, 4, 1, kTma | kAhead)
+                                               : wgmma(160, 16, 4, 1, kTma);
+    if (producer_covers(f))
+      return {
+          {8, wgmma(8, 4, 8, 4, kProducer)},
+          {16, wgmma(16, 4, 8, 4, kProducer | kCluster)},
+          {32, wgmma(32, 8, 8, 3, kProducer | kCluster)},
+          {64, wgmma(64, 4, 8, 2, kProducer | kAhead | kCluster)},
+          {128, wgmma(128, 8, 6, 1, kProducer | kAhead | kCluster)},
+          {4096, wgmma(256, 8, 4, 1, kTma | kAhead | kCluster)},
+          {INT64_MAX, large},
+      };
     return {
-        {8, wgmma(8, 4, 8, 6)},
-        {16, wgmma(16, 8, 8, 3, kMbarrier, !kAhead, kTma)},
-        {32, wgmma(32, 8, 8, 3, kMbarrier, !kAhead, kTma)},
-        {64, wgmma(64, 8, 6, 2, !kMbarrier, kAhead)},
-        {128, wgmma(64, 4, 6, 3, !kMbarrier, kAhead)},
-        {256, wgmma(128, 16, 4, 1, kMbarrier, !kAhead, kTma)},
-        {4096, wgmma(256, 8, 4, 1, kMbarrier, kAhead, kTma)},
+        {8, wgmma(8, 4, 8, 6, kBarrier)},
+        {16, wgmma(16, 8, 8, 3, kTma)},
+        {32, wgmma(32, 8, 8, 3, kTma)},
+        {64, wgmma(64, 8, 6, 2, kBarrier | kAhead | kCluster)},
+        {128, wgmma(128, 8, 6, 1, kTma | kAhead | kCluster)},
+        {4096, wgmma(256, 8, 4, 1, kTma | kAhead | kCluster)},
         {INT64_MAX, large},
     };
   }
