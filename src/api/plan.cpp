@@ -1,5 +1,6 @@
 // Plans: a format bound to a context, its kernels chosen per range of M, compiled up front, and
 // launched with no host synchronization and no allocation.
+#include <algorithm>
 #include <cstring>
 #include <future>
 #include <string>
@@ -52,6 +53,40 @@ void require_aligned(uint64_t pointer, uint64_t alignment, const char* slot) {
                                                   static_cast<unsigned long long>(pointer));
                                     return std::string(buf);
                                   }());
+}
+
+// The blocks of a cluster run at once on one processing cluster of the GPU, so a cluster split-K
+// tile can only launch where its clusters fit (a MIG slice or a heavy tile may not hold 8). Checks
+// every cluster size a range's M values can produce, at prepare time rather than at a call.
+void check_cluster_splits(const hm_plan* plan, size_t r, const hm_kernel& kernel) {
+  const tune::DenseTile& tile = plan->ranges[r].tile;
+  const runtime::Device* device = plan->context->device.get();
+  if (!tile.cluster_split || device == nullptr) return;
+  const int64_t lo = r == 0 ? 1 : plan->ranges[r - 1].max_m + 1, hi = plan->ranges[r].max_m;
+  int checked = 0;  // the cluster sizes already checked, as a bit set
+  // Splits only shrink as token blocks are added: walk them until there is no split left.
+  for (int64_t y = (lo + tile.block_m - 1) / tile.block_m; y * tile.block_m - tile.block_m < hi;
+       ++y) {
+    const int64_t m = std::min(hi, y * tile.block_m);
+    const auto launch = tune::plan_dense_launch(tile, plan->format, m, plan->shape.n_padded,
+                                                plan->shape.k_padded, multiprocessors(plan));
+    if (launch.splits <= 1) break;
+    if (!launch.cluster || (checked >> launch.splits & 1)) continue;
+    checked |= 1 << launch.splits;
+    const runtime::Dim3 cluster{1, 1, static_cast<uint32_t>(launch.splits)};
+    const int fit = runtime::max_active_clusters(
+        *device, kernel.function,
+        runtime::Dim3{static_cast<uint32_t>(launch.grid_x), 1, cluster.z},
+        runtime::Dim3{launch.threads, 1, 1}, cluster, launch.smem_bytes, kernel.entry.c_str());
+    if (fit == 0)
+      fail(HM_ERROR_UNSUPPORTED,
+           "tile " + tile.name() + " splits K over clusters of " + std::to_string(launch.splits) +
+               " blocks (M = " + std::to_string(m) + ", " + std::to_string(launch.threads) +
+               " threads and " + std::to_string(launch.smem_bytes) +
+               " bytes of shared memory each), which device " +
+               std::to_string(device->ordinal()) + " cannot run at once; use \"split\": "
+               "\"global\" for this range");
+  }
 }
 
 std::string describe(const hm_plan* plan, int64_t m) {
@@ -186,6 +221,8 @@ HM_API hm_status_t hm_plan_prepare(hm_plan_t* plan) {
     }
     std::vector<std::unique_ptr<hm_kernel>> kernels;
     for (auto& f : pending) kernels.push_back(f.get());  // rethrows the first failure
+    for (size_t r = 0; r < plan->ranges.size(); ++r)
+      check_cluster_splits(plan, r, *kernels[of_range[r]]);
     plan->kernels = std::move(kernels);
     plan->kernel_of_range = std::move(of_range);
     plan->prepared = true;

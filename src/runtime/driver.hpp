@@ -47,6 +47,7 @@ namespace hm::runtime {
 // until a caller needs it (see the has_*() queries).
 #define HM_DRIVER_OPTIONAL_ENTRY_POINTS(X) \
   X(cuLaunchKernelEx, , 11060)             \
+  X(cuOccupancyMaxActiveClusters, , 11070) \
   X(cuTensorMapEncodeTiled, , 12000)       \
   X(cuPointerGetAttribute, , 4000)         \
   X(cuStreamGetCtx, , 9020)
@@ -87,6 +88,9 @@ class Driver {
   // How entry points were found: through cuGetProcAddress_v2 when the library has it.
   bool has_get_proc_address() const { return get_proc_address_ != nullptr; }
   bool has_launch_kernel_ex() const { return api_.cuLaunchKernelEx != nullptr; }
+  bool has_occupancy_max_active_clusters() const {
+    return api_.cuOccupancyMaxActiveClusters != nullptr;
+  }
   bool has_tensor_map_encode_tiled() const { return api_.cuTensorMapEncodeTiled != nullptr; }
   bool has_pointer_get_attribute() const { return api_.cuPointerGetAttribute != nullptr; }
   bool has_stream_get_ctx() const { return api_.cuStreamGetCtx != nullptr; }

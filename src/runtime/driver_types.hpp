@@ -175,6 +175,9 @@ using PFN_cuLaunchKernel_v4000 = CUresult (*)(CUfunction function, unsigned int 
 using PFN_cuLaunchKernelEx_v11060 = CUresult (*)(const CUlaunchConfig* config, CUfunction function,
                                                  void** params, void** extra);
 
+using PFN_cuOccupancyMaxActiveClusters_v11070 = CUresult (*)(int* clusters, CUfunction function,
+                                                              const CUlaunchConfig* config);
+
 using PFN_cuMemAlloc_v3020 = CUresult (*)(CUdeviceptr* pointer, size_t bytes);
 using PFN_cuMemFree_v3020 = CUresult (*)(CUdeviceptr pointer);
 using PFN_cuMemcpyHtoD_v3020 = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes);

@@ -34,6 +34,24 @@ void prepare(const Device& device, CUfunction function, Dim3 grid, Dim3 block,
     device.ensure_dynamic_shared_memory(function, shared_memory_bytes);
 }
 
+CUlaunchConfig cluster_config(Dim3 grid, Dim3 block, uint32_t shared_memory_bytes, CUstream stream,
+                              CUlaunchAttribute* attribute, Dim3 cluster) {
+  attribute->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute->value.clusterDim = {cluster.x, cluster.y, cluster.z};
+  CUlaunchConfig config{};
+  config.gridDimX = grid.x;
+  config.gridDimY = grid.y;
+  config.gridDimZ = grid.z;
+  config.blockDimX = block.x;
+  config.blockDimY = block.y;
+  config.blockDimZ = block.z;
+  config.sharedMemBytes = shared_memory_bytes;
+  config.hStream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return config;
+}
+
 }  // namespace
 
 void launch(const Device& device, CUfunction function, Dim3 grid, Dim3 block,
@@ -44,6 +62,24 @@ void launch(const Device& device, CUfunction function, Dim3 grid, Dim3 block,
   driver.check(driver.api().cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y,
                                            block.z, shared_memory_bytes, stream, args, nullptr),
                "cuLaunchKernel", kernel_name);
+}
+
+int max_active_clusters(const Device& device, CUfunction function, Dim3 grid, Dim3 block,
+                        Dim3 cluster, uint32_t shared_memory_bytes, const char* kernel_name) {
+  const Driver& driver = device.driver();
+  if (!driver.has_occupancy_max_active_clusters())
+    fail(HM_ERROR_UNSUPPORTED, "checking the clusters of " + kernel_label(kernel_name) +
+                                   " needs cuOccupancyMaxActiveClusters, which the driver " +
+                                   driver.path() + " does not provide (CUDA 11.8 or newer has it)");
+  prepare(device, function, grid, block, shared_memory_bytes, kernel_name);
+  CUlaunchAttribute attribute{};
+  const CUlaunchConfig config =
+      cluster_config(grid, block, shared_memory_bytes, nullptr, &attribute, cluster);
+  int clusters = 0;
+  Device::Scope scope(device);
+  driver.check(driver.api().cuOccupancyMaxActiveClusters(&clusters, function, &config),
+               "cuOccupancyMaxActiveClusters", kernel_name);
+  return clusters;
 }
 
 void launch_with_cluster(const Device& device, CUfunction function, Dim3 grid, Dim3 block,
@@ -62,19 +98,8 @@ void launch_with_cluster(const Device& device, CUfunction function, Dim3 grid, D
   prepare(device, function, grid, block, shared_memory_bytes, kernel_name);
 
   CUlaunchAttribute attribute{};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attribute.value.clusterDim = {cluster.x, cluster.y, cluster.z};
-  CUlaunchConfig config{};
-  config.gridDimX = grid.x;
-  config.gridDimY = grid.y;
-  config.gridDimZ = grid.z;
-  config.blockDimX = block.x;
-  config.blockDimY = block.y;
-  config.blockDimZ = block.z;
-  config.sharedMemBytes = shared_memory_bytes;
-  config.hStream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  const CUlaunchConfig config =
+      cluster_config(grid, block, shared_memory_bytes, stream, &attribute, cluster);
   Device::Scope scope(device);
   driver.check(driver.api().cuLaunchKernelEx(&config, function, args, nullptr), "cuLaunchKernelEx",
                kernel_name);

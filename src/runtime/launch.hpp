@@ -32,4 +32,11 @@ void launch_with_cluster(const Device& device, CUfunction function, Dim3 grid, D
                          Dim3 cluster, uint32_t shared_memory_bytes, CUstream stream, void** args,
                          const char* kernel_name = nullptr);
 
+// How many clusters of this shape the device can run at once (cuOccupancyMaxActiveClusters):
+// 0 when one cluster of `cluster` blocks with this block size and shared memory cannot be
+// co-scheduled at all, so that a launch would fail. HM_ERROR_UNSUPPORTED when the driver lacks
+// the query.
+int max_active_clusters(const Device& device, CUfunction function, Dim3 grid, Dim3 block,
+                        Dim3 cluster, uint32_t shared_memory_bytes, const char* kernel_name = nullptr);
+
 }  // namespace hm::runtime

@@ -199,6 +199,15 @@ TEST_F(PlanApi, ClusterSplitTilesLaunchTheirSplitsAsOneClusterWithoutWorkspace) 
   hm_device_free(ctx_, buf);
   hm_launch_params_destroy(lp);
   hm_plan_destroy(p);
+  // A device that cannot hold such clusters (the mock's limit lowered to 2 blocks) fails the
+  // prepare, naming the cluster size and the way out, instead of every later call.
+  ASSERT_EQ(setenv("HM_MOCK_MAX_CLUSTER", "2", 1), 0);
+  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  EXPECT_EQ(hm_plan_prepare(p), HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("cannot run at once"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("\"split\": \"global\""), std::string::npos) << last_error();
+  hm_plan_destroy(p);
+  ASSERT_EQ(unsetenv("HM_MOCK_MAX_CLUSTER"), 0);
   // The copying warp needs TMA; a split is "global" or "cluster".
   o.tuning_json = R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "producer": true}]})";
   EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);

@@ -11,6 +11,8 @@
 //                               number N > 1 makes it fail with CUresult N (34: a stub library).
 //   HM_MOCK_FAIL_ALLOC=1        cuMemAlloc_v2 fails with CUDA_ERROR_OUT_OF_MEMORY.
 //   HM_MOCK_FAIL_LAUNCH=1       cuLaunchKernel(Ex) fails with CUDA_ERROR_LAUNCH_FAILED.
+//   HM_MOCK_MAX_CLUSTER=N       cuOccupancyMaxActiveClusters answers 0 for clusters of more than
+//                               N blocks (default 8: one processing cluster's worth).
 //   HM_MOCK_HIDE_SYMBOLS=a,b    cuGetProcAddress_v2 answers CUDA_ERROR_NOT_FOUND with
 //                               CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND for these base names.
 //   HM_MOCK_PAGEABLE_MEMORY_ACCESS=1  devices report CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS
@@ -311,6 +313,7 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuFuncGetAttribute", 2020, fn(cuFuncGetAttribute)},
       {"cuLaunchKernel", 4000, fn(cuLaunchKernel)},
       {"cuLaunchKernelEx", 11060, fn(cuLaunchKernelEx)},
+      {"cuOccupancyMaxActiveClusters", 11070, fn(cuOccupancyMaxActiveClusters)},
       {"cuMemAlloc", 3020, fn(cuMemAlloc_v2)},
       {"cuMemFree", 3020, fn(cuMemFree_v2)},
       {"cuMemcpyHtoD", 3020, fn(cuMemcpyHtoD_v2)},

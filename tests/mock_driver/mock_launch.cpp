@@ -247,6 +247,33 @@ HM_MOCK_INTERNAL CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunct
                 config->hStream, params, extra);
 }
 
+// Clusters of up to HM_MOCK_MAX_CLUSTER (default 8) blocks fit; the answer is how many such
+// clusters the device's SMs hold at one block per SM (an estimate: the real driver also counts
+// registers, shared memory and the processing clusters).
+HM_MOCK_INTERNAL CUresult cuOccupancyMaxActiveClusters(int* clusters, CUfunction function,
+                                                       const CUlaunchConfig* config) {
+  HM_MOCK_REQUIRE_INIT();
+  if (clusters == nullptr || config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (live_function(s, function) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  unsigned int size = 1;
+  for (unsigned int i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    if (a.id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) return CUDA_ERROR_NOT_SUPPORTED;
+    size = a.value.clusterDim.x * a.value.clusterDim.y * a.value.clusterDim.z;
+  }
+  Context* context = current();
+  int cc = 0;
+  if (!live(context) || !device_cc(context->ordinal, &cc)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (size > 1 && cc < 90) return CUDA_ERROR_NOT_SUPPORTED;
+  const char* limit = std::getenv("HM_MOCK_MAX_CLUSTER");
+  const unsigned int max_size = limit ? static_cast<unsigned int>(std::atoi(limit)) : 8u;
+  *clusters = size == 0 || size > max_size ? 0 : spec_for(cc).multiprocessors / static_cast<int>(size);
+  return CUDA_SUCCESS;
+}
+
 // TMA descriptors: checks the arguments as the real driver documents them (cuda.h,
 // cuTensorMapEncodeTiled) and writes the address, the shape and the box into the opaque words,
 // so a test can read back what the library asked for. Optional, like on a real driver.

@@ -247,6 +247,8 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, unsigned int g
                         void** params, void** extra);
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction function, void** params,
                           void** extra);
+CUresult cuOccupancyMaxActiveClusters(int* clusters, CUfunction function,
+                                      const CUlaunchConfig* config);
 CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes);
 CUresult cuMemFree_v2(CUdeviceptr pointer);
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes);
