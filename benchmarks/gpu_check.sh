@@ -95,6 +95,9 @@ if want all profile; then
 fi
 
 ls "$OUT"/*.json >/dev/null 2>&1 && { python3 benchmarks/report.py "$OUT"/*.json --out "$OUT/report" || true; }
-# The device tool returns a limited number of files: everything also goes into one archive.
-tar -czf "$OUT/results.tar.gz" -C "$OUT" --exclude results.tar.gz . 2>/dev/null || true
+# The device tool returns at most 8 files: everything goes into one archive, and only the
+# archive, the log and the test log stay beside it.
+tar -czf "/tmp/results.tar.gz" -C "$OUT" . 2>/dev/null && mv /tmp/results.tar.gz "$OUT/results.tar.gz" &&
+  find "$OUT" -mindepth 1 -maxdepth 1 ! -name results.tar.gz ! -name log.txt ! -name ctest.txt \
+    -exec rm -rf {} +
 echo "== done"

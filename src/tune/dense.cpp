@@ -84,7 +84,7 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
       return {
           {8, wgmma(8, 4, 8, 4, kProducer)},
           {16, wgmma(16, 4, 8, 4, kProducer | kCluster)},
-          {32, wgmma(32, 8, 8, 3, kProducer | kCluster)},
+          {32, wgmma(32, 4, 8, 2, kProducer | kCluster)},
           {64, wgmma(64, 4, 8, 2, kProducer | kAhead | kCluster)},
           {128, wgmma(128, 8, 6, 1, kProducer | kAhead | kCluster)},
           {4096, wgmma(256, 8, 4, 1, kTma | kAhead | kCluster)},
