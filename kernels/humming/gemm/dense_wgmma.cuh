@@ -279,7 +279,6 @@ struct DenseWgmma {
     const int n = static_cast<int>(kc_end - kc_begin);  // >= 1: the host never makes empty splits
     AccFragments<C::kAccF16, 1, kTokenGroups> acc{};
 
-    // Dequantizes the weights of the chunk in stage s into the warp's 16 A registers.
     // What a thread reads in every stage, as offsets from smem_raw worked out once and pinned in
     // registers: left to itself the compiler recomputes them (thread index, alignment, window
     // address) in every step, which costs more than the dequantization at small M.
@@ -289,6 +288,7 @@ struct DenseWgmma {
     const uint32 row = warp * 16 + g;
     const uint32 scales_at = pinned(base_offset + kScaleOffset + row * kScaleBytes);
     const uint32 zeros_at = pinned(base_offset + kZeroOffset + row * kZeroBytes);
+    // Dequantizes the weights of the chunk in stage s into the warp's 16 A registers.
     auto dequantize = [&](int s, uint32 (&a)[16]) {
       const uint32 stage = s * kStageBytes;
       uint32 words[kBits];
