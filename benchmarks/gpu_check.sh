@@ -5,7 +5,8 @@
 # + the default-tuning benchmarks), sweep (the tuning sweep of benchmarks/tuning/), defaults (the
 # default-tuning benchmarks only), formats (other weight formats and bf16), bench (every
 # benchmark, no tests), profile (ncu of the dense GEMM at a few M).
-# Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), PROFILE_MS
+# Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
+# (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile).
 # Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results), $OUT/report/.
 set -uo pipefail
@@ -58,7 +59,8 @@ if want all bench sweep; then
   echo "== bench: tile sweep (int4 g128 f16 8192^2)"
   while read -r name ms; do
     [ -n "$name" ] || continue
-    $B --ms "$ms" --tuning "benchmarks/tuning/$name.json" --label "$name" --no-cublas --iters 100 \
+    $B ${SWEEP_FORMAT:+--format "$SWEEP_FORMAT"} --ms "$ms" --tuning "benchmarks/tuning/$name.json" \
+       --label "$name" --no-cublas --iters 100 \
        --json "$OUT/sweep_$name.json" | grep -E "^ +[0-9]+ " | sed "s/^/$name /"
   done < "${SWEEP_LIST:-benchmarks/tuning/sweep.txt}"
 fi
