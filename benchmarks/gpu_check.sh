@@ -56,7 +56,7 @@ if want all quick bench defaults; then
 fi
 
 if want all bench sweep; then
-  echo "== bench: tile sweep (int4 g128 f16 8192^2)"
+  echo "== bench: tile sweep (${SWEEP_FORMAT:-int4 g128 f16 8192^2})"
   while read -r name ms; do
     [ -n "$name" ] || continue
     $B ${SWEEP_FORMAT:+--format "$SWEEP_FORMAT"} --ms "$ms" --tuning "benchmarks/tuning/$name.json" \
