@@ -58,44 +58,84 @@ struct DenseEpilogue {
   static constexpr int kTileStride = kBlockN + 4;  // +4 floats: rows start on different banks
   // Shared memory the epilogue needs (the caller's staging buffers are reused).
   static constexpr int kSmemBytes = C::kBlockM * kTileStride * 4;
+  static_assert(kBlockN % 8 == 0, "the stores move octets of channels");
 
-  static __device__ __forceinline__ void store(const DenseParams& p, float v, int64_t token,
-                                               int64_t channel) {
-    if (token >= p.m || channel >= p.n) return;
+  // v for (token, channel) finished: channel / global scale and bias applied, still f32.
+  static __device__ __forceinline__ float finish(const DenseParams& p, float v, int64_t channel) {
     if constexpr (C::kScaleKind == kScaleChannel) v *= Dequant<C>::scale_from_code(
         Dequant<C>::scale_code(p.scales, channel));
     if constexpr (C::kScaleKind == kScaleTensor || C::kScaleKind == kScaleGroupTensor) v *= p.global[0];
     if constexpr (C::kHasBias) v += to_float(static_cast<const Out*>(p.bias)[channel]);
-    static_cast<Out*>(p.c)[token * p.n + channel] = from_float<Out>(v);
+    return v;
+  }
+
+  static __device__ __forceinline__ void store(const DenseParams& p, float v, int64_t token,
+                                               int64_t channel) {
+    if (token >= p.m || channel >= p.n) return;
+    static_cast<Out*>(p.c)[token * p.n + channel] = from_float<Out>(finish(p, v, channel));
+  }
+
+  // Whether 8 consecutive channels of a C row (and of the bias) can be stored as one 16-byte
+  // vector: rows of C, and the bias, start on 8-channel boundaries. True for every real layer;
+  // the API only promises 2-byte alignment, so it is checked, once per call (the answer is the
+  // same for every thread).
+  static __device__ __forceinline__ bool octets_fit(const DenseParams& p) {
+    return p.n % 8 == 0 && reinterpret_cast<uint64_t>(p.c) % 16 == 0 &&
+           (!C::kHasBias || reinterpret_cast<uint64_t>(p.bias) % 16 == 0);
+  }
+
+  // Channels [channel, channel + 8) of one token, finished and stored with one 16-byte store
+  // when they fit (a store per channel costs the epilogue of a large tile microseconds of issue
+  // slots), else channel by channel (the ragged end of N, or an unaligned C or bias).
+  static __device__ __forceinline__ void store_octet(const DenseParams& p, const float (&v)[8],
+                                                     int64_t token, int64_t channel, bool fit) {
+    static_assert(sizeof(Out) == 2, "eight f16 / bf16 are 16 bytes");
+    if (token >= p.m) return;
+    if (!fit || channel + 8 > p.n) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) store(p, v[i], token, channel + i);
+      return;
+    }
+    uint32 words[4];
+#pragma unroll
+    for (int i = 0; i < 8; i += 2)
+      words[i / 2] = pack_pair<Out>(finish(p, v[i], channel + i), finish(p, v[i + 1], channel + i + 1));
+    *reinterpret_cast<uint4*>(static_cast<Out*>(p.c) + token * p.n + channel) =
+        make_uint4(words[0], words[1], words[2], words[3]);
+  }
+
+  // Eight floats of a shared tile row (16-byte aligned: rows are kTileStride floats apart and
+  // kTileStride is a multiple of 4).
+  static __device__ __forceinline__ void load8(const float* at, float (&v)[8]) {
+    const float4 lo = *reinterpret_cast<const float4*>(at);
+    const float4 hi = *reinterpret_cast<const float4*>(at + 4);
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
   }
 
   // The splits of this tile are the blocks of this block's cluster, each with its f32 tile in
-  // shared memory at the same offset. Block r of S sums quads (4 channels) r, r + S, ... of the
+  // shared memory at the same offset. Block r of S sums octets (8 channels) r, r + S, ... of the
   // tile over the S tiles in split order, so the result does not depend on which block sums.
   static __device__ __forceinline__ void reduce_in_cluster(const DenseParams& p, float* tile,
                                                            int64_t n0, int64_t m0) {
-    static_assert(kBlockN % 4 == 0 && kTileStride % 4 == 0, "16-byte quads of a tile row");
-    constexpr int kQuadsPerRow = kBlockN / 4;
+    constexpr int kOctetsPerRow = kBlockN / 8;
     ptx::cluster_sync();  // every split's tile is in its block's shared memory
     const uint32 ranks = ptx::cluster_blocks(), rank = ptx::cluster_rank();
     const uint32 local = ptx::smem_address(tile);
     const int rows = p.m - m0 < C::kBlockM ? static_cast<int>(p.m - m0) : C::kBlockM;
-    for (int e = static_cast<int>(rank) * kThreads + threadIdx.x; e < rows * kQuadsPerRow;
+    const bool fit = octets_fit(p);
+    for (int e = static_cast<int>(rank) * kThreads + threadIdx.x; e < rows * kOctetsPerRow;
          e += static_cast<int>(ranks) * kThreads) {
-      const int r = e / kQuadsPerRow, c = (e % kQuadsPerRow) * 4;
+      const int r = e / kOctetsPerRow, c = (e % kOctetsPerRow) * 8;
       const uint32 offset = static_cast<uint32>(r * kTileStride + c) * 4;
-      float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      float sum[8] = {};
       for (uint32 z = 0; z < ranks; ++z) {
-        const float4 v = ptx::load_cluster_f32x4(ptx::cluster_map(local + offset, z));
-        sum.x += v.x;
-        sum.y += v.y;
-        sum.z += v.z;
-        sum.w += v.w;
+        const float4 lo = ptx::load_cluster_f32x4(ptx::cluster_map(local + offset, z));
+        const float4 hi = ptx::load_cluster_f32x4(ptx::cluster_map(local + offset + 16, z));
+        sum[0] += lo.x; sum[1] += lo.y; sum[2] += lo.z; sum[3] += lo.w;
+        sum[4] += hi.x; sum[5] += hi.y; sum[6] += hi.z; sum[7] += hi.w;
       }
-      store(p, sum.x, m0 + r, n0 + c);
-      store(p, sum.y, m0 + r, n0 + c + 1);
-      store(p, sum.z, m0 + r, n0 + c + 2);
-      store(p, sum.w, m0 + r, n0 + c + 3);
+      store_octet(p, sum, m0 + r, n0 + c, fit);
     }
     ptx::cluster_sync();  // no block leaves while another still reads its tile
   }
@@ -127,19 +167,32 @@ struct DenseEpilogue {
       }
     }
     __syncthreads();
+    // Thread e of a pass takes octet e: 8 channels of one token row, so a warp's stores cover
+    // whole 256-byte row segments.
+    constexpr int kOctetsPerRow = kBlockN / 8;
+    const int rows = p.m - m0 < C::kBlockM ? static_cast<int>(p.m - m0) : C::kBlockM;
     if (p.splits == 1) {
-      for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
-        const int r = e / kBlockN, c = e % kBlockN;
-        store(p, tile[r * kTileStride + c], m0 + r, n0 + c);
+      const bool fit = octets_fit(p);
+      for (int e = threadIdx.x; e < rows * kOctetsPerRow; e += kThreads) {
+        const int r = e / kOctetsPerRow, c = (e % kOctetsPerRow) * 8;
+        float v[8];
+        load8(tile + r * kTileStride + c, v);
+        store_octet(p, v, m0 + r, n0 + c, fit);
       }
       return;
     }
     // Split-K: publish this split's partials, count arrivals per tile; the last one reduces in
     // split order (deterministic whatever the arrival order) and leaves its counter at zero.
+    // The partials are 16-byte aligned (the workspace is, and its counters are 16 KiB) and
+    // n_pad is a multiple of 64, so octets move as two float4.
     float* mine = p.partials + static_cast<int64_t>(blockIdx.z) * p.m * p.n_pad;
-    for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
-      const int r = e / kBlockN, c = e % kBlockN;
-      if (m0 + r < p.m && n0 + c < p.n_pad) mine[(m0 + r) * p.n_pad + n0 + c] = tile[r * kTileStride + c];
+    for (int e = threadIdx.x; e < rows * kOctetsPerRow; e += kThreads) {
+      const int r = e / kOctetsPerRow, c = (e % kOctetsPerRow) * 8;
+      if (n0 + c >= p.n_pad) continue;
+      const float* from = tile + r * kTileStride + c;
+      float4* to = reinterpret_cast<float4*>(mine + (m0 + r) * p.n_pad + n0 + c);
+      to[0] = *reinterpret_cast<const float4*>(from);
+      to[1] = *reinterpret_cast<const float4*>(from + 4);
     }
     __threadfence();
     __syncthreads();
@@ -152,14 +205,20 @@ struct DenseEpilogue {
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int e = threadIdx.x; e < C::kBlockM * kBlockN; e += kThreads) {
-      const int r = e / kBlockN, c = e % kBlockN;
+    const bool fit = octets_fit(p);
+    for (int e = threadIdx.x; e < rows * kOctetsPerRow; e += kThreads) {
+      const int r = e / kOctetsPerRow, c = (e % kOctetsPerRow) * 8;
       const int64_t token = m0 + r, channel = n0 + c;
-      if (token >= p.m || channel >= p.n) continue;
-      float sum = 0.0f;
-      for (int z = 0; z < p.splits; ++z)
-        sum += __ldcg(p.partials + (static_cast<int64_t>(z) * p.m + token) * p.n_pad + channel);
-      store(p, sum, token, channel);
+      if (channel >= p.n) continue;
+      float sum[8] = {};
+      for (int z = 0; z < p.splits; ++z) {
+        const float4* from = reinterpret_cast<const float4*>(
+            p.partials + (static_cast<int64_t>(z) * p.m + token) * p.n_pad + channel);
+        const float4 lo = __ldcg(from), hi = __ldcg(from + 1);
+        sum[0] += lo.x; sum[1] += lo.y; sum[2] += lo.z; sum[3] += lo.w;
+        sum[4] += hi.x; sum[5] += hi.y; sum[6] += hi.z; sum[7] += hi.w;
+      }
+      store_octet(p, sum, token, channel, fit);
     }
   }
 };
