@@ -114,26 +114,39 @@ struct DenseEpilogue {
   }
 
   // The splits of this tile are the blocks of this block's cluster, each with its f32 tile in
-  // shared memory at the same offset. Block r of S sums octets (8 channels) r, r + S, ... of the
-  // tile over the S tiles in split order, so the result does not depend on which block sums.
+  // shared memory at the same offset. The octets (8 channels) of the tile are dealt to the ranks
+  // in turn (octet e to rank e % S, so every block shares the work even when the tile has few
+  // octets), and each is summed over the S tiles in split order, so the result does not depend
+  // on which block sums. A thread issues all of an octet's remote loads before adding: one
+  // round trip of distributed shared memory instead of S in a row.
   static __device__ __forceinline__ void reduce_in_cluster(const DenseParams& p, float* tile,
                                                            int64_t n0, int64_t m0) {
     constexpr int kOctetsPerRow = kBlockN / 8;
     ptx::cluster_sync();  // every split's tile is in its block's shared memory
-    const uint32 ranks = ptx::cluster_blocks(), rank = ptx::cluster_rank();
+    const int ranks = static_cast<int>(ptx::cluster_blocks());
+    const int rank = static_cast<int>(ptx::cluster_rank());
     const uint32 local = ptx::smem_address(tile);
     const int rows = p.m - m0 < C::kBlockM ? static_cast<int>(p.m - m0) : C::kBlockM;
     const bool fit = octets_fit(p);
-    for (int e = static_cast<int>(rank) * kThreads + threadIdx.x; e < rows * kOctetsPerRow;
-         e += static_cast<int>(ranks) * kThreads) {
+    for (int e = threadIdx.x * ranks + rank; e < rows * kOctetsPerRow; e += kThreads * ranks) {
       const int r = e / kOctetsPerRow, c = (e % kOctetsPerRow) * 8;
-      const uint32 offset = static_cast<uint32>(r * kTileStride + c) * 4;
+      const uint32 offset = local + static_cast<uint32>(r * kTileStride + c) * 4;
+      float4 part[kDenseMaxClusterSplits][2];
+#pragma unroll
+      for (int z = 0; z < kDenseMaxClusterSplits; ++z) {
+        if (z < ranks) {
+          const uint32 at = ptx::cluster_map(offset, static_cast<uint32>(z));
+          part[z][0] = ptx::load_cluster_f32x4(at);
+          part[z][1] = ptx::load_cluster_f32x4(at + 16);
+        }
+      }
       float sum[8] = {};
-      for (uint32 z = 0; z < ranks; ++z) {
-        const float4 lo = ptx::load_cluster_f32x4(ptx::cluster_map(local + offset, z));
-        const float4 hi = ptx::load_cluster_f32x4(ptx::cluster_map(local + offset + 16, z));
-        sum[0] += lo.x; sum[1] += lo.y; sum[2] += lo.z; sum[3] += lo.w;
-        sum[4] += hi.x; sum[5] += hi.y; sum[6] += hi.z; sum[7] += hi.w;
+#pragma unroll
+      for (int z = 0; z < kDenseMaxClusterSplits; ++z) {
+        if (z < ranks) {
+          sum[0] += part[z][0].x; sum[1] += part[z][0].y; sum[2] += part[z][0].z; sum[3] += part[z][0].w;
+          sum[4] += part[z][1].x; sum[5] += part[z][1].y; sum[6] += part[z][1].z; sum[7] += part[z][1].w;
+        }
       }
       store_octet(p, sum, m0 + r, n0 + c, fit);
     }

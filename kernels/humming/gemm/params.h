@@ -77,6 +77,10 @@ HM_PARAMS_HD constexpr bool dense_group_slots_consecutive(int group_k) {
   return group_k <= 0 || group_k % 64 == 0 || 64 % group_k == 0;
 }
 
+// The most K splits that run as one thread-block cluster (the portable cluster size): the host
+// sizes cluster split-K with it, the epilogue keeps one set of registers per split.
+constexpr int kDenseMaxClusterSplits = 8;
+
 // Shared memory of the sm90a wgmma kernel (gemm/dense_wgmma.cuh). Each pipeline stage holds,
 // for one 64-wide K chunk: the activation tile [block_m][64] (128-byte rows, 128B-swizzled, so
 // stage starts are 1024-byte aligned), one weight chunk per warp (128 * bits bytes), and the
