@@ -58,7 +58,7 @@ struct DenseEpilogue {
   static constexpr int kTileStride = kBlockN + 4;  // +4 floats: rows start on different banks
   // Shared memory the epilogue needs (the caller's staging buffers are reused).
   static constexpr int kSmemBytes = C::kBlockM * kTileStride * 4;
-  static_assert(kBlockN % 8 == 0, "the stores move octets of channels");
+  static_assert(kBlockN % 8 == 0, "the stores move quads and octets of channels");
 
   // v for (token, channel) finished: channel / global scale and bias applied, still f32.
   static __device__ __forceinline__ float finish(const DenseParams& p, float v, int64_t channel) {
@@ -75,33 +75,40 @@ struct DenseEpilogue {
     static_cast<Out*>(p.c)[token * p.n + channel] = from_float<Out>(finish(p, v, channel));
   }
 
-  // Whether 8 consecutive channels of a C row (and of the bias) can be stored as one 16-byte
-  // vector: rows of C, and the bias, start on 8-channel boundaries. True for every real layer;
-  // the API only promises 2-byte alignment, so it is checked, once per call (the answer is the
-  // same for every thread).
-  static __device__ __forceinline__ bool octets_fit(const DenseParams& p) {
-    return p.n % 8 == 0 && reinterpret_cast<uint64_t>(p.c) % 16 == 0 &&
-           (!C::kHasBias || reinterpret_cast<uint64_t>(p.bias) % 16 == 0);
+  // Whether kVec consecutive channels of a C row (and of the bias) can be stored as one vector
+  // (8 or 16 bytes): rows of C, and the bias, start on kVec-channel boundaries. True for every
+  // real layer; the API only promises 2-byte alignment, so it is checked, once per call (the
+  // answer is the same for every thread).
+  template <int kVec>
+  static __device__ __forceinline__ bool vectors_fit(const DenseParams& p) {
+    constexpr uint64_t kBytes = kVec * sizeof(Out);
+    return p.n % kVec == 0 && reinterpret_cast<uint64_t>(p.c) % kBytes == 0 &&
+           (!C::kHasBias || reinterpret_cast<uint64_t>(p.bias) % kBytes == 0);
   }
 
-  // Channels [channel, channel + 8) of one token, finished and stored with one 16-byte store
+  // Channels [channel, channel + kVec) of one token, finished and stored with one vector store
   // when they fit (a store per channel costs the epilogue of a large tile microseconds of issue
   // slots), else channel by channel (the ragged end of N, or an unaligned C or bias).
-  static __device__ __forceinline__ void store_octet(const DenseParams& p, const float (&v)[8],
-                                                     int64_t token, int64_t channel, bool fit) {
-    static_assert(sizeof(Out) == 2, "eight f16 / bf16 are 16 bytes");
+  template <int kVec>
+  static __device__ __forceinline__ void store_vector(const DenseParams& p, const float (&v)[kVec],
+                                                      int64_t token, int64_t channel, bool fit) {
+    static_assert(sizeof(Out) == 2 && (kVec == 4 || kVec == 8), "8 or 16 bytes of f16 / bf16");
     if (token >= p.m) return;
-    if (!fit || channel + 8 > p.n) {
+    if (!fit || channel + kVec > p.n) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) store(p, v[i], token, channel + i);
+      for (int i = 0; i < kVec; ++i) store(p, v[i], token, channel + i);
       return;
     }
-    uint32 words[4];
+    uint32 words[kVec / 2];
 #pragma unroll
-    for (int i = 0; i < 8; i += 2)
+    for (int i = 0; i < kVec; i += 2)
       words[i / 2] = pack_pair<Out>(finish(p, v[i], channel + i), finish(p, v[i + 1], channel + i + 1));
-    *reinterpret_cast<uint4*>(static_cast<Out*>(p.c) + token * p.n + channel) =
-        make_uint4(words[0], words[1], words[2], words[3]);
+    Out* dst = static_cast<Out*>(p.c) + token * p.n + channel;
+    if constexpr (kVec == 8) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
+    } else {
+      *reinterpret_cast<uint2*>(dst) = make_uint2(words[0], words[1]);
+    }
   }
 
   // Eight floats of a shared tile row (16-byte aligned: rows are kTileStride floats apart and
@@ -114,41 +121,39 @@ struct DenseEpilogue {
   }
 
   // The splits of this tile are the blocks of this block's cluster, each with its f32 tile in
-  // shared memory at the same offset. The octets (8 channels) of the tile are dealt to the ranks
-  // in turn (octet e to rank e % S, so every block shares the work even when the tile has few
-  // octets), and each is summed over the S tiles in split order, so the result does not depend
-  // on which block sums. A thread issues all of an octet's remote loads before adding: one
-  // round trip of distributed shared memory instead of S in a row.
+  // shared memory at the same offset. The tile's quads (4 channels) go to the ranks 32 at a time
+  // (a warp's worth: distributed shared memory wants a warp's loads contiguous, as global memory
+  // does), in turn, so that every block takes a share even of a small tile. Each quad is summed
+  // over the S tiles in split order, so the result does not depend on which block sums; a thread
+  // issues all S remote loads before adding (one round trip, not S in a row).
   static __device__ __forceinline__ void reduce_in_cluster(const DenseParams& p, float* tile,
                                                            int64_t n0, int64_t m0) {
-    constexpr int kOctetsPerRow = kBlockN / 8;
+    constexpr int kQuadsPerRow = kBlockN / 4;
     ptx::cluster_sync();  // every split's tile is in its block's shared memory
     const int ranks = static_cast<int>(ptx::cluster_blocks());
     const int rank = static_cast<int>(ptx::cluster_rank());
     const uint32 local = ptx::smem_address(tile);
     const int rows = p.m - m0 < C::kBlockM ? static_cast<int>(p.m - m0) : C::kBlockM;
-    const bool fit = octets_fit(p);
-    for (int e = threadIdx.x * ranks + rank; e < rows * kOctetsPerRow; e += kThreads * ranks) {
-      const int r = e / kOctetsPerRow, c = (e % kOctetsPerRow) * 8;
+    const bool fit = vectors_fit<4>(p);
+    const int first = (rank + ranks * static_cast<int>(threadIdx.x / 32)) * 32 + threadIdx.x % 32;
+    for (int e = first; e < rows * kQuadsPerRow; e += kThreads * ranks) {
+      const int r = e / kQuadsPerRow, c = (e % kQuadsPerRow) * 4;
       const uint32 offset = local + static_cast<uint32>(r * kTileStride + c) * 4;
-      float4 part[kDenseMaxClusterSplits][2];
+      float4 part[kDenseMaxClusterSplits];
+#pragma unroll
+      for (int z = 0; z < kDenseMaxClusterSplits; ++z)
+        if (z < ranks) part[z] = ptx::load_cluster_f32x4(ptx::cluster_map(offset, static_cast<uint32>(z)));
+      float sum[4] = {};
 #pragma unroll
       for (int z = 0; z < kDenseMaxClusterSplits; ++z) {
         if (z < ranks) {
-          const uint32 at = ptx::cluster_map(offset, static_cast<uint32>(z));
-          part[z][0] = ptx::load_cluster_f32x4(at);
-          part[z][1] = ptx::load_cluster_f32x4(at + 16);
+          sum[0] += part[z].x;
+          sum[1] += part[z].y;
+          sum[2] += part[z].z;
+          sum[3] += part[z].w;
         }
       }
-      float sum[8] = {};
-#pragma unroll
-      for (int z = 0; z < kDenseMaxClusterSplits; ++z) {
-        if (z < ranks) {
-          sum[0] += part[z][0].x; sum[1] += part[z][0].y; sum[2] += part[z][0].z; sum[3] += part[z][0].w;
-          sum[4] += part[z][1].x; sum[5] += part[z][1].y; sum[6] += part[z][1].z; sum[7] += part[z][1].w;
-        }
-      }
-      store_octet(p, sum, m0 + r, n0 + c, fit);
+      store_vector<4>(p, sum, m0 + r, n0 + c, fit);
     }
     ptx::cluster_sync();  // no block leaves while another still reads its tile
   }
@@ -185,27 +190,27 @@ struct DenseEpilogue {
     constexpr int kOctetsPerRow = kBlockN / 8;
     const int rows = p.m - m0 < C::kBlockM ? static_cast<int>(p.m - m0) : C::kBlockM;
     if (p.splits == 1) {
-      const bool fit = octets_fit(p);
+      const bool fit = vectors_fit<8>(p);
       for (int e = threadIdx.x; e < rows * kOctetsPerRow; e += kThreads) {
         const int r = e / kOctetsPerRow, c = (e % kOctetsPerRow) * 8;
         float v[8];
         load8(tile + r * kTileStride + c, v);
-        store_octet(p, v, m0 + r, n0 + c, fit);
+        store_vector<8>(p, v, m0 + r, n0 + c, fit);
       }
       return;
     }
     // Split-K: publish this split's partials, count arrivals per tile; the last one reduces in
     // split order (deterministic whatever the arrival order) and leaves its counter at zero.
-    // The partials are 16-byte aligned (the workspace is, and its counters are 16 KiB) and
-    // n_pad is a multiple of 64, so octets move as two float4.
+    // Global memory is read and written in quads (4 channels, one float4; the partials are
+    // 16-byte aligned: the workspace is, its counters are 16 KiB, n_pad is a multiple of 64),
+    // so that a warp's accesses are 512 contiguous bytes.
+    constexpr int kQuadsPerRow = kBlockN / 4;
     float* mine = p.partials + static_cast<int64_t>(blockIdx.z) * p.m * p.n_pad;
-    for (int e = threadIdx.x; e < rows * kOctetsPerRow; e += kThreads) {
-      const int r = e / kOctetsPerRow, c = (e % kOctetsPerRow) * 8;
-      if (n0 + c >= p.n_pad) continue;
-      const float* from = tile + r * kTileStride + c;
-      float4* to = reinterpret_cast<float4*>(mine + (m0 + r) * p.n_pad + n0 + c);
-      to[0] = *reinterpret_cast<const float4*>(from);
-      to[1] = *reinterpret_cast<const float4*>(from + 4);
+    for (int e = threadIdx.x; e < rows * kQuadsPerRow; e += kThreads) {
+      const int r = e / kQuadsPerRow, c = (e % kQuadsPerRow) * 4;
+      if (n0 + c < p.n_pad)
+        *reinterpret_cast<float4*>(mine + (m0 + r) * p.n_pad + n0 + c) =
+            *reinterpret_cast<const float4*>(tile + r * kTileStride + c);
     }
     __threadfence();
     __syncthreads();
@@ -218,20 +223,21 @@ struct DenseEpilogue {
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const bool fit = octets_fit(p);
-    for (int e = threadIdx.x; e < rows * kOctetsPerRow; e += kThreads) {
-      const int r = e / kOctetsPerRow, c = (e % kOctetsPerRow) * 8;
+    const bool fit = vectors_fit<4>(p);
+    for (int e = threadIdx.x; e < rows * kQuadsPerRow; e += kThreads) {
+      const int r = e / kQuadsPerRow, c = (e % kQuadsPerRow) * 4;
       const int64_t token = m0 + r, channel = n0 + c;
       if (channel >= p.n) continue;
-      float sum[8] = {};
+      float sum[4] = {};
       for (int z = 0; z < p.splits; ++z) {
-        const float4* from = reinterpret_cast<const float4*>(
-            p.partials + (static_cast<int64_t>(z) * p.m + token) * p.n_pad + channel);
-        const float4 lo = __ldcg(from), hi = __ldcg(from + 1);
-        sum[0] += lo.x; sum[1] += lo.y; sum[2] += lo.z; sum[3] += lo.w;
-        sum[4] += hi.x; sum[5] += hi.y; sum[6] += hi.z; sum[7] += hi.w;
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(
+            p.partials + (static_cast<int64_t>(z) * p.m + token) * p.n_pad + channel));
+        sum[0] += v.x;
+        sum[1] += v.y;
+        sum[2] += v.z;
+        sum[3] += v.w;
       }
-      store_octet(p, sum, token, channel, fit);
+      store_vector<4>(p, sum, token, channel, fit);
     }
   }
 };
