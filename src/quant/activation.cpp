@@ -46,6 +46,28 @@ uint32_t get_code(const uint8_t* row, int bits, int64_t j) {
   return (j % 2 == 0) ? row[j / 2] & 0x0Fu : row[j / 2] >> 4;
 }
 
+// The rows of codes and scales, the same for quantize and dequantize.
+struct RowLayout {
+  int bits = 0;
+  int64_t row_bytes = 0;  // bytes of one row of codes
+  int64_t groups = 0;     // scales per row
+  int64_t group_k = 0;    // columns per scale: k for per-token scales
+};
+
+// Checks the arguments both directions take (`floats`: the input a or the output) and lays out
+// their rows.
+RowLayout checked_row_layout(core::Dtype dtype, const float* floats, const uint8_t* codes,
+                             const float* scales, int64_t m, int64_t k, int64_t group_k) {
+  check_dtype(dtype);
+  check_shape(floats, codes, scales, m, k, group_k);
+  RowLayout l;
+  l.bits = dtype.bits();
+  l.row_bytes = activation_row_bytes(dtype, k);
+  l.groups = activation_groups(k, group_k);
+  l.group_k = group_k > 0 ? group_k : k;
+  return l;
+}
+
 }  // namespace
 
 int64_t activation_row_bytes(core::Dtype dtype, int64_t k) {
@@ -60,19 +82,14 @@ int64_t activation_groups(int64_t k, int64_t group_k) {
 
 void quantize_activation(core::Dtype dtype, const float* a, int64_t m, int64_t k, int64_t group_k,
                          uint8_t* codes, float* scales) {
-  check_dtype(dtype);
-  check_shape(a, codes, scales, m, k, group_k);
+  const RowLayout l = checked_row_layout(dtype, a, codes, scales, m, k, group_k);
   const CodeTable table(dtype);
-  const int bits = dtype.bits();
-  const int64_t row_bytes = activation_row_bytes(dtype, k);
-  const int64_t groups = activation_groups(k, group_k);
-  const int64_t gk = group_k > 0 ? group_k : k;
   for (int64_t i = 0; i < m; ++i) {
     const float* in = a + i * k;
-    uint8_t* row = codes + i * row_bytes;
-    std::fill(row, row + row_bytes, uint8_t{0});  // the pad nibble of an odd k is 0
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t c0 = g * gk, c1 = std::min(k, c0 + gk);
+    uint8_t* row = codes + i * l.row_bytes;
+    std::fill(row, row + l.row_bytes, uint8_t{0});  // the pad nibble of an odd k is 0
+    for (int64_t g = 0; g < l.groups; ++g) {
+      const int64_t c0 = g * l.group_k, c1 = std::min(k, c0 + l.group_k);
       float absmax = 0.0f;
       for (int64_t j = c0; j < c1; ++j) {
         HM_REQUIRE(std::isfinite(in[j]), HM_ERROR_NON_FINITE,
@@ -82,26 +99,21 @@ void quantize_activation(core::Dtype dtype, const float* a, int64_t m, int64_t k
       }
       float scale = static_cast<float>(absmax / table.max_value());
       if (!(scale > 0.0f)) scale = 1.0f;  // zeros (or an f32 underflow): codes come out 0
-      scales[i * groups + g] = scale;
+      scales[i * l.groups + g] = scale;
       for (int64_t j = c0; j < c1; ++j)
-        put_code(row, bits, j, table.encode(static_cast<double>(in[j]) / scale));
+        put_code(row, l.bits, j, table.encode(static_cast<double>(in[j]) / scale));
     }
   }
 }
 
 void dequantize_activation(core::Dtype dtype, const uint8_t* codes, const float* scales, int64_t m,
                            int64_t k, int64_t group_k, float* out) {
-  check_dtype(dtype);
-  check_shape(out, codes, scales, m, k, group_k);
+  const RowLayout l = checked_row_layout(dtype, out, codes, scales, m, k, group_k);
   const CodeTable table(dtype);
-  const int bits = dtype.bits();
-  const int64_t row_bytes = activation_row_bytes(dtype, k);
-  const int64_t groups = activation_groups(k, group_k);
-  const int64_t gk = group_k > 0 ? group_k : k;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < k; ++j) {
-      const double scale = scales[i * groups + j / gk];
-      const uint32_t code = get_code(codes + i * row_bytes, bits, j);
+      const double scale = scales[i * l.groups + j / l.group_k];
+      const uint32_t code = get_code(codes + i * l.row_bytes, l.bits, j);
       out[i * k + j] = static_cast<float>(static_cast<double>(table.decode(code)) * scale);
     }
   }

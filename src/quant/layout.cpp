@@ -241,47 +241,51 @@ void load_tile(const PackedShape& s, const uint8_t* codes, uint8_t pad, int64_t 
   }
 }
 
-void pack_weight(const Format& f, const PackedShape& s, const uint8_t* codes, void* out,
-                 int threads) {
-  const PackChunkFn fn = pack_fn(s.weight_bits, s.act_bits);
-  const uint8_t pad = padding_code(f);
-  const int64_t strips_total = s.experts * s.strips;
-  parallel_for(strips_total, threads, [&](int64_t begin, int64_t end) {
+// Calls chunk(e, strip, kc, tile, offset) for chunks kc < k_chunks of every strip of every
+// expert, strips split over `threads`; `tile` is the thread's 16 x 64 scratch tile and `offset`
+// the chunk's byte offset in the packed weight. Pack and unpack walk the chunks the same way.
+template <typename ChunkFn>
+void for_each_chunk(const PackedShape& s, int64_t k_chunks, int threads, ChunkFn chunk) {
+  parallel_for(s.experts * s.strips, threads, [&](int64_t begin, int64_t end) {
     alignas(16) uint8_t tile[kChunkRows * kChunkK];
     for (int64_t es = begin; es < end; ++es) {
       const int64_t e = es / s.strips, strip = es % s.strips;
-      for (int64_t kc = 0; kc < s.k_chunks; ++kc) {
-        load_tile(s, codes, pad, e, strip, kc, tile);
-        fn(tile, static_cast<uint8_t*>(out) +
-                     chunk_offset_bytes(s.weight_bits, s.n_padded, s.k_padded, e, strip, kc));
-      }
+      for (int64_t kc = 0; kc < k_chunks; ++kc)
+        chunk(e, strip, kc, tile,
+              chunk_offset_bytes(s.weight_bits, s.n_padded, s.k_padded, e, strip, kc));
     }
   });
 }
 
+void pack_weight(const Format& f, const PackedShape& s, const uint8_t* codes, void* out,
+                 int threads) {
+  const PackChunkFn fn = pack_fn(s.weight_bits, s.act_bits);
+  const uint8_t pad = padding_code(f);
+  // Every chunk, padding included, so that every byte of the output is written.
+  for_each_chunk(s, s.k_chunks, threads,
+                 [&](int64_t e, int64_t strip, int64_t kc, uint8_t* tile, int64_t offset) {
+                   load_tile(s, codes, pad, e, strip, kc, tile);
+                   fn(tile, static_cast<uint8_t*>(out) + offset);
+                 });
+}
+
 void unpack_weight(const PackedShape& s, const void* in, uint8_t* codes, int threads) {
   const UnpackChunkFn fn = unpack_fn(s.weight_bits, s.act_bits);
-  const int64_t strips_total = s.experts * s.strips;
-  parallel_for(strips_total, threads, [&](int64_t begin, int64_t end) {
-    alignas(16) uint8_t tile[kChunkRows * kChunkK];
-    for (int64_t es = begin; es < end; ++es) {
-      const int64_t e = es / s.strips, strip = es % s.strips;
-      for (int64_t kc = 0; kc < s.k_chunks; ++kc) {
-        const int64_t k0 = kc * kChunkK;
-        if (k0 >= s.k) break;
-        fn(static_cast<const uint8_t*>(in) +
-               chunk_offset_bytes(s.weight_bits, s.n_padded, s.k_padded, e, strip, kc),
-           tile);
-        const int64_t kn = std::min<int64_t>(kChunkK, s.k - k0);
-        for (int r = 0; r < kChunkRows; ++r) {
-          const int64_t n = strip * kChunkRows + r;
-          if (n >= s.n) break;
-          uint8_t* dst = codes + (e * s.n + n) * s.k + k0;
-          for (int64_t i = 0; i < kn; ++i) dst[i] = tile[r * kChunkK + i] ^ uint8_t(s.code_xor);
-        }
-      }
-    }
-  });
+  // Only the chunks that hold real columns: those wholly in the K padding have nothing to give.
+  const int64_t real_k_chunks = (s.k + kChunkK - 1) / kChunkK;
+  for_each_chunk(s, real_k_chunks, threads,
+                 [&](int64_t e, int64_t strip, int64_t kc, uint8_t* tile, int64_t offset) {
+                   fn(static_cast<const uint8_t*>(in) + offset, tile);
+                   const int64_t k0 = kc * kChunkK;
+                   const int64_t kn = std::min<int64_t>(kChunkK, s.k - k0);
+                   for (int r = 0; r < kChunkRows; ++r) {
+                     const int64_t n = strip * kChunkRows + r;
+                     if (n >= s.n) break;
+                     uint8_t* dst = codes + (e * s.n + n) * s.k + k0;
+                     for (int64_t i = 0; i < kn; ++i)
+                       dst[i] = tile[r * kChunkK + i] ^ uint8_t(s.code_xor);
+                   }
+                 });
 }
 
 // ---------------------------------------------------------------------------------------------

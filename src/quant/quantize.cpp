@@ -271,6 +271,19 @@ double choose_global(const Plan& p, const float* w, int64_t e) {
   return g;
 }
 
+// The canonical buffers the format needs are all there: quantize writes, and dequantize reads,
+// the same set (a CanonicalWeight or a ConstCanonicalWeight).
+template <typename Weight>
+void require_canonical_buffers(const CanonicalShape& sh, const Weight& w) {
+  HM_REQUIRE(w.codes != nullptr, HM_ERROR_INVALID_ARGUMENT, "the codes buffer is NULL");
+  HM_REQUIRE(sh.scales == 0 || w.scales != nullptr, HM_ERROR_INVALID_ARGUMENT,
+             "the format has scales but the scales buffer is NULL");
+  HM_REQUIRE(sh.zero_points == 0 || w.zero_points != nullptr, HM_ERROR_INVALID_ARGUMENT,
+             "the format has zero points but the zero_points buffer is NULL");
+  HM_REQUIRE(sh.global_scale == 0 || w.global_scale != nullptr, HM_ERROR_INVALID_ARGUMENT,
+             "the format has a global scale but the global_scale buffer is NULL");
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -348,13 +361,7 @@ CanonicalShape canonical_shape(const Format& f) {
 void quantize(const Format& format, const float* weight, const CanonicalWeight& out) {
   const CanonicalShape sh = canonical_shape(format);
   HM_REQUIRE(weight != nullptr, HM_ERROR_INVALID_ARGUMENT, "the weight pointer is NULL");
-  HM_REQUIRE(out.codes != nullptr, HM_ERROR_INVALID_ARGUMENT, "the codes buffer is NULL");
-  HM_REQUIRE(sh.scales == 0 || out.scales != nullptr, HM_ERROR_INVALID_ARGUMENT,
-             "the format has scales but the scales buffer is NULL");
-  HM_REQUIRE(sh.zero_points == 0 || out.zero_points != nullptr, HM_ERROR_INVALID_ARGUMENT,
-             "the format has zero points but the zero_points buffer is NULL");
-  HM_REQUIRE(sh.global_scale == 0 || out.global_scale != nullptr, HM_ERROR_INVALID_ARGUMENT,
-             "the format has a global scale but the global_scale buffer is NULL");
+  require_canonical_buffers(sh, out);
   check_finite(weight, sh);
   const Plan plan(format, sh);
 
@@ -407,13 +414,7 @@ ElementScale element_scale(const CanonicalShape& sh, const ConstCanonicalWeight&
 void dequantize(const Format& format, const ConstCanonicalWeight& in, float* weight) {
   const CanonicalShape sh = canonical_shape(format);
   HM_REQUIRE(weight != nullptr, HM_ERROR_INVALID_ARGUMENT, "the output weight pointer is NULL");
-  HM_REQUIRE(in.codes != nullptr, HM_ERROR_INVALID_ARGUMENT, "the codes buffer is NULL");
-  HM_REQUIRE(sh.scales == 0 || in.scales != nullptr, HM_ERROR_INVALID_ARGUMENT,
-             "the format has scales but the scales buffer is NULL");
-  HM_REQUIRE(sh.zero_points == 0 || in.zero_points != nullptr, HM_ERROR_INVALID_ARGUMENT,
-             "the format has zero points but the zero_points buffer is NULL");
-  HM_REQUIRE(sh.global_scale == 0 || in.global_scale != nullptr, HM_ERROR_INVALID_ARGUMENT,
-             "the format has a global scale but the global_scale buffer is NULL");
+  require_canonical_buffers(sh, in);
   const CodeTable table(format.weight);
   const uint32_t mask = (1u << format.weight.bits()) - 1u;
   const int64_t rows = sh.experts * sh.n;

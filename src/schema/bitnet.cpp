@@ -49,16 +49,7 @@ Layer convert_bitnet(const LayerTensors& t, const Options& options) {
     if (!std::isfinite(v) || v == 0) bad_tensor(scale, "holds a scale that is zero or not finite");
     if (divide) v = static_cast<float>(1.0 / static_cast<double>(v));
   }
-  const RowScales rs = shard_scales(s, n, options, scale);
-  if (rs.uniform) {
-    f.scale_kind = core::ScaleKind::kTensor;
-    f.scale = core::Dtype();
-    layer.global_scale = rs.per_row;
-  } else {
-    f.scale_kind = core::ScaleKind::kChannel;
-    f.scale = dtype(HM_DTYPE_F32);
-    layer.scales = rs.per_row;
-  }
+  set_shard_scales(layer, shard_scales(s, n, options, scale), dtype(HM_DTYPE_F32));
   set_bias(layer, t.find("bias"), 1, n);
   return layer;
 }

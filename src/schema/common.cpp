@@ -195,6 +195,19 @@ RowScales shard_scales(const std::vector<float>& scalars, int64_t n, const Optio
   return out;
 }
 
+void set_shard_scales(Layer& layer, const RowScales& scales, Dtype channel_dtype) {
+  core::Format& f = layer.format;
+  if (scales.uniform) {
+    f.scale_kind = core::ScaleKind::kTensor;
+    f.scale = Dtype();
+    layer.global_scale = scales.per_row;
+  } else {
+    f.scale_kind = core::ScaleKind::kChannel;
+    f.scale = channel_dtype;
+    layer.scales = scales.per_row;
+  }
+}
+
 Layer integer_layer(IntegerParts parts, const Options& options, Dtype preferred,
                     const io::TensorView& zero_tensor) {
   Layer layer;

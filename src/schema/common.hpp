@@ -3,7 +3,9 @@
 // parallel loop and the final validation.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <thread>
@@ -65,6 +67,9 @@ struct RowScales {
 };
 RowScales shard_scales(const std::vector<float>& scalars, int64_t n, const Options& options,
                        const io::TensorView& scale_tensor);
+// Makes them the layer's scales: equal ones one tensor (global) scale, else channel scales of
+// `channel_dtype` (the dtype the values are exact in).
+void set_shard_scales(Layer& layer, const RowScales& scales, core::Dtype channel_dtype);
 
 // Value `index` of a little-endian bit stream of `bits`-bit values held in 32-bit words, word i
 // at words + i * word_stride_bytes (a stream may cross word boundaries: GPTQ's 3-bit packing).
@@ -82,6 +87,25 @@ inline uint32_t stream_value(const uint8_t* words, int64_t word_stride_bytes, in
     v |= uint64_t{hi} << (32 - shift);
   }
   return static_cast<uint32_t>(v) & ((1u << bits) - 1u);
+}
+
+// Codes [0, count) of `bits`-bit codes packed whole into little-endian 32-bit words, floor(32 /
+// bits) to a word, least significant bits first (code j of a word in bits [bits*j, bits*j +
+// bits)), into codes[0, count). Word i is at words + i * word_stride_bytes; the last may be
+// partly used. Unlike stream_value no code crosses a word: 3-, 5-, 6- and 7-bit codes leave the
+// top 32 % bits bits unused (compressed-tensors' pack_to_int32). Where bits divides 32 the two
+// orders agree, so GPTQ's 2-, 4- and 8-bit packing is read with this too.
+inline void unpack_word_aligned_codes_lsb_first(const uint8_t* words, int64_t word_stride_bytes,
+                                                int64_t count, int bits, uint8_t* codes) {
+  const int64_t per_word = 32 / bits;
+  const uint32_t mask = (1u << bits) - 1u;
+  for (int64_t first = 0, i = 0; first < count; first += per_word, ++i) {
+    uint32_t word;
+    std::memcpy(&word, words + i * word_stride_bytes, 4);
+    const int64_t in_word = std::min(per_word, count - first);
+    for (int64_t j = 0; j < in_word; ++j)
+      codes[first + j] = static_cast<uint8_t>((word >> (bits * j)) & mask);
+  }
 }
 
 // Runs fn(begin, end) over [0, count) on the usable cores when the work is big enough.

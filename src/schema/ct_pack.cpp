@@ -9,8 +9,6 @@
 //   weight_g_idx      int32 [K] (actorder "group")
 // Codes and zero points are stored as the signed value + 2^(b-1), so with q and z as stored,
 // w = (q - z) * scale, and a symmetric layer has z = 2^(b-1) (uint{b}b{2^(b-1)}).
-#include <cstring>
-
 #include "core/error.hpp"
 #include "schema/common.hpp"
 
@@ -76,17 +74,10 @@ Layer convert_ct_pack(const LayerTensors& t, const Options& options) {
   parts.scale_dtype = float_dtype_of(scale);
   parts.codes.resize(static_cast<size_t>(n * k));
   const int64_t words = packed.shape[1];
-  const uint32_t mask = (1u << bits) - 1u;
   uint8_t* codes = parts.codes.data();
   parallel_for(n, k, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* row = packed.data + r * words * 4;
-      for (int64_t i = 0; i < k; ++i) {
-        uint32_t w;
-        std::memcpy(&w, row + (i / per_word) * 4, 4);
-        codes[r * k + i] = static_cast<uint8_t>((w >> (bits * (i % per_word))) & mask);
-      }
-    }
+    for (int64_t r = r0; r < r1; ++r)
+      unpack_word_aligned_codes_lsb_first(packed.data + r * words * 4, 4, k, bits, codes + r * k);
   });
   parts.scales = read_floats(scale);  // [N][G] already
 
@@ -100,12 +91,13 @@ Layer convert_ct_pack(const LayerTensors& t, const Options& options) {
     } else {
       expect_dtype(*zp, {"I32", "U32"});
       expect_shape(*zp, {(n + per_word - 1) / per_word, groups});
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t g = 0; g < groups; ++g) {
-          const uint32_t w = u32_at(*zp, (r / per_word) * groups + g);
-          parts.zero_points[r * groups + g] =
-              static_cast<float>((w >> (bits * (r % per_word))) & mask);
-        }
+      // Packed along N: group g's N zero points are a word-aligned run down column g.
+      std::vector<uint8_t> column(static_cast<size_t>(n));
+      for (int64_t g = 0; g < groups; ++g) {
+        unpack_word_aligned_codes_lsb_first(zp->data + g * 4, groups * 4, n, bits, column.data());
+        for (int64_t r = 0; r < n; ++r)
+          parts.zero_points[r * groups + g] = static_cast<float>(column[r]);
+      }
     }
   }
 

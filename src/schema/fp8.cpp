@@ -91,17 +91,8 @@ void apply_scales(Layer& layer, const io::TensorView& scale, const ScaleLayout& 
 // A fused layer's per-shard scalar scales (one per q/k/v shard): equal -> tensor, else channel.
 void apply_shard_scales(Layer& layer, const io::TensorView& scale, int64_t n,
                         const Options& options) {
-  const RowScales rs = shard_scales(read_floats(scale), n, options, scale);
-  core::Format& f = layer.format;
-  if (rs.uniform) {
-    f.scale_kind = core::ScaleKind::kTensor;
-    f.scale = core::Dtype();
-    layer.global_scale = rs.per_row;
-  } else {
-    f.scale_kind = core::ScaleKind::kChannel;
-    f.scale = float_dtype_of(scale);
-    layer.scales = rs.per_row;
-  }
+  set_shard_scales(layer, shard_scales(read_floats(scale), n, options, scale),
+                   float_dtype_of(scale));
 }
 
 Layer start_layer(const io::TensorView& weight, const Options& options, core::Dtype preferred) {

@@ -6,8 +6,6 @@
 //   g_idx   int32 [K]           group of each input column; non-monotone with desc_act
 //   bias    [N]                 optional
 // w[n][k] = (q[n][k] - zero[g][n]) * scale[g][n] with g = g_idx[k] (k / group_size without it).
-#include <cstring>
-
 #include "core/error.hpp"
 #include "schema/common.hpp"
 
@@ -15,28 +13,24 @@ namespace hm::schema {
 
 namespace {
 
-// qweight -> codes [N][K]. Codes of one word are consecutive in K, so for 2/4/8 bits each word
-// becomes 32/b bytes of one output row; columns are processed in tiles so that both the reads
-// (a row of qweight) and the writes (one run per output row) stay sequential.
+// qweight -> codes [N][K]. Codes of one word are consecutive in K, so for 2/4/8 bits (where the
+// bit stream is word-aligned) each word becomes 32/b bytes of one output row; columns are
+// processed in tiles so that both the reads (a row of qweight) and the writes (one run per output
+// row) stay sequential.
 void unpack_qweight(const io::TensorView& qweight, int bits, int64_t n, int64_t k, uint8_t* codes) {
   const int64_t rows = k * bits / 32;
   constexpr int64_t kTile = 64;
   const int64_t tiles = (n + kTile - 1) / kTile;
   if (32 % bits == 0) {
     const int per_word = 32 / bits;
-    const uint32_t mask = (1u << bits) - 1u;
     parallel_for(tiles, kTile * k, [&](int64_t t0, int64_t t1) {
       for (int64_t tile = t0; tile < t1; ++tile) {
         const int64_t c_end = std::min(n, (tile + 1) * kTile);
         for (int64_t r = 0; r < rows; ++r) {
           const uint8_t* src = qweight.data + (r * n) * 4;
-          for (int64_t c = tile * kTile; c < c_end; ++c) {
-            uint32_t w;
-            std::memcpy(&w, src + c * 4, 4);
-            uint8_t* dst = codes + c * k + r * per_word;
-            for (int j = 0; j < per_word; ++j)
-              dst[j] = static_cast<uint8_t>((w >> (bits * j)) & mask);
-          }
+          for (int64_t c = tile * kTile; c < c_end; ++c)
+            unpack_word_aligned_codes_lsb_first(src + c * 4, 4, per_word, bits,
+                                                codes + c * k + r * per_word);
         }
       }
     });

@@ -494,6 +494,46 @@ TEST(Quantize, FormatsItCannotQuantizeAreRejected) {
   }
 }
 
+TEST(Quantize, BothDirectionsNameTheMissingBuffer) {
+  // quantize writes and dequantize reads the same canonical buffers: each refuses a missing one
+  // by name, and neither asks for a buffer the format does not have.
+  const Format f = make_format("uint4", "f16", ScaleKind::kGroupTensor, 32, 0, "uint4", 2, 64, 1);
+  Buffers b = allocate(canonical_shape(f));
+  std::vector<float> w(128, 1.0f);
+  quantize(f, w.data(), b.view());
+  const char* const buffers[] = {"the codes buffer", "the scales buffer", "the zero_points buffer",
+                                 "the global_scale buffer"};
+  for (int missing = 0; missing < 4; ++missing) {
+    CanonicalWeight v = b.view();
+    if (missing == 0) v.codes = nullptr;
+    if (missing == 1) v.scales = nullptr;
+    if (missing == 2) v.zero_points = nullptr;
+    if (missing == 3) v.global_scale = nullptr;
+    for (const bool forward : {true, false}) {
+      SCOPED_TRACE(std::string(forward ? "quantize " : "dequantize ") + buffers[missing]);
+      try {
+        if (forward)
+          quantize(f, w.data(), v);
+        else
+          dequantize(f, v, w.data());
+        ADD_FAILURE() << "accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status(), HM_ERROR_INVALID_ARGUMENT);
+        EXPECT_NE(e.message().find(std::string(buffers[missing]) + " is NULL"), std::string::npos)
+            << e.message();
+      }
+    }
+  }
+  // Channel scales without zero points: only codes and scales are needed, both ways.
+  const Format channel = make_format("int4", "f16", ScaleKind::kChannel, 0, 0, "none", 2, 64, 1);
+  Buffers c = allocate(canonical_shape(channel));
+  CanonicalWeight v;
+  v.codes = c.codes.data();
+  v.scales = c.scales.data();
+  quantize(channel, w.data(), v);
+  dequantize(channel, v, w.data());
+}
+
 TEST(Quantize, DequantizeRejectsCodesWiderThanTheDtype) {
   const Format f = make_format("int4", "f16", ScaleKind::kChannel, 0, 0, "none", 2, 8, 1);
   Buffers b = allocate(canonical_shape(f));

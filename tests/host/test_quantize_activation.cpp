@@ -111,5 +111,32 @@ TEST(ActivationQuant, Rejections) {
   }
 }
 
+TEST(ActivationQuant, DequantizeChecksItsArgumentsLikeQuantize) {
+  uint8_t codes[4] = {0x21, 0x43, 0, 0};  // int4: k = 0..3 hold 1, 2, 3, 4
+  float scales[2] = {1.0f, 2.0f};
+  float out[4];
+  auto status_of = [&](const char* dtype, const uint8_t* c, const float* s, int64_t m,
+                       int64_t group_k, float* o) {
+    try {
+      dequantize_activation(Dtype::parse(dtype), c, s, m, 4, group_k, o);
+      return HM_SUCCESS;
+    } catch (const Error& e) {
+      return e.status();
+    }
+  };
+  EXPECT_EQ(status_of("int4", codes, scales, 1, 2, out), HM_SUCCESS);  // groups of 2 columns
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], 2.0f);
+  EXPECT_EQ(out[2], 6.0f);
+  EXPECT_EQ(out[3], 8.0f);
+  EXPECT_EQ(status_of("f16", codes, scales, 1, 0, out), HM_ERROR_UNSUPPORTED_FORMAT);
+  EXPECT_EQ(status_of("int8", codes, scales, 1, -1, out), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of("int8", codes, scales, -1, 0, out), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of("int8", codes, scales, 1, 0, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of("int8", nullptr, scales, 1, 0, out), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of("int8", codes, nullptr, 1, 0, out), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of("int8", nullptr, nullptr, 0, 0, nullptr), HM_SUCCESS);  // nothing to read
+}
+
 }  // namespace
 }  // namespace hm::quant

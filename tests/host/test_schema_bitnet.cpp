@@ -61,6 +61,25 @@ TEST(BitnetConvert, ServesOnInt8Activations) {
   expect_bitwise(out.weight, ref, out.format);
 }
 
+TEST(BitnetConvert, UnequalShardScalesBecomeF32ChannelScales) {
+  // A fused layer with one scale per shard (two shards of N / 2 rows): the reciprocals differ, so
+  // they become channel scales, kept in f32 (1/3 is exact in no 16-bit float).
+  const Bitnet b = make_bitnet(83);
+  const double shard_scale[] = {4.0, 3.0};
+  const Converted out = convert(
+      HM_SCHEME_BITNET, {make_tensor("w.weight", "U8", {b.n / 4, b.k}, b.packed),
+                         f32_tensor("w.weight_scale", {2}, {shard_scale[0], shard_scale[1]})});
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+  EXPECT_EQ(out.scale_kind, HM_SCALE_CHANNEL) << out.format;
+  EXPECT_EQ(out.scale_dtype, HM_DTYPE_F32) << out.format;
+  std::vector<float> ref(b.w.size());
+  for (int64_t r = 0; r < b.n; ++r) {
+    const double inverse = f32(1.0 / shard_scale[r < b.n / 2 ? 0 : 1]);
+    for (int64_t i = 0; i < b.k; ++i) ref[r * b.k + i] = f32(b.w[r * b.k + i] * inverse);
+  }
+  expect_bitwise(out.weight, ref, out.format);
+}
+
 TEST(BitnetConvert, CodeThreeIsRefused) {
   Bitnet b = make_bitnet(82);
   b.packed[3] |= 0xc0;

@@ -106,6 +106,26 @@ TEST(CompressedTensorsPack, DequantizesExactly) {
   }
 }
 
+TEST(CompressedTensorsPack, PartlyFilledLastWordsOfCodesAndZeroPoints) {
+  // N = 37 and K = 100 fill the last word of neither the zero points (packed along N) nor the
+  // codes (along K) for any width: the codes past N or K must not be read, and 3-, 5-, 6- and
+  // 7-bit words keep their top bits unused (codes never cross words, unlike GPTQ's 3-bit stream).
+  uint32_t seed = 60;
+  for (int bits : {2, 3, 4, 5, 6, 7, 8}) {
+    const int64_t n = 37, k = 100;
+    const Built b = make_ct_pack({bits, -1, false, false}, n, k, seed++);
+    hm_convert_options_t options;
+    hm_convert_options_init(&options);
+    options.bits = bits;  // 7 bits pack 4 codes a word like 8: the shapes alone say 8
+    const Converted out = convert(HM_SCHEME_CT_PACK, b.tensors, &options);
+    const std::string what = "b" + std::to_string(bits);
+    ASSERT_EQ(out.status, HM_SUCCESS) << what << ": " << out.error;
+    EXPECT_EQ(out.weight_dtype, hm::core::Dtype::integer(false, bits).code()) << out.format;
+    EXPECT_EQ(out.zero_point_dtype, hm::core::Dtype::integer(false, bits).code()) << out.format;
+    expect_bitwise(out.weight, b.reference, what + " " + out.format);
+  }
+}
+
 TEST(CompressedTensorsPack, DerivesBitsAndNeedsThemWithoutShape) {
   Built b = make_ct_pack({4, 64, true, false}, 16, 128, 40);
   b.tensors.erase(b.tensors.begin() + 1);  // no weight_shape
