@@ -9,13 +9,11 @@
 // says that the comparison needs two. Prints a table; --json FILE writes the numbers.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -23,8 +21,12 @@
 #include <vector>
 
 #include "humming.h"
+#include "start_line.hpp"
 
 namespace {
+
+// Lines the devices' threads up, so the timed loops of all GPUs overlap.
+using gpu_timing::StartLine;
 
 [[noreturn]] void die(const std::string& message) {
   std::fprintf(stderr, "bench_multi_gpu: %s\n", message.c_str());
@@ -90,22 +92,6 @@ Options parse(int argc, char** argv) {
     if (m <= 0) die("every --m must be positive");
   return o;
 }
-
-// Releases the waiting threads together, so the timed loops of all GPUs overlap.
-class StartLine {
- public:
-  explicit StartLine(int count) : left_(count) {}
-  void arrive_and_wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (--left_ == 0) cv_.notify_all();
-    cv_.wait(lock, [&] { return left_ <= 0; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  int left_;
-};
 
 // One GPU: its context, the prepared plan, the layer's buffers sized for the largest M.
 class Device {

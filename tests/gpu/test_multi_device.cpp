@@ -3,19 +3,16 @@
 // arch), tensor-parallel shards (column and row splits, ragged groups, GPTQ act-order) against
 // the unsharded layer, and two GPUs driven by two threads each. Every output is checked against
 // the f64 host reference. Skipped (exit 77) without a GPU; the TwoGpus tests skip with one.
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <ostream>
 #include <random>
@@ -25,12 +22,17 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/support/cuda_driver.hpp"
 #include "gpu/support/dense_layer.hpp"
 #include "humming.h"
+#include "start_line.hpp"
 
 namespace {
 
 using namespace hm::gpu_test;
+using gpu_driver::CUcontext;
+using gpu_driver::CUstream;
+using gpu_timing::StartLine;
 namespace fs = std::filesystem;
 
 constexpr const char* kInt4 = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
@@ -38,64 +40,27 @@ constexpr const char* kInt8 = "w=uint8b128 a=bf16 c=bf16 s=bf16:channel n=192 k=
 constexpr const char* kInt4Bf16 = "w=uint4b8 a=bf16 c=bf16 s=bf16:g64 n=320 k=768";
 
 // ---------------------------------------------------------------------------------------------
-// The few driver entry points the tests need beyond the C API: streams on a given device.
+// Streams on a given device, beyond the C API, through the shared driver loader
+// (gpu/support/cuda_driver.hpp). A test that uses them asserts cuda_driver_loaded() first.
 
-class Driver {
- public:
-  using Handle = void*;
-  Driver() {
-    const char* env = std::getenv("HUMMING_CUDA_DRIVER_PATH");
-    lib_ = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib_) return;
-    bind(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-    bind(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
-    bind(CtxPush, "cuCtxPushCurrent_v2");
-    bind(CtxPop, "cuCtxPopCurrent_v2");
-    bind(StreamCreate, "cuStreamCreate");
-    bind(StreamDestroy, "cuStreamDestroy_v2");
-    bind(StreamSynchronize, "cuStreamSynchronize");
-  }
-  bool ok() const { return lib_ != nullptr && missing_.empty(); }
-  std::string why() const {
-    return lib_ ? "the driver lacks " + missing_ : "dlopen of libcuda failed";
-  }
+const gpu_driver::Driver& driver() { return *cuda_driver(); }
 
-  // A non-blocking stream in `device`'s primary context (the one hm contexts use); the context
-  // stays retained until destroy_stream.
-  Handle create_stream(int device) {
-    Handle ctx = nullptr, stream = nullptr, popped = nullptr;
-    EXPECT_EQ(PrimaryCtxRetain(&ctx, device), 0) << "cuDevicePrimaryCtxRetain " << device;
-    EXPECT_EQ(CtxPush(ctx), 0);
-    EXPECT_EQ(StreamCreate(&stream, 1 /* CU_STREAM_NON_BLOCKING */), 0) << "cuStreamCreate";
-    EXPECT_EQ(CtxPop(&popped), 0);
-    return stream;
-  }
-  void destroy_stream(int device, Handle stream) {
-    EXPECT_EQ(StreamDestroy(stream), 0) << "cuStreamDestroy";
-    EXPECT_EQ(PrimaryCtxRelease(device), 0) << "cuDevicePrimaryCtxRelease " << device;
-  }
+// A non-blocking stream in `device`'s primary context (the one hm contexts use). The context is
+// pushed around the creation only, so the calling thread's current context is unchanged, and it
+// stays retained until destroy_stream.
+CUstream create_stream(int device) {
+  CUcontext ctx = nullptr, popped = nullptr;
+  CUstream stream = nullptr;
+  EXPECT_CU(driver(), cuDevicePrimaryCtxRetain(&ctx, device)) << "device " << device;
+  EXPECT_CU(driver(), cuCtxPushCurrent(ctx));
+  EXPECT_CU(driver(), cuStreamCreate(&stream, gpu_driver::CU_STREAM_NON_BLOCKING));
+  EXPECT_CU(driver(), cuCtxPopCurrent(&popped));
+  return stream;
+}
 
-  int (*PrimaryCtxRetain)(Handle*, int) = nullptr;
-  int (*PrimaryCtxRelease)(int) = nullptr;
-  int (*CtxPush)(Handle) = nullptr;
-  int (*CtxPop)(Handle*) = nullptr;
-  int (*StreamCreate)(Handle*, unsigned) = nullptr;
-  int (*StreamDestroy)(Handle) = nullptr;
-  int (*StreamSynchronize)(Handle) = nullptr;
-
- private:
-  template <typename F>
-  void bind(F& f, const char* name) {
-    f = reinterpret_cast<F>(dlsym(lib_, name));
-    if (!f) missing_ += std::string(missing_.empty() ? "" : ", ") + name;
-  }
-  void* lib_ = nullptr;
-  std::string missing_;
-};
-
-Driver& driver() {
-  static Driver d;
-  return d;
+void destroy_stream(int device, CUstream stream) {
+  EXPECT_CU(driver(), cuStreamDestroy(stream));
+  EXPECT_CU(driver(), cuDevicePrimaryCtxRelease(device)) << "device " << device;
 }
 
 int device_count() {
@@ -139,22 +104,6 @@ class TempCache {
   std::string path_;
 };
 
-// Releases every waiting thread once `count` have arrived, so launches really overlap.
-class StartLine {
- public:
-  explicit StartLine(int count) : left_(count) {}
-  void arrive_and_wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (--left_ == 0) cv_.notify_all();
-    cv_.wait(lock, [&] { return left_ <= 0; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  int left_;
-};
-
 // ---------------------------------------------------------------------------------------------
 // One plan's work on one stream: activation sets with their references, one output per
 // iteration (none is overwritten before it is checked), a workspace of its own.
@@ -189,7 +138,7 @@ struct Job {
   std::string prepare_error;
   double prepare_ms = 0;
   DeviceWeights weights;
-  Driver::Handle stream = nullptr;
+  CUstream stream = nullptr;
   uint64_t ws = 0, ws_bytes = 0;
   std::vector<uint64_t> a;  // device activation sets
   std::vector<uint64_t> c;  // per iteration
@@ -220,7 +169,7 @@ void setup_job(Job& job, hm_context_t* ctx, Buffers& buf, int iterations) {
     job.m.push_back(kMs[it % 5]);
     job.c.push_back(buf.poisoned(static_cast<size_t>(job.m.back() * L.n * 2)));
   }
-  job.stream = driver().create_stream(job.device);
+  job.stream = create_stream(job.device);
   EXPECT_EQ(hm_launch_params_create(&job.params), HM_SUCCESS);
   set_weights(job.params, job.weights);
   hm_launch_params_set_pointer(job.params, HM_ARG_WORKSPACE, job.ws);
@@ -240,7 +189,7 @@ hm_status_t launch(Job& job, int it) {
 // (the plan stays: its owner destroys it, possibly from another thread).
 void check_job(Job& job, Buffers& buf, const std::string& name) {
   if (!ready(job)) return;
-  EXPECT_EQ(driver().StreamSynchronize(job.stream), 0) << name;
+  EXPECT_CU(driver(), cuStreamSynchronize(job.stream)) << name;
   const Layer& L = *job.layer;
   for (size_t it = 0; it < job.c.size(); ++it) {
     const std::vector<double>& ref = job.inputs->refs[it % kSets];
@@ -248,7 +197,7 @@ void check_job(Job& job, Buffers& buf, const std::string& name) {
     const double err = relative_error(L, download(buf, L, job.c[it], job.m[it]), rows);
     EXPECT_LE(err, job.bound) << name << " iteration " << it << " m=" << job.m[it];
   }
-  driver().destroy_stream(job.device, job.stream);
+  destroy_stream(job.device, job.stream);
   job.stream = nullptr;
   hm_launch_params_destroy(job.params);
   job.params = nullptr;
@@ -302,7 +251,7 @@ int warm_cache(const TempCache& cache, int device, const std::vector<const Layer
 // destroyed by a thread other than the one that created it (half of them context first, which
 // the plans' shared ownership of the context state allows).
 TEST(MultiDevice, FourThreadsOwnContextsOnOneGpu) {
-  ASSERT_TRUE(driver().ok()) << driver().why();
+  ASSERT_TRUE(cuda_driver_loaded());
   std::mt19937 rng(7001);
   const Layer L1 = make_layer(kInt4, rng);
   const Layer L2 = make_layer(kInt8, rng);
@@ -369,20 +318,13 @@ struct Runner {
   Runner& operator=(const Runner&) = delete;
   // Launches C = A W^T for m rows of `codes` (f16/bf16 codes, L.k per row) on `stream`;
   // returns the output buffer (read after the stream is synchronized).
-  uint64_t launch(const std::vector<uint16_t>& codes, int64_t m, Driver::Handle stream) {
+  uint64_t launch(const std::vector<uint16_t>& codes, int64_t m, CUstream stream) {
     uint64_t ws_bytes = 0;
     EXPECT_EQ(hm_plan_workspace_size(plan, m, &ws_bytes), HM_SUCCESS) << last_error();
     const uint64_t ws = gpu.zeroed(ws_bytes);
     const uint64_t a = gpu.upload(codes.data(), codes.size() * 2);
     const uint64_t c = gpu.poisoned(static_cast<size_t>(m * L.n * 2));
-    hm_launch_params_t* p = nullptr;
-    EXPECT_EQ(hm_launch_params_create(&p), HM_SUCCESS);
-    set_weights(p, w);
-    hm_launch_params_set_pointer(p, HM_ARG_A, a);
-    hm_launch_params_set_pointer(p, HM_ARG_C, c);
-    hm_launch_params_set_pointer(p, HM_ARG_WORKSPACE, ws);
-    hm_launch_params_set_int(p, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(ws_bytes));
-    hm_launch_params_set_int(p, HM_ARG_M, m);
+    hm_launch_params_t* p = params_for(w, a, c, m, ws, ws_bytes);
     EXPECT_EQ(hm_plan_gemm(plan, p, stream), HM_SUCCESS) << last_error();
     hm_launch_params_destroy(p);
     return c;
@@ -467,7 +409,7 @@ void PrintTo(const ShardCase& c, std::ostream* os) {
 class TensorParallel : public testing::TestWithParam<ShardCase> {};
 
 TEST_P(TensorParallel, ShardsMatchTheUnshardedLayer) {
-  ASSERT_TRUE(driver().ok()) << driver().why();
+  ASSERT_TRUE(cuda_driver_loaded());
   const ShardCase c = GetParam();
   std::mt19937 rng(static_cast<uint32_t>(c.n * 31 + c.k));
   const std::vector<float> w = random_weight(c.n, c.k, rng);
@@ -493,7 +435,7 @@ TEST_P(TensorParallel, ShardsMatchTheUnshardedLayer) {
   }
   Runner run_col[2] = {{gpu, col[0]}, {gpu, col[1]}};
   Runner run_row[2] = {{gpu, row[0]}, {gpu, row[1]}};
-  Driver::Handle streams[2] = {driver().create_stream(0), driver().create_stream(0)};
+  CUstream streams[2] = {create_stream(0), create_stream(0)};
 
   for (int64_t m : {1, 37}) {
     SCOPED_TRACE("m=" + std::to_string(m));
@@ -510,7 +452,7 @@ TEST_P(TensorParallel, ShardsMatchTheUnshardedLayer) {
     for (int r = 0; r < 2; ++r) out[r] = run_col[r].launch(acts.codes, m, streams[r]);
     std::vector<double> concat(static_cast<size_t>(m * c.n));
     for (int r = 0; r < 2; ++r) {
-      ASSERT_EQ(driver().StreamSynchronize(streams[r]), 0);
+      ASSERT_CU(driver(), cuStreamSynchronize(streams[r]));
       const std::vector<uint16_t> got = download(gpu, col[r], out[r], m);
       EXPECT_EQ(got, run_col[r].run_alone(acts.codes, m)) << "column shard " << r << " vs alone";
       EXPECT_LE(relative_error(col[r], got, reference(col[r], acts.values, m)), kF16Bound)
@@ -530,7 +472,7 @@ TEST_P(TensorParallel, ShardsMatchTheUnshardedLayer) {
     }
     std::vector<double> sum(static_cast<size_t>(m * c.n), 0.0);
     for (int r = 0; r < 2; ++r) {
-      ASSERT_EQ(driver().StreamSynchronize(streams[r]), 0);
+      ASSERT_CU(driver(), cuStreamSynchronize(streams[r]));
       const std::vector<uint16_t> got = download(gpu, row[r], out[r], m);
       EXPECT_EQ(got, run_row[r].run_alone(a_part[r], m)) << "row shard " << r << " vs alone";
       std::vector<double> a_vals = slice(acts.values, c.k, 0, m, r * k2, (r + 1) * k2);
@@ -552,7 +494,7 @@ TEST_P(TensorParallel, ShardsMatchTheUnshardedLayer) {
       run_row[r].w = upload_weights(gpu, row[r]);
     }
   }
-  for (Driver::Handle s : streams) driver().destroy_stream(0, s);
+  for (CUstream s : streams) destroy_stream(0, s);
 }
 
 // 1344 / 2 = 672 = 5.25 groups of 128 (10.5 groups of 64): each row shard ends in a partial
@@ -781,7 +723,7 @@ TEST(MultiDevice, ActOrderRowShardIsRefused) {
 // devices have one arch).
 TEST(MultiDevice, TwoGpusTwoThreadsEach) {
   REQUIRE_TWO_GPUS();
-  ASSERT_TRUE(driver().ok()) << driver().why();
+  ASSERT_TRUE(cuda_driver_loaded());
   std::mt19937 rng(2222);
   const Layer L1 = make_layer(kInt4, rng), L2 = make_layer(kInt8, rng);
   const Layer L3 = make_layer(kInt4Bf16, rng);
@@ -868,7 +810,7 @@ TEST(MultiDevice, TwoGpusShareTheKernelCache) {
 // the slot (or the stream), for every pointer slot; device 0 then still runs correctly.
 TEST(MultiDevice, TwoGpusForeignPointersAndStreamsAreRefused) {
   REQUIRE_TWO_GPUS();
-  ASSERT_TRUE(driver().ok()) << driver().why();
+  ASSERT_TRUE(cuda_driver_loaded());
   std::mt19937 rng(4444);
   const Layer L = make_layer(kInt4, rng);
   Gpu gpu0(0), gpu1(1);
@@ -906,10 +848,10 @@ TEST(MultiDevice, TwoGpusForeignPointersAndStreamsAreRefused) {
     EXPECT_NE(last_error().find(name), std::string::npos) << last_error();
   }
   reset();
-  Driver::Handle stream1 = driver().create_stream(1);
+  CUstream stream1 = create_stream(1);
   EXPECT_EQ(hm_plan_gemm(run.plan, p, stream1), HM_ERROR_WRONG_DEVICE) << last_error();
   EXPECT_NE(last_error().find("stream"), std::string::npos) << last_error();
-  driver().destroy_stream(1, stream1);
+  destroy_stream(1, stream1);
   hm_launch_params_destroy(p);
   EXPECT_LE(relative_error(L, run.run_alone(acts.codes, m), reference(L, acts.values, m)),
             kF16Bound)

@@ -6,23 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/support/dense_layer.hpp"
 #include "humming.h"
 #include "support/pack_device_check.hpp"
 
 namespace {
 
-using hm::test::pack_last_error;
-
-struct Gpu {
-  hm_context_t* ctx = nullptr;
-  Gpu() {
-    hm_context_options_t o;
-    hm_context_options_init(&o);
-    o.device = 0;
-    EXPECT_EQ(hm_context_create(&o, &ctx), HM_SUCCESS) << pack_last_error();
-  }
-  ~Gpu() { hm_context_destroy(ctx); }
-};
+using hm::gpu_test::Gpu;  // a context on device 0
 
 // The weight dtype of width b in one of three integer kinds (signed, biased, unsigned with zero
 // points), chosen by `kind`. One bit has only unsigned codes (int1 and uint1b1 hold no positive

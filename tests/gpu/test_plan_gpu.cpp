@@ -3,8 +3,6 @@
 // workspaces), tensor-parallel shapes, and the per-call argument checks against the real driver
 // (host, managed and registered memory, misalignment, streams of another context). Outputs are
 // checked against the f64 host reference. Skipped (exit 77) without a GPU.
-#include <dlfcn.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -16,114 +14,35 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/support/cuda_driver.hpp"
 #include "gpu/support/dense_layer.hpp"
 #include "humming.h"
 
 namespace {
 
 using namespace hm::gpu_test;
+using namespace gpu_driver;  // the driver's types and constants, in cuda.h's spelling
 
 constexpr const char* kInt4 = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
 
-// The driver entry points the tests need beyond the C API (streams, capture, graphs, async copies,
-// managed and registered memory), from the library the plan API loads too.
-class Cuda {
- public:
-  using Handle = void*;
-  Cuda() {
-    const char* env = std::getenv("HUMMING_CUDA_DRIVER_PATH");
-    lib_ = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib_) {
-      const char* e = dlerror();
-      missing_ = e ? e : "dlopen failed";
-      return;
-    }
-    bind(DeviceGet, "cuDeviceGet");
-    bind(DeviceGetAttribute, "cuDeviceGetAttribute");
-    bind(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-    bind(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
-    bind(CtxPush, "cuCtxPushCurrent_v2");
-    bind(CtxPop, "cuCtxPopCurrent_v2");
-    bind(StreamCreate, "cuStreamCreate");
-    bind(StreamDestroy, "cuStreamDestroy_v2");
-    bind(StreamSynchronize, "cuStreamSynchronize");
-    bind(BeginCapture, "cuStreamBeginCapture_v2");
-    bind(EndCapture, "cuStreamEndCapture");
-    bind(GraphInstantiate, "cuGraphInstantiateWithFlags");
-    bind(GraphLaunch, "cuGraphLaunch");
-    bind(GraphExecDestroy, "cuGraphExecDestroy");
-    bind(GraphDestroy, "cuGraphDestroy");
-    bind(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-    bind(MemsetD8Async, "cuMemsetD8Async");
-    bind(MemAllocManaged, "cuMemAllocManaged");
-    bind(MemFree, "cuMemFree_v2");
-    bind(HostRegister, "cuMemHostRegister_v2");
-    bind(HostUnregister, "cuMemHostUnregister");
-    bind(CtxDestroy, "cuCtxDestroy_v2");
-    CtxCreate = reinterpret_cast<decltype(CtxCreate)>(dlsym(lib_, "cuCtxCreate_v2"));  // optional
-  }
-  bool ok() const { return lib_ != nullptr && missing_.empty(); }
-  std::string why() const { return lib_ ? "the driver lacks " + missing_ : missing_; }
-
-  int (*DeviceGet)(int*, int) = nullptr;
-  int (*DeviceGetAttribute)(int*, int, int) = nullptr;
-  int (*PrimaryCtxRetain)(Handle*, int) = nullptr;
-  int (*PrimaryCtxRelease)(int) = nullptr;
-  int (*CtxPush)(Handle) = nullptr;
-  int (*CtxPop)(Handle*) = nullptr;
-  int (*CtxCreate)(Handle*, unsigned, int) = nullptr;
-  int (*CtxDestroy)(Handle) = nullptr;
-  int (*StreamCreate)(Handle*, unsigned) = nullptr;
-  int (*StreamDestroy)(Handle) = nullptr;
-  int (*StreamSynchronize)(Handle) = nullptr;
-  int (*BeginCapture)(Handle, int) = nullptr;
-  int (*EndCapture)(Handle, Handle*) = nullptr;
-  int (*GraphInstantiate)(Handle*, Handle, unsigned long long) = nullptr;
-  int (*GraphLaunch)(Handle, Handle) = nullptr;
-  int (*GraphExecDestroy)(Handle) = nullptr;
-  int (*GraphDestroy)(Handle) = nullptr;
-  int (*MemcpyHtoDAsync)(uint64_t, const void*, size_t, Handle) = nullptr;
-  int (*MemsetD8Async)(uint64_t, unsigned char, size_t, Handle) = nullptr;
-  int (*MemAllocManaged)(uint64_t*, size_t, unsigned) = nullptr;
-  int (*MemFree)(uint64_t) = nullptr;
-  int (*HostRegister)(void*, size_t, unsigned) = nullptr;
-  int (*HostUnregister)(void*) = nullptr;
-
-  static constexpr unsigned kStreamNonBlocking = 1;
-  static constexpr int kCaptureModeGlobal = 0;  // the strictest: flags unsafe calls on any thread
-  static constexpr unsigned kMemAttachGlobal = 1;
-  static constexpr unsigned kHostRegisterPortable = 1, kHostRegisterDeviceMap = 2;
-  static constexpr int kAttributePageableMemoryAccess = 88;
-
- private:
-  template <typename F>
-  void bind(F& f, const char* name) {
-    f = reinterpret_cast<F>(dlsym(lib_, name));
-    if (!f) missing_ += std::string(missing_.empty() ? "" : ", ") + name;
-  }
-  void* lib_ = nullptr;
-  std::string missing_;
-};
-
-// Device 0's primary context (the one hm contexts use) current on this thread for the scope.
+// Device 0's primary context (the one hm contexts use) current on this thread for the scope:
+// pushed, so whatever was current before is current again afterwards.
 class Current {
  public:
-  explicit Current(Cuda& cu) : cu_(cu) {
-    EXPECT_EQ(cu_.PrimaryCtxRetain(&ctx_, 0), 0);
-    EXPECT_EQ(cu_.CtxPush(ctx_), 0);
+  explicit Current(const Driver& cu) : cu_(cu) {
+    EXPECT_CU(cu_, cuDevicePrimaryCtxRetain(&ctx_, 0));
+    EXPECT_CU(cu_, cuCtxPushCurrent(ctx_));
   }
   ~Current() {
-    Cuda::Handle popped = nullptr;
-    cu_.CtxPop(&popped);
-    cu_.PrimaryCtxRelease(0);
+    CUcontext popped = nullptr;
+    EXPECT_CU(cu_, cuCtxPopCurrent(&popped));
+    EXPECT_CU(cu_, cuDevicePrimaryCtxRelease(0));
   }
 
  private:
-  Cuda& cu_;
-  Cuda::Handle ctx_ = nullptr;
+  const Driver& cu_;
+  CUcontext ctx_ = nullptr;
 };
-
-#define CU_OK(call) ASSERT_EQ((call), 0) << #call
 
 // A prepared plan for `format` on gpu's context, destroyed with the fixture that owns it.
 struct Plan {
@@ -141,20 +60,6 @@ struct Plan {
     return bytes;
   }
 };
-
-// Launch params for one call shape: weights, A, C, M and a workspace.
-hm_launch_params_t* params_for(const DeviceWeights& w, uint64_t a, uint64_t c, int64_t m,
-                               uint64_t ws, uint64_t ws_bytes) {
-  hm_launch_params_t* p = nullptr;
-  EXPECT_EQ(hm_launch_params_create(&p), HM_SUCCESS);
-  set_weights(p, w);
-  hm_launch_params_set_pointer(p, HM_ARG_A, a);
-  hm_launch_params_set_pointer(p, HM_ARG_C, c);
-  hm_launch_params_set_pointer(p, HM_ARG_WORKSPACE, ws);
-  hm_launch_params_set_int(p, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(ws_bytes));
-  hm_launch_params_set_int(p, HM_ARG_M, m);
-  return p;
-}
 
 // The first m rows of a reference computed for more rows.
 std::vector<double> rows(const std::vector<double>& ref, const Layer& L, int64_t m) {
@@ -178,10 +83,11 @@ double run_checked(Gpu& gpu, const Plan& plan, const Layer& L, const DeviceWeigh
 class PlanGpu : public testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(cu_.ok()) << cu_.why();
+    ASSERT_TRUE(cuda_driver_loaded());
     ASSERT_NE(gpu_.ctx, nullptr);
   }
-  Cuda cu_;
+  // The driver calls beyond the C API (streams, capture, graphs, memory); loaded, as SetUp checked.
+  const Driver& cu() const { return *cuda_driver(); }
   Gpu gpu_;
   std::mt19937 rng_{2024};
 };
@@ -190,7 +96,7 @@ class PlanGpu : public testing::Test {
 // new activations copied in between, outside the graph: the graph reads its buffers at replay
 // time, and the split-K workspace is left zeroed for the next replay.
 TEST_F(PlanGpu, GraphCaptureReplaysWithNewActivations) {
-  Current current(cu_);
+  Current current(cu());
   Layer L = make_layer(kInt4, rng_);
   Plan plan(gpu_, L);
   ASSERT_NE(plan.plan, nullptr);
@@ -206,37 +112,41 @@ TEST_F(PlanGpu, GraphCaptureReplaysWithNewActivations) {
     c[i] = gpu_.poisoned(static_cast<size_t>(ms[i] * L.n * 2));
     p[i] = params_for(w, a[i], c[i], ms[i], ws, ws_bytes);
   }
-  Cuda::Handle stream = nullptr, graph = nullptr, exec = nullptr;
-  CU_OK(cu_.StreamCreate(&stream, Cuda::kStreamNonBlocking));
+  CUstream stream = nullptr;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cu(), cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
-  CU_OK(cu_.BeginCapture(stream, Cuda::kCaptureModeGlobal));
+  ASSERT_CU(cu(), cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
   const hm_status_t s0 = hm_plan_gemm(plan.plan, p[0], stream);
   const std::string e0 = last_error();
   const hm_status_t s1 = hm_plan_gemm(plan.plan, p[1], stream);
   const std::string e1 = last_error();
-  const int ended = cu_.EndCapture(stream, &graph);  // always end the capture
+  const CUresult ended = cu().cuStreamEndCapture(stream, &graph);  // always end the capture
   EXPECT_EQ(s0, HM_SUCCESS) << "captured M = 1: " << e0;
   EXPECT_EQ(s1, HM_SUCCESS) << "captured M = 300: " << e1;
-  ASSERT_EQ(ended, 0) << "cuStreamEndCapture: the capture was invalidated";
-  CU_OK(cu_.GraphInstantiate(&exec, graph, 0));
+  ASSERT_EQ(ended, CUDA_SUCCESS) << cu().failure(ended, "cuStreamEndCapture")
+                                 << ": the capture was invalidated";
+  ASSERT_CU(cu(), cuGraphInstantiateWithFlags(&exec, graph, 0));
 
   for (int replay = 0; replay < 3; ++replay) {
     Activations acts[2] = {random_activations(L, ms[0], rng_), random_activations(L, ms[1], rng_)};
     for (int i = 0; i < 2; ++i) {
-      CU_OK(cu_.MemcpyHtoDAsync(a[i], acts[i].codes.data(), acts[i].codes.size() * 2, stream));
-      CU_OK(cu_.MemsetD8Async(c[i], 0xFF, static_cast<size_t>(ms[i] * L.n * 2), stream));
+      ASSERT_CU(cu(), cuMemcpyHtoDAsync(a[i], acts[i].codes.data(), acts[i].codes.size() * 2,
+                                        stream));
+      ASSERT_CU(cu(), cuMemsetD8Async(c[i], 0xFF, static_cast<size_t>(ms[i] * L.n * 2), stream));
     }
-    CU_OK(cu_.GraphLaunch(exec, stream));
-    CU_OK(cu_.StreamSynchronize(stream));  // the host activations live until here
+    ASSERT_CU(cu(), cuGraphLaunch(exec, stream));
+    ASSERT_CU(cu(), cuStreamSynchronize(stream));  // the host activations live until here
     for (int i = 0; i < 2; ++i) {
       const double err =
           relative_error(L, download(gpu_, L, c[i], ms[i]), reference(L, acts[i].values, ms[i]));
       EXPECT_LE(err, kF16Bound) << "replay " << replay << " m=" << ms[i];
     }
   }
-  EXPECT_EQ(cu_.GraphExecDestroy(exec), 0);
-  EXPECT_EQ(cu_.GraphDestroy(graph), 0);
-  EXPECT_EQ(cu_.StreamDestroy(stream), 0);
+  EXPECT_CU(cu(), cuGraphExecDestroy(exec));
+  EXPECT_CU(cu(), cuGraphDestroy(graph));
+  EXPECT_CU(cu(), cuStreamDestroy(stream));
   for (auto* q : p) hm_launch_params_destroy(q);
 }
 
@@ -248,7 +158,7 @@ struct Lane {
   const Plan* plan = nullptr;
   DeviceWeights weights;
   double bound = 0;
-  Cuda::Handle stream = nullptr;
+  CUstream stream = nullptr;
   uint64_t ws = 0, ws_bytes = 0;
   std::vector<uint64_t> a;                // device activation sets, kMaxM rows each
   std::vector<std::vector<double>> refs;  // their references, kMaxM rows
@@ -260,13 +170,13 @@ struct Lane {
 constexpr int64_t kMaxM = 33;
 constexpr int kSets = 3;
 
-void setup_lane(Lane& lane, Gpu& gpu, Cuda& cu, const Layer& L, const Plan& plan,
+void setup_lane(Lane& lane, Gpu& gpu, const Driver& cu, const Layer& L, const Plan& plan,
                 const DeviceWeights& w, double bound, int iterations, std::mt19937& rng) {
   lane.layer = &L;
   lane.plan = &plan;
   lane.weights = w;
   lane.bound = bound;
-  EXPECT_EQ(cu.StreamCreate(&lane.stream, Cuda::kStreamNonBlocking), 0);
+  EXPECT_CU(cu, cuStreamCreate(&lane.stream, CU_STREAM_NON_BLOCKING));
   lane.ws_bytes = plan.workspace(kMaxM);
   lane.ws = gpu.zeroed(lane.ws_bytes);
   for (int s = 0; s < kSets; ++s) {
@@ -290,22 +200,22 @@ hm_status_t launch_lane(Lane& lane, int it) {
   return hm_plan_gemm(lane.plan->plan, lane.params, lane.stream);
 }
 
-void check_lane(Lane& lane, Gpu& gpu, Cuda& cu, const char* name) {
-  EXPECT_EQ(cu.StreamSynchronize(lane.stream), 0) << name;
+void check_lane(Lane& lane, Gpu& gpu, const Driver& cu, const char* name) {
+  EXPECT_CU(cu, cuStreamSynchronize(lane.stream)) << name;
   const Layer& L = *lane.layer;
   for (size_t it = 0; it < lane.c.size(); ++it) {
     const double err = relative_error(L, download(gpu, L, lane.c[it], lane.m[it]),
                                       rows(lane.refs[it % kSets], L, lane.m[it]));
     EXPECT_LE(err, lane.bound) << name << " iteration " << it << " m=" << lane.m[it];
   }
-  EXPECT_EQ(cu.StreamDestroy(lane.stream), 0);
+  EXPECT_CU(cu, cuStreamDestroy(lane.stream));
   hm_launch_params_destroy(lane.params);
 }
 
 // Two formats, and one plan on two streams, all in flight at once: launches interleave across
 // the three streams with no host synchronization until the end.
 TEST_F(PlanGpu, ConcurrentStreamsWithSeparateWorkspaces) {
-  Current current(cu_);
+  Current current(cu());
   Layer L1 = make_layer(kInt4, rng_);
   Layer L2 = make_layer("w=uint8b128 a=bf16 c=bf16 s=bf16:channel n=192 k=512", rng_);
   Plan plan1(gpu_, L1), plan2(gpu_, L2);
@@ -313,26 +223,26 @@ TEST_F(PlanGpu, ConcurrentStreamsWithSeparateWorkspaces) {
   const DeviceWeights w1 = upload_weights(gpu_, L1), w2 = upload_weights(gpu_, L2);
   constexpr int kIterations = 40;
   Lane lanes[3];
-  setup_lane(lanes[0], gpu_, cu_, L1, plan1, w1, kF16Bound, kIterations, rng_);
-  setup_lane(lanes[1], gpu_, cu_, L1, plan1, w1, kF16Bound, kIterations, rng_);
-  setup_lane(lanes[2], gpu_, cu_, L2, plan2, w2, kBf16Bound, kIterations, rng_);
+  setup_lane(lanes[0], gpu_, cu(), L1, plan1, w1, kF16Bound, kIterations, rng_);
+  setup_lane(lanes[1], gpu_, cu(), L1, plan1, w1, kF16Bound, kIterations, rng_);
+  setup_lane(lanes[2], gpu_, cu(), L2, plan2, w2, kBf16Bound, kIterations, rng_);
   for (int it = 0; it < kIterations; ++it)
     for (int l = 0; l < 3; ++l)
       ASSERT_EQ(launch_lane(lanes[l], it), HM_SUCCESS) << "lane " << l << ": " << last_error();
   const char* names[] = {"plan 1, stream 1", "plan 1, stream 2", "plan 2, stream 3"};
-  for (int l = 0; l < 3; ++l) check_lane(lanes[l], gpu_, cu_, names[l]);
+  for (int l = 0; l < 3; ++l) check_lane(lanes[l], gpu_, cu(), names[l]);
 }
 
 // Two host threads, each with its own stream, workspace and launch params, against one plan.
 TEST_F(PlanGpu, TwoHostThreadsShareOnePlan) {
-  Current current(cu_);
+  Current current(cu());
   Layer L = make_layer(kInt4, rng_);
   Plan plan(gpu_, L);
   ASSERT_NE(plan.plan, nullptr);
   const DeviceWeights w = upload_weights(gpu_, L);
   constexpr int kIterations = 60;
   Lane lanes[2];
-  for (Lane& lane : lanes) setup_lane(lane, gpu_, cu_, L, plan, w, kF16Bound, kIterations, rng_);
+  for (Lane& lane : lanes) setup_lane(lane, gpu_, cu(), L, plan, w, kF16Bound, kIterations, rng_);
   std::string failures[2];
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t)
@@ -345,8 +255,8 @@ TEST_F(PlanGpu, TwoHostThreadsShareOnePlan) {
     });
   for (auto& th : threads) th.join();
   for (int t = 0; t < 2; ++t) EXPECT_TRUE(failures[t].empty()) << "thread " << t << " " << failures[t];
-  check_lane(lanes[0], gpu_, cu_, "thread 1");
-  check_lane(lanes[1], gpu_, cu_, "thread 2");
+  check_lane(lanes[0], gpu_, cu(), "thread 1");
+  check_lane(lanes[1], gpu_, cu(), "thread 2");
 }
 
 // Tensor-parallel shapes (int4 g128, f16): a wide layer at small M, and a narrow one at a large,
@@ -376,7 +286,7 @@ TEST_F(PlanGpu, TensorParallelShapes) {
 // The per-call checks against the real driver: what the device cannot use is an error status
 // (never a fault), and what it can use (managed memory, registered host memory) runs correctly.
 TEST_F(PlanGpu, ArgumentChecksOnTheDevice) {
-  Current current(cu_);
+  Current current(cu());
   Layer L = make_layer(kInt4, rng_);
   Plan plan(gpu_, L);
   ASSERT_NE(plan.plan, nullptr);
@@ -395,9 +305,10 @@ TEST_F(PlanGpu, ArgumentChecksOnTheDevice) {
   // Plain host memory: refused, unless the device reads pageable memory (HMM / ATS).
   int pageable = 0;
   {
-    int device = 0;
-    CU_OK(cu_.DeviceGet(&device, 0));
-    if (cu_.DeviceGetAttribute(&pageable, Cuda::kAttributePageableMemoryAccess, device) != 0)
+    CUdevice device = 0;
+    ASSERT_CU(cu(), cuDeviceGet(&device, 0));
+    if (cu().cuDeviceGetAttribute(&pageable, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, device) !=
+        CUDA_SUCCESS)
       pageable = 0;
   }
   void* host = std::aligned_alloc(4096, (a_bytes + 4095) / 4096 * 4096);
@@ -422,31 +333,32 @@ TEST_F(PlanGpu, ArgumentChecksOnTheDevice) {
   hm_launch_params_destroy(p);
 
   // Registered (pinned, mapped) host memory and managed memory are usable, with correct results.
-  CU_OK(cu_.HostRegister(host, (a_bytes + 4095) / 4096 * 4096,
-                         Cuda::kHostRegisterPortable | Cuda::kHostRegisterDeviceMap));
+  ASSERT_CU(cu(), cuMemHostRegister(host, (a_bytes + 4095) / 4096 * 4096,
+                                     CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
   EXPECT_LE(run_checked(gpu_, plan, L, w, reinterpret_cast<uintptr_t>(host), acts, m), kF16Bound)
       << "registered host memory: " << last_error();
-  CU_OK(cu_.HostUnregister(host));
+  ASSERT_CU(cu(), cuMemHostUnregister(host));
   std::free(host);
-  uint64_t managed = 0;
-  CU_OK(cu_.MemAllocManaged(&managed, a_bytes, Cuda::kMemAttachGlobal));
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cu(), cuMemAllocManaged(&managed, a_bytes, CU_MEM_ATTACH_GLOBAL));
   std::memcpy(reinterpret_cast<void*>(managed), acts.codes.data(), a_bytes);  // host writes it
   EXPECT_LE(run_checked(gpu_, plan, L, w, managed, acts, m), kF16Bound)
       << "managed memory: " << last_error();
-  CU_OK(cu_.MemFree(managed));
+  ASSERT_CU(cu(), cuMemFree(managed));
 
   // A stream of another context of the same device: the plan's kernels live in the primary one.
-  Cuda::Handle own = nullptr;
-  if (cu_.CtxCreate && cu_.CtxCreate(&own, 0, 0) == 0) {  // also makes it current
-    Cuda::Handle stream = nullptr, popped = nullptr;
-    CU_OK(cu_.StreamCreate(&stream, Cuda::kStreamNonBlocking));
-    CU_OK(cu_.CtxPop(&popped));
+  CUcontext own = nullptr;
+  if (cu().cuCtxCreate && cu().cuCtxCreate(&own, 0, 0) == CUDA_SUCCESS) {  // also makes it current
+    CUstream stream = nullptr;
+    CUcontext popped = nullptr;
+    ASSERT_CU(cu(), cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    ASSERT_CU(cu(), cuCtxPopCurrent(&popped));
     hm_launch_params_t* q = params_for(w, a, c, m, ws, ws_bytes);
     EXPECT_EQ(hm_plan_gemm(plan.plan, q, stream), HM_ERROR_WRONG_DEVICE) << last_error();
     EXPECT_NE(last_error().find("stream"), std::string::npos) << last_error();
     hm_launch_params_destroy(q);
-    EXPECT_EQ(cu_.StreamDestroy(stream), 0);
-    EXPECT_EQ(cu_.CtxDestroy(own), 0);
+    EXPECT_CU(cu(), cuStreamDestroy(stream));
+    EXPECT_CU(cu(), cuCtxDestroy(own));
   } else {
     std::fprintf(stderr, "note: cuCtxCreate_v2 unavailable; a foreign-context stream is not tested\n");
   }

@@ -8,28 +8,13 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/support/dense_layer.hpp"
 #include "humming.h"
 
 namespace {
 
-std::string last_error() {
-  char buf[4096];
-  hm_last_error_message(buf, sizeof buf);
-  return buf;
-}
-
-#define ASSERT_HM(call) ASSERT_EQ((call), HM_SUCCESS) << #call << ": " << last_error()
-
-struct Gpu {
-  hm_context_t* ctx = nullptr;
-  Gpu() {
-    hm_context_options_t o;
-    hm_context_options_init(&o);
-    o.device = 0;
-    EXPECT_EQ(hm_context_create(&o, &ctx), HM_SUCCESS) << last_error();
-  }
-  ~Gpu() { hm_context_destroy(ctx); }
-};
+using hm::gpu_test::Gpu;  // a context on device 0
+using hm::gpu_test::last_error;
 
 size_t elem_bytes(hm_dtype_t d) { return d == HM_DTYPE_F32 ? 4 : 2; }
 

@@ -1,7 +1,7 @@
-// GPU timing for the tools and benchmarks (bench_gemm, `humming demo`): the CUDA driver entry
-// points that timing needs, CUDA-graph capture, an L2-flushing CUDA-event timer that reports the
-// median, and cuBLAS (cublasGemmEx) as the baseline. Both libraries are loaded with dlopen, so
-// clients build without the CUDA toolkit and run without cuBLAS.
+// GPU timing for the tools and benchmarks (bench_gemm, `humming demo`): a stream in the device's
+// primary context, CUDA-graph capture, an L2-flushing CUDA-event timer that reports the
+// median, and cuBLAS (cublasGemmEx) as the baseline. The driver (gpu_driver.hpp) and cuBLAS are
+// loaded with dlopen, so clients build without the CUDA toolkit and run without cuBLAS.
 //
 // NOTE: this talks to the driver and cuBLAS only, never to Humming: clients reach Humming through
 // the public C API, and hand this code device pointers and a Launch that calls hm_plan_gemm.
@@ -10,103 +10,32 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "gpu_driver.hpp"
+
 namespace gpu_timing {
 
+// The driver comes from the loader the tools, benchmarks and GPU tests share (gpu_driver.hpp).
+// Its names are gpu_timing's too, the ones this interface and its clients use.
+using gpu_driver::CUcontext;
+using gpu_driver::CUdevice;
+using gpu_driver::CUdeviceptr;
+using gpu_driver::CUevent;
+using gpu_driver::CUgraph;
+using gpu_driver::CUgraphExec;
+using gpu_driver::CUresult;
+using gpu_driver::CUstream;
+using gpu_driver::CU_EVENT_DEFAULT;
+using gpu_driver::CU_STREAM_CAPTURE_MODE_GLOBAL;
+using gpu_driver::CU_STREAM_CAPTURE_MODE_RELAXED;
+using gpu_driver::CU_STREAM_NON_BLOCKING;
+using gpu_driver::CUDA_SUCCESS;
+using gpu_driver::Driver;
 // A failed driver call or a broken precondition. Clients turn it into their own error report.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// ---------------------------------------------------------------------------------------------
-// The CUDA driver entry points timing needs, with the ABI version whose signature each pointer
-// type declares (cudaTypedefs.h spelling): cuGetProcAddress is asked for exactly that version,
-// and the versioned export name is the fallback.
-
-using CUresult = int;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;
-using CUcontext = struct CUctx_st*;
-using CUstream = struct CUstream_st*;
-using CUevent = struct CUevent_st*;
-using CUgraph = struct CUgraph_st*;
-using CUgraphExec = struct CUgraphExec_st*;
-
-constexpr CUresult CUDA_SUCCESS = 0;
-constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
-constexpr unsigned CU_EVENT_DEFAULT = 0;
-constexpr int CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
-constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
-
-using PFN_cuGetErrorName = CUresult (*)(CUresult, const char**);
-using PFN_cuDeviceGet_v2000 = CUresult (*)(CUdevice*, int);
-using PFN_cuDevicePrimaryCtxRetain_v7000 = CUresult (*)(CUcontext*, CUdevice);
-using PFN_cuDevicePrimaryCtxRelease_v11000 = CUresult (*)(CUdevice);
-using PFN_cuCtxSetCurrent_v4000 = CUresult (*)(CUcontext);
-using PFN_cuStreamCreate_v2000 = CUresult (*)(CUstream*, unsigned);
-using PFN_cuStreamDestroy_v4000 = CUresult (*)(CUstream);
-using PFN_cuStreamSynchronize_v2000 = CUresult (*)(CUstream);
-using PFN_cuEventCreate_v2000 = CUresult (*)(CUevent*, unsigned);
-using PFN_cuEventRecord_v2000 = CUresult (*)(CUevent, CUstream);
-using PFN_cuEventSynchronize_v2000 = CUresult (*)(CUevent);
-using PFN_cuEventElapsedTime_v2000 = CUresult (*)(float*, CUevent, CUevent);
-using PFN_cuEventDestroy_v4000 = CUresult (*)(CUevent);
-using PFN_cuMemsetD8Async_v3020 = CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream);
-using PFN_cuStreamBeginCapture_v10010 = CUresult (*)(CUstream, int);
-using PFN_cuStreamEndCapture_v10000 = CUresult (*)(CUstream, CUgraph*);
-using PFN_cuGraphInstantiateWithFlags_v11040 = CUresult (*)(CUgraphExec*, CUgraph,
-                                                            unsigned long long);
-using PFN_cuGraphLaunch_v10000 = CUresult (*)(CUgraphExec, CUstream);
-using PFN_cuGraphExecDestroy_v10000 = CUresult (*)(CUgraphExec);
-using PFN_cuGraphDestroy_v10000 = CUresult (*)(CUgraph);
-
-// X(name, exported versioned name, ABI version)
-#define HM_GPU_TIMING_DRIVER_ENTRY_POINTS(X)                        \
-  X(cuDeviceGet, "cuDeviceGet", 2000)                               \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000)     \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 11000) \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000)                       \
-  X(cuStreamCreate, "cuStreamCreate", 2000)                         \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", 4000)                    \
-  X(cuStreamSynchronize, "cuStreamSynchronize", 2000)               \
-  X(cuEventCreate, "cuEventCreate", 2000)                           \
-  X(cuEventRecord, "cuEventRecord", 2000)                           \
-  X(cuEventSynchronize, "cuEventSynchronize", 2000)                 \
-  X(cuEventElapsedTime, "cuEventElapsedTime", 2000)                 \
-  X(cuEventDestroy, "cuEventDestroy_v2", 4000)                      \
-  X(cuMemsetD8Async, "cuMemsetD8Async", 3020)                       \
-  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 10010)         \
-  X(cuStreamEndCapture, "cuStreamEndCapture", 10000)                \
-  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040) \
-  X(cuGraphLaunch, "cuGraphLaunch", 10000)                          \
-  X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000)                \
-  X(cuGraphDestroy, "cuGraphDestroy", 10000)
-
-struct Driver {
-  void* handle = nullptr;
-  PFN_cuGetErrorName cuGetErrorName = nullptr;    // optional
-  PFN_cuGetErrorName cuGetErrorString = nullptr;  // optional, same signature
-#define HM_GPU_TIMING_FIELD(name, exported, version) PFN_##name##_v##version name = nullptr;
-  HM_GPU_TIMING_DRIVER_ENTRY_POINTS(HM_GPU_TIMING_FIELD)
-#undef HM_GPU_TIMING_FIELD
-
-  // "CUDA_ERROR_X (text)" for a result code.
-  std::string describe(CUresult r) const;
-  // Throws Error("<call> failed: <describe(r)>") unless r is CUDA_SUCCESS.
-  void check(CUresult r, const char* call) const;
-};
-
-// Calls a Driver member and throws Error naming the call as written when it fails.
-#define HM_CU_CHECK(cu, call) (cu).check((cu).call, #call)
-
-// Loads the same library the Humming runtime loads: HUMMING_CUDA_DRIVER_PATH when set, else
-// libcuda.so.1 (a second dlopen of an already loaded library returns the same instance), calls
-// cuInit and resolves every entry point above. Throws Error when any of that fails.
-Driver load_driver();
+using gpu_driver::Error;
+using gpu_driver::load_driver;
 
 // The device's primary context (the one the Humming library uses), made current on this thread,
 // and a non-blocking stream in it: the library makes the context current only inside its own

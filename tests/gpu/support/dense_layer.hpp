@@ -212,6 +212,20 @@ inline void set_weights(hm_launch_params_t* p, const DeviceWeights& d) {
   hm_launch_params_set_pointer(p, HM_ARG_BIAS, d.bias);
 }
 
+// Launch params for one call shape: weights, A, C, M and a workspace. The caller destroys them.
+inline hm_launch_params_t* params_for(const DeviceWeights& w, uint64_t a, uint64_t c, int64_t m,
+                                      uint64_t ws, uint64_t ws_bytes) {
+  hm_launch_params_t* p = nullptr;
+  EXPECT_EQ(hm_launch_params_create(&p), HM_SUCCESS);
+  set_weights(p, w);
+  hm_launch_params_set_pointer(p, HM_ARG_A, a);
+  hm_launch_params_set_pointer(p, HM_ARG_C, c);
+  hm_launch_params_set_pointer(p, HM_ARG_WORKSPACE, ws);
+  hm_launch_params_set_int(p, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(ws_bytes));
+  hm_launch_params_set_int(p, HM_ARG_M, m);
+  return p;
+}
+
 // m x k random N(0, 1) activations: their codes (for the device) and exact values (reference).
 struct Activations {
   std::vector<uint16_t> codes;
