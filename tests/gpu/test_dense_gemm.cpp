@@ -48,9 +48,11 @@ Layer make_layer(const std::string& text, std::mt19937& rng, bool exact = false)
 
 // Runs the plan (default tiles, or the `tuning` JSON) for m tokens, twice (the second call
 // checks the split-K counters were left at zero), and returns (relative Frobenius error, max
-// abs difference) against the f64 reference. `exact`: activations in {-1, 0, 1}.
+// abs difference) against the f64 reference. `exact`: activations in {-1, 0, 1}. `misalign`:
+// C and the bias start that many elements past an aligned allocation (the API promises only
+// element alignment; the epilogue's vector stores must notice).
 std::pair<double, double> run(Gpu& gpu, Layer& L, int64_t m, std::mt19937& rng, bool exact = false,
-                              const char* tuning = nullptr) {
+                              const char* tuning = nullptr, int misalign = 0) {
   Activations a;
   if (exact) {
     a.codes.resize(static_cast<size_t>(m * L.k));
@@ -71,10 +73,16 @@ std::pair<double, double> run(Gpu& gpu, Layer& L, int64_t m, std::mt19937& rng, 
   uint64_t ws_bytes = 0;
   EXPECT_EQ(hm_plan_workspace_size(plan, m, &ws_bytes), HM_SUCCESS) << last_error();
   const uint64_t ws = gpu.zeroed(ws_bytes);
-  const uint64_t c = gpu.poisoned(static_cast<size_t>(m * L.n * 2));
+  const uint64_t c = gpu.poisoned(static_cast<size_t>((m * L.n + misalign) * 2)) + misalign * 2;
   hm_launch_params_t* p = nullptr;
   hm_launch_params_create(&p);
-  hm::gpu_test::set_weights(p, hm::gpu_test::upload_weights(gpu, L));
+  hm::gpu_test::DeviceWeights weights = hm::gpu_test::upload_weights(gpu, L);
+  if (misalign != 0 && L.has_bias) {
+    std::vector<uint16_t> shifted(static_cast<size_t>(misalign), 0);
+    shifted.insert(shifted.end(), L.bias_codes.begin(), L.bias_codes.end());
+    weights.bias = gpu.upload(shifted.data(), shifted.size() * 2) + misalign * 2;
+  }
+  hm::gpu_test::set_weights(p, weights);
   hm_launch_params_set_pointer(p, HM_ARG_A, gpu.upload(a.codes.data(), a.codes.size() * 2));
   hm_launch_params_set_pointer(p, HM_ARG_C, c);
   hm_launch_params_set_pointer(p, HM_ARG_WORKSPACE, ws);
@@ -267,6 +275,25 @@ TEST(DenseGemmExact, BitExactOnRepresentableInputs) {
                                 << (tuning ? tuning : "default");
       }
     }
+    }
+}
+
+// C and the bias 2 and 8 bytes past 16-byte alignment: the epilogue's 16- and 8-byte vector
+// stores do not fit, so it must take the element path (and still be exact), on every path to the
+// output: one split, a global split-K workspace, a cluster split, the mma.sync kernel.
+TEST(DenseGemmExact, BitExactWithOutputAndBiasAlignedOnlyToAnElement) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  std::mt19937 rng(6);
+  Layer L = make_layer("w=uint4b8 a=f16 c=f16 s=f16:g64 bias=1 n=208 k=1344", rng, /*exact=*/true);
+  for (int misalign : {1, 4})
+    for (const char* tuning : {static_cast<const char*>(nullptr), kForceMma, kWgmmaCluster}) {
+      if (tuning == kWgmmaCluster && !device_has_wgmma(gpu)) continue;
+      for (int64_t m : {1, 17, 129, 260}) {
+        auto [err, max_abs] = run(gpu, L, m, rng, /*exact=*/true, tuning, misalign);
+        EXPECT_EQ(max_abs, 0.0) << "misalign " << misalign << " m=" << m << " rel err " << err
+                                << " tuning " << (tuning ? tuning : "default");
+      }
     }
 }
 
