@@ -1,7 +1,7 @@
 // The runtime half of the C ABI — contexts, kernels, launches, device helpers — driven through
 // the public functions only, on the mock driver (HUMMING_CUDA_DRIVER_PATH), with real NVRTC
-// compiles into a private cache. CTest runs each test in its own process, so the process-wide
-// driver is loaded from the mock with the switches each test sets.
+// compiles into a private cache. The process-wide driver is the mock (see MockDriverTest); the
+// mock's failure switches are read at call time, so each test sets the ones it needs.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -9,45 +9,36 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include "api/support/mock_driver_test.hpp"
 #include "humming.h"
 #include "mock_driver/mock_loader.hpp"
 
 namespace {
 
-std::string last_error() {
-  size_t n = hm_last_error_message(nullptr, 0);
-  std::string s(n, '\0');
-  if (n) hm_last_error_message(&s[0], n + 1);
-  return s;
+using hm::test::last_error;
+using hm::test::ScopedEnv;
+
+// Launch parameters of the reference GEMM C (m x n) = A (m x k) * B (n x k)^T at device memory.
+hm_launch_params_t* reference_gemm_params(uint64_t a, uint64_t b, uint64_t c, int64_t m, int64_t n,
+                                          int64_t k) {
+  hm_launch_params_t* p = nullptr;
+  EXPECT_EQ(hm_launch_params_create(&p), HM_SUCCESS);
+  hm_launch_params_set_pointer(p, HM_ARG_A, a);
+  hm_launch_params_set_pointer(p, HM_ARG_B, b);
+  hm_launch_params_set_pointer(p, HM_ARG_C, c);
+  hm_launch_params_set_int(p, HM_ARG_M, m);
+  hm_launch_params_set_int(p, HM_ARG_N, n);
+  hm_launch_params_set_int(p, HM_ARG_K, k);
+  return p;
 }
 
-class ContextApi : public testing::Test {
+class ContextApi : public hm::test::MockDriverTest {
  protected:
-  void SetUp() override {
-    setenv("HUMMING_CUDA_DRIVER_PATH", HM_MOCK_DRIVER_PATH, 1);
-    unsetenv("HUMMING_DISABLE_JIT");
-    char dir[] = "/tmp/humming-ctx-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    cache_dir_ = dir;
-  }
-  void TearDown() override {
-    std::string rm = "rm -rf '" + cache_dir_ + "'";
-    EXPECT_EQ(std::system(rm.c_str()), 0);
-  }
   hm_context_t* make(int device, const char* arch = nullptr, uint32_t flags = 0) {
-    hm_context_options_t o;
-    hm_context_options_init(&o);
-    o.device = device;
-    o.target_arch = arch;
-    o.cache_dir = cache_dir_.c_str();
-    o.flags = flags;
-    hm_context_t* ctx = nullptr;
-    EXPECT_EQ(hm_context_create(&o, &ctx), HM_SUCCESS) << last_error();
-    return ctx;
+    return hm::test::create_context(cache_.path(), device, arch, flags);
   }
-  std::string cache_dir_;
+  const hm::test::TemporaryDirectory cache_{"humming-ctx-test"};
 };
 
 TEST_F(ContextApi, DeviceInfoComesFromTheDriver) {
@@ -148,14 +139,8 @@ TEST_F(ContextApi, ReferenceGemmRunsThroughTheWholePath) {
   ASSERT_EQ(hm_copy_to_device(ctx, db, b.data(), b.size() * 4), HM_SUCCESS);
   ASSERT_EQ(hm_copy_to_device(ctx, dc, c.data(), c.size() * 4), HM_SUCCESS);
 
-  hm_launch_params_t* p = nullptr;
-  ASSERT_EQ(hm_launch_params_create(&p), HM_SUCCESS);
-  hm_launch_params_set_pointer(p, HM_ARG_A, da);
-  hm_launch_params_set_pointer(p, HM_ARG_B, db);
-  hm_launch_params_set_pointer(p, HM_ARG_C, dc);
-  hm_launch_params_set_int(p, HM_ARG_M, m);
-  hm_launch_params_set_int(p, HM_ARG_N, n);
-  hm_launch_params_set_int(p, HM_ARG_K, k);
+  hm_launch_params_t* p = reference_gemm_params(da, db, dc, m, n, k);
+  ASSERT_NE(p, nullptr);
   ASSERT_EQ(hm_kernel_launch(kernel, p, nullptr), HM_SUCCESS) << last_error();
   ASSERT_EQ(hm_stream_synchronize(ctx, nullptr), HM_SUCCESS);
   ASSERT_EQ(hm_copy_to_host(ctx, c.data(), dc, c.size() * 4), HM_SUCCESS);
@@ -219,7 +204,7 @@ TEST_F(ContextApi, SecondKernelComesFromTheCacheWithTheSameKey) {
 }
 
 TEST_F(ContextApi, DisableJitFromTheEnvironment) {
-  setenv("HUMMING_DISABLE_JIT", "1", 1);
+  ScopedEnv no_jit("HUMMING_DISABLE_JIT", "1");
   hm_context_t* ctx = make(0);
   hm_kernel_t* k = nullptr;
   EXPECT_EQ(hm_kernel_create_reference_gemm(ctx, HM_DTYPE_F32, HM_DTYPE_F32, &k),
@@ -228,8 +213,8 @@ TEST_F(ContextApi, DisableJitFromTheEnvironment) {
 }
 
 TEST_F(ContextApi, AheadOfTimeContextCompilesButCannotLaunch) {
-  unsetenv("HUMMING_CUDA_DRIVER_PATH");
-  setenv("HUMMING_CUDA_DRIVER_PATH", "/nonexistent/libcuda.so.1", 1);  // needs no driver at all
+  // Needs no driver at all.
+  ScopedEnv no_driver("HUMMING_CUDA_DRIVER_PATH", "/nonexistent/libcuda.so.1");
   hm_context_t* ctx = make(HM_NO_DEVICE, "sm_80");
   ASSERT_NE(ctx, nullptr);
   hm_device_info_t info;
@@ -272,10 +257,7 @@ TEST_F(ContextApi, DriverFailuresBecomeStatuses) {
   ASSERT_EQ(hm_kernel_create_reference_gemm(ctx, HM_DTYPE_F32, HM_DTYPE_F32, &k), HM_SUCCESS);
   uint64_t buf = 0;
   ASSERT_EQ(hm_device_alloc(ctx, 4096, &buf), HM_SUCCESS);
-  hm_launch_params_t* p = nullptr;
-  hm_launch_params_create(&p);
-  for (int slot : {HM_ARG_A, HM_ARG_B, HM_ARG_C}) hm_launch_params_set_pointer(p, slot, buf);
-  for (int slot : {HM_ARG_M, HM_ARG_N, HM_ARG_K}) hm_launch_params_set_int(p, slot, 4);
+  hm_launch_params_t* p = reference_gemm_params(buf, buf, buf, 4, 4, 4);
   setenv("HM_MOCK_FAIL_LAUNCH", "1", 1);
   EXPECT_EQ(hm_kernel_launch(k, p, nullptr), HM_ERROR_LAUNCH);
   EXPECT_NE(last_error().find("hm_reference_gemm_f32_f32"), std::string::npos) << last_error();
@@ -315,14 +297,7 @@ TEST_F(ContextApi, ConcurrentLaunchesFromSeveralThreads) {
         return;
       hm_copy_to_device(ctx, da, a.data(), a.size() * 4);
       hm_copy_to_device(ctx, db, b.data(), b.size() * 4);
-      hm_launch_params_t* p = nullptr;
-      hm_launch_params_create(&p);
-      hm_launch_params_set_pointer(p, HM_ARG_A, da);
-      hm_launch_params_set_pointer(p, HM_ARG_B, db);
-      hm_launch_params_set_pointer(p, HM_ARG_C, dc);
-      hm_launch_params_set_int(p, HM_ARG_M, m);
-      hm_launch_params_set_int(p, HM_ARG_N, n);
-      hm_launch_params_set_int(p, HM_ARG_K, k_dim);
+      hm_launch_params_t* p = reference_gemm_params(da, db, dc, m, n, k_dim);
       bool good = true;
       for (int iter = 0; iter < 20 && good; ++iter) {
         good = hm_kernel_launch(k, p, nullptr) == HM_SUCCESS &&

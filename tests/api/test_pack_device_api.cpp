@@ -2,13 +2,13 @@
 // with hm_pack. The mock runs the packer's per-lane device function (kernels/humming/layout/pack.h)
 // on the host, so this checks the launcher, the argument marshalling and the kernel's lane logic;
 // the CUDA thread mapping and stores are checked on a GPU (tests/gpu/test_pack_device.cpp).
-#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include "api/support/mock_driver_test.hpp"
 #include "humming.h"
 #include "mock_driver/mock_loader.hpp"
 #include "support/pack_device_check.hpp"
@@ -16,46 +16,33 @@
 namespace {
 
 using hm::test::pack_last_error;
+using hm::test::TemporaryDirectory;
 
-class PackDeviceApi : public testing::Test {
+class PackDeviceApi : public hm::test::MockDriverTest {
  protected:
   // One kernel cache for the whole suite: each (bits, activation) packer compiles once.
-  static void SetUpTestSuite() {
-    char dir[] = "/tmp/humming-pack-device-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    cache_ = new std::string(dir);
-  }
+  static void SetUpTestSuite() { cache_ = new TemporaryDirectory("humming-pack-device-test"); }
   static void TearDownTestSuite() {
-    const std::string rm = "rm -rf '" + *cache_ + "'";
-    EXPECT_EQ(std::system(rm.c_str()), 0);
     delete cache_;
     cache_ = nullptr;
   }
   void SetUp() override {
-    setenv("HUMMING_CUDA_DRIVER_PATH", HM_MOCK_DRIVER_PATH, 1);
     ctx_ = context(0);
     ASSERT_NE(ctx_, nullptr);
   }
   void TearDown() override { hm_context_destroy(ctx_); }
   static hm_context_t* context(int device, const char* arch = nullptr) {
-    hm_context_options_t o;
-    hm_context_options_init(&o);
-    o.device = device;
-    o.target_arch = arch;
-    o.cache_dir = cache_->c_str();
-    hm_context_t* c = nullptr;
-    EXPECT_EQ(hm_context_create(&o, &c), HM_SUCCESS) << pack_last_error();
-    return c;
+    return hm::test::create_context(cache_->path(), device, arch);
   }
   static hm_format_t* format(const char* text) {
     hm_format_t* f = nullptr;
     EXPECT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << pack_last_error();
     return f;
   }
-  static std::string* cache_;
+  static TemporaryDirectory* cache_;
   hm_context_t* ctx_ = nullptr;
 };
-std::string* PackDeviceApi::cache_ = nullptr;
+TemporaryDirectory* PackDeviceApi::cache_ = nullptr;
 
 // Expects `status`, and the message to name `needle`.
 #define EXPECT_PACK_FAILS(call, status, needle)                                             \
@@ -98,48 +85,41 @@ TEST_F(PackDeviceApi, ChecksEveryArgument) {
                     "'in'");
   EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, nullptr, nullptr), HM_ERROR_INVALID_ARGUMENT,
                     "'out'");
-  hm_device_canonical_t small_in = in;
-  small_in.struct_size = 4;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &small_in, &out, nullptr),
-                    HM_ERROR_INVALID_STRUCT_SIZE, "in->struct_size");
-  hm_device_packed_t small_out = out;
-  small_out.struct_size = 4;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, &small_out, nullptr),
-                    HM_ERROR_INVALID_STRUCT_SIZE, "out->struct_size");
 
-  hm_device_canonical_t no_codes = in;
-  no_codes.codes = 0;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &no_codes, &out, nullptr), HM_ERROR_INVALID_ARGUMENT,
-                    "in->codes");
-  hm_device_packed_t no_weight = out;
-  no_weight.weight = 0;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, &no_weight, nullptr), HM_ERROR_INVALID_ARGUMENT,
-                    "out->weight");
-  hm_device_packed_t odd_weight = out;
-  odd_weight.weight = buf + 65536 + 4;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, &odd_weight, nullptr), HM_ERROR_MISALIGNED,
-                    "out->weight must be 16-byte aligned");
+  // The pack of copies of `in` and `out` that `edit` changes must fail with `status`, and the
+  // message name `needle`.
+  using In = hm_device_canonical_t;
+  using Out = hm_device_packed_t;
+  const auto expect_refused = [&](hm_status_t status, const char* needle, const auto& edit) {
+    SCOPED_TRACE(needle);
+    In edited_in = in;
+    Out edited_out = out;
+    edit(edited_in, edited_out);
+    EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &edited_in, &edited_out, nullptr), status, needle);
+  };
+  expect_refused(HM_ERROR_INVALID_STRUCT_SIZE, "in->struct_size",
+                 [](In& i, Out&) { i.struct_size = 4; });
+  expect_refused(HM_ERROR_INVALID_STRUCT_SIZE, "out->struct_size",
+                 [](In&, Out& o) { o.struct_size = 4; });
+
+  expect_refused(HM_ERROR_INVALID_ARGUMENT, "in->codes", [](In& i, Out&) { i.codes = 0; });
+  expect_refused(HM_ERROR_INVALID_ARGUMENT, "out->weight", [](In&, Out& o) { o.weight = 0; });
+  expect_refused(HM_ERROR_MISALIGNED, "out->weight must be 16-byte aligned",
+                 [&](In&, Out& o) { o.weight = buf + 65536 + 4; });
 
   // Side tensors go in pairs; one the format lacks is refused.
-  hm_device_canonical_t half = in;
-  half.scales = buf + 4096;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &half, &out, nullptr), HM_ERROR_INVALID_ARGUMENT,
-                    "out->scales is 0 but in->scales is set");
-  hm_device_packed_t half_out = out;
-  half_out.zero_points = buf + 8192;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &in, &half_out, nullptr), HM_ERROR_INVALID_ARGUMENT,
-                    "in->zero_points is 0 but out->zero_points is set");
-  hm_device_canonical_t extra = in;
-  extra.global_scale = buf + 4096;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &extra, &out, nullptr), HM_ERROR_INVALID_ARGUMENT,
-                    "in->global_scale is set, but the format has no global_scale");
+  expect_refused(HM_ERROR_INVALID_ARGUMENT, "out->scales is 0 but in->scales is set",
+                 [&](In& i, Out&) { i.scales = buf + 4096; });
+  expect_refused(HM_ERROR_INVALID_ARGUMENT, "in->zero_points is 0 but out->zero_points is set",
+                 [&](In&, Out& o) { o.zero_points = buf + 8192; });
+  expect_refused(HM_ERROR_INVALID_ARGUMENT,
+                 "in->global_scale is set, but the format has no global_scale",
+                 [&](In& i, Out&) { i.global_scale = buf + 4096; });
   // f16 scales need 2-byte alignment; 1-byte zero points take any address.
-  hm_device_canonical_t odd_scales = in;
-  odd_scales.scales = buf + 4097;
-  hm_device_packed_t with_scales = out;
-  with_scales.scales = buf + 8192;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &odd_scales, &with_scales, nullptr),
-                    HM_ERROR_MISALIGNED, "in->scales must be 2-byte aligned");
+  expect_refused(HM_ERROR_MISALIGNED, "in->scales must be 2-byte aligned", [&](In& i, Out& o) {
+    i.scales = buf + 4097;
+    o.scales = buf + 8192;
+  });
 
   // A format the layout cannot hold is refused before anything runs.
   hm_format_t* wide = format("w=int8 a=int4 c=f16 s=f16:channel n=64 k=64");
@@ -151,10 +131,7 @@ TEST_F(PackDeviceApi, ChecksEveryArgument) {
   ASSERT_NE(other, nullptr);
   uint64_t foreign = 0;
   ASSERT_EQ(hm_device_alloc(other, 1 << 16, &foreign), HM_SUCCESS);
-  hm_device_canonical_t foreign_in = in;
-  foreign_in.codes = foreign;
-  EXPECT_PACK_FAILS(hm_pack_device(ctx_, f, &foreign_in, &out, nullptr), HM_ERROR_WRONG_DEVICE,
-                    "in->codes");
+  expect_refused(HM_ERROR_WRONG_DEVICE, "in->codes", [&](In& i, Out&) { i.codes = foreign; });
   hm_device_free(other, foreign);
   hm_context_destroy(other);
 

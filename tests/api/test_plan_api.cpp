@@ -1,50 +1,120 @@
 // The plan half of the C ABI on the mock driver: creation rules, prepare, workspace sizing and
 // every argument check of hm_plan_gemm (the mock records the launch; GPU tests check results).
-#include <cstdlib>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include "api/support/mock_driver_test.hpp"
 #include "humming.h"
 #include "mock_driver/mock_loader.hpp"
 
 namespace {
 
-std::string last_error() {
-  size_t n = hm_last_error_message(nullptr, 0);
-  std::string s(n, '\0');
-  if (n) hm_last_error_message(&s[0], n + 1);
-  return s;
+using hm::test::last_error;
+using hm::test::ScopedEnv;
+
+// The arguments of one hm_plan_gemm call, freed at the end of the scope: one 1 MiB device buffer
+// stands in for every tensor (the mock checks where pointers point, not what they hold), and a
+// workspace once add_workspace() has made one.
+class GemmArguments {
+ public:
+  explicit GemmArguments(hm_context_t* context) : context_(context) {
+    EXPECT_EQ(hm_device_alloc(context_, 1 << 20, &buffer_), HM_SUCCESS) << last_error();
+    EXPECT_EQ(hm_launch_params_create(&params_), HM_SUCCESS);
+  }
+  ~GemmArguments() {
+    hm_device_free(context_, workspace_);
+    hm_device_free(context_, buffer_);
+    hm_launch_params_destroy(params_);
+  }
+  GemmArguments(const GemmArguments&) = delete;
+  GemmArguments& operator=(const GemmArguments&) = delete;
+
+  hm_launch_params_t* params() const { return params_; }
+  uint64_t buffer() const { return buffer_; }
+  uint64_t workspace_bytes() const { return workspace_bytes_; }
+
+  // Allocates the workspace `plan` needs for M = m and sets both workspace slots; nothing when it
+  // needs none.
+  void add_workspace(hm_plan_t* plan, int64_t m) {
+    ASSERT_EQ(hm_plan_workspace_size(plan, m, &workspace_bytes_), HM_SUCCESS) << last_error();
+    if (workspace_bytes_ == 0) return;
+    ASSERT_EQ(hm_device_alloc(context_, workspace_bytes_, &workspace_), HM_SUCCESS) << last_error();
+    hm_launch_params_set_pointer(params_, HM_ARG_WORKSPACE, workspace_);
+    hm_launch_params_set_int(params_, HM_ARG_WORKSPACE_BYTES,
+                             static_cast<int64_t>(workspace_bytes_));
+  }
+  // Every argument of a call with M = m for a format whose only tensors are A, B, C and scales.
+  void set_all(hm_plan_t* plan, int64_t m) {
+    hm_launch_params_set_int(params_, HM_ARG_M, m);
+    for (int32_t slot : {HM_ARG_A, HM_ARG_B, HM_ARG_C, HM_ARG_SCALES})
+      hm_launch_params_set_pointer(params_, slot, buffer_);
+    add_workspace(plan, m);
+  }
+
+ private:
+  hm_context_t* context_;
+  hm_launch_params_t* params_ = nullptr;
+  uint64_t buffer_ = 0, workspace_ = 0, workspace_bytes_ = 0;
+};
+
+// Calls hm_plan_gemm, which must succeed, and returns the launch the mock recorded for it.
+std::optional<hm_mock_launch_t> gemm_launch(hm_plan_t* plan, const GemmArguments& args) {
+  hm::test::MockControl mock;
+  mock.reset();
+  EXPECT_EQ(hm_plan_gemm(plan, args.params(), nullptr), HM_SUCCESS) << last_error();
+  return mock.last_launch();
 }
 
-class PlanApi : public testing::Test {
+class PlanApi : public hm::test::MockDriverTest {
  protected:
   void SetUp() override {
-    setenv("HUMMING_CUDA_DRIVER_PATH", HM_MOCK_DRIVER_PATH, 1);
-    char dir[] = "/tmp/humming-plan-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    cache_ = dir;
-    hm_context_options_t o;
-    hm_context_options_init(&o);
-    o.cache_dir = cache_.c_str();
-    ASSERT_EQ(hm_context_create(&o, &ctx_), HM_SUCCESS) << last_error();
+    ctx_ = hm::test::create_context(cache_.path());
+    ASSERT_NE(ctx_, nullptr);
   }
-  void TearDown() override {
-    hm_context_destroy(ctx_);
-    std::string rm = "rm -rf '" + cache_ + "'";
-    EXPECT_EQ(std::system(rm.c_str()), 0);
-  }
+  void TearDown() override { hm_context_destroy(ctx_); }
+  // A plan for the format `text`, with default options or with `tuning_json` as the tuning;
+  // hm_plan_create must return `expect`.
   hm_plan_t* plan(const char* text, hm_status_t expect = HM_SUCCESS) {
+    return create_plan(text, nullptr, expect);
+  }
+  hm_plan_t* tuned_plan(const char* text, const char* tuning_json,
+                        hm_status_t expect = HM_SUCCESS) {
+    hm_plan_options_t o;
+    hm_plan_options_init(&o);
+    o.tuning_json = tuning_json;
+    return create_plan(text, &o, expect);
+  }
+  // The plan that `tuning_json` makes for the format `text` names `tile` when it describes M = m.
+  void expect_tile(const char* text, const char* tuning_json, int64_t m, const char* tile) {
+    hm_plan_t* p = tuned_plan(text, tuning_json);
+    ASSERT_NE(p, nullptr);
+    char desc[256] = "";
+    EXPECT_EQ(hm_plan_describe(p, m, desc, sizeof desc, nullptr), HM_SUCCESS) << last_error();
+    EXPECT_NE(std::string(desc).find(tile), std::string::npos) << tuning_json << ": " << desc;
+    hm_plan_destroy(p);
+  }
+  // hm_plan_create refuses `tuning_json` for the format `text` with `status`, in a message that
+  // names `named`.
+  void expect_refused(const char* text, const char* tuning_json, hm_status_t status,
+                      const char* named = "") {
+    EXPECT_EQ(tuned_plan(text, tuning_json, status), nullptr);
+    EXPECT_NE(last_error().find(named), std::string::npos) << tuning_json << ": " << last_error();
+  }
+  const hm::test::TemporaryDirectory cache_{"humming-plan-test"};
+  hm_context_t* ctx_ = nullptr;
+
+ private:
+  hm_plan_t* create_plan(const char* text, const hm_plan_options_t* options, hm_status_t expect) {
     hm_format_t* f = nullptr;
     EXPECT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << last_error();
     hm_plan_t* p = nullptr;
-    EXPECT_EQ(hm_plan_create(ctx_, f, nullptr, &p), expect) << text << ": " << last_error();
+    EXPECT_EQ(hm_plan_create(ctx_, f, options, &p), expect) << text << ": " << last_error();
     hm_format_destroy(f);
     return p;
   }
-  hm_context_t* ctx_ = nullptr;
-  std::string cache_;
 };
 
 TEST_F(PlanApi, FormatsWithoutAKernelAreRefusedAtCreation) {
@@ -59,14 +129,13 @@ TEST_F(PlanApi, FormatsWithoutAKernelAreRefusedAtCreation) {
 TEST_F(PlanApi, GemmChecksItsArguments) {
   hm_plan_t* p = plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024");
   ASSERT_NE(p, nullptr);
-  hm_launch_params_t* lp = nullptr;
-  ASSERT_EQ(hm_launch_params_create(&lp), HM_SUCCESS);
+  GemmArguments args(ctx_);
+  hm_launch_params_t* lp = args.params();
   EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_INVALID_STATE);
   EXPECT_NE(last_error().find("hm_plan_prepare"), std::string::npos);
   ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
 
-  uint64_t buf = 0;
-  ASSERT_EQ(hm_device_alloc(ctx_, 1 << 20, &buf), HM_SUCCESS);
+  const uint64_t buf = args.buffer();
   hm_launch_params_set_int(lp, HM_ARG_M, 0);
   EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_INVALID_ARGUMENT);
   hm_launch_params_set_int(lp, HM_ARG_M, 1);
@@ -88,17 +157,9 @@ TEST_F(PlanApi, GemmChecksItsArguments) {
   // M = 1 splits K: the workspace is required, and its size is named.
   EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("workspace"), std::string::npos) << last_error();
-  uint64_t need = 0;
-  ASSERT_EQ(hm_plan_workspace_size(p, 64, &need), HM_SUCCESS);
-  EXPECT_GT(need, 0u);
-  uint64_t ws = 0;
-  ASSERT_EQ(hm_device_alloc(ctx_, need, &ws), HM_SUCCESS);
-  hm_launch_params_set_pointer(lp, HM_ARG_WORKSPACE, ws);
-  hm_launch_params_set_int(lp, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(need));
-  hm::test::MockControl mock;
-  mock.reset();
-  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_SUCCESS) << last_error();
-  auto launch = mock.last_launch();
+  ASSERT_NO_FATAL_FAILURE(args.add_workspace(p, 64));
+  EXPECT_GT(args.workspace_bytes(), 0u);
+  const auto launch = gemm_launch(p, args);
   ASSERT_TRUE(launch.has_value());
   // The mock's device 0 is a 9.0: M = 1 runs the sm_90a wgmma kernel with 8-token tiles.
   EXPECT_EQ(std::string(launch->function).rfind("hm_dense_wgmma_wg_bm8", 0), 0u) << launch->function;
@@ -106,70 +167,38 @@ TEST_F(PlanApi, GemmChecksItsArguments) {
   char desc[256];
   ASSERT_EQ(hm_plan_describe(p, 1, desc, sizeof desc, nullptr), HM_SUCCESS);
   EXPECT_NE(std::string(desc).find("dense_wgmma wg_bm8"), std::string::npos) << desc;
-  hm_device_free(ctx_, ws);
-  hm_device_free(ctx_, buf);
-  hm_launch_params_destroy(lp);
   hm_plan_destroy(p);
 }
 
 // A wgmma tile that copies with TMA: the call encodes the activation and weight tensor maps
 // (the mock driver checks their arguments as the real one documents them) and launches.
 TEST_F(PlanApi, TmaTilesEncodeTheirTensorMapsPerCall) {
-  hm_format_t* f = nullptr;
-  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);
-  hm_plan_options_t o;
-  hm_plan_options_init(&o);
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 64, "warps": 8, "stages": 4,
-                                 "pipeline": "mbarrier", "copy": "tma"}]})";
-  hm_plan_t* p = nullptr;
-  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
-  hm_format_destroy(f);
+  const char* format = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
+  hm_plan_t* p = tuned_plan(format, R"({"dense": [{"kernel": "wgmma", "block_m": 64, "warps": 8,
+                                      "stages": 4, "pipeline": "mbarrier", "copy": "tma"}]})");
+  ASSERT_NE(p, nullptr);
   ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
-  uint64_t buf = 0;
-  ASSERT_EQ(hm_device_alloc(ctx_, 1 << 20, &buf), HM_SUCCESS);
-  hm_launch_params_t* lp = nullptr;
-  ASSERT_EQ(hm_launch_params_create(&lp), HM_SUCCESS);
-  hm_launch_params_set_int(lp, HM_ARG_M, 300);
-  uint64_t need = 0, ws = 0;
-  ASSERT_EQ(hm_plan_workspace_size(p, 300, &need), HM_SUCCESS);
-  ASSERT_EQ(hm_device_alloc(ctx_, need, &ws), HM_SUCCESS);
-  hm_launch_params_set_pointer(lp, HM_ARG_WORKSPACE, ws);
-  hm_launch_params_set_int(lp, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(need));
-  hm_launch_params_set_pointer(lp, HM_ARG_A, buf);
-  hm_launch_params_set_pointer(lp, HM_ARG_B, buf);
-  hm_launch_params_set_pointer(lp, HM_ARG_C, buf);
-  hm_launch_params_set_pointer(lp, HM_ARG_SCALES, buf);
-  hm::test::MockControl mock;
-  mock.reset();
-  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_SUCCESS) << last_error();
-  auto launch = mock.last_launch();
+  GemmArguments args(ctx_);
+  ASSERT_NO_FATAL_FAILURE(args.set_all(p, 300));
+  ASSERT_GT(args.workspace_bytes(), 0u);
+  const auto launch = gemm_launch(p, args);
   ASSERT_TRUE(launch.has_value());
   EXPECT_NE(std::string(launch->function).find("_tma"), std::string::npos) << launch->function;
   // The barrier pipeline has no transaction counts for TMA to complete.
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 64, "copy": "tma"}]})";
-  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);
-  hm_plan_t* q = nullptr;
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &q), HM_ERROR_PARSE);
-  EXPECT_NE(last_error().find("mbarrier"), std::string::npos) << last_error();
-  hm_format_destroy(f);
-  hm_device_free(ctx_, ws);
-  hm_device_free(ctx_, buf);
-  hm_launch_params_destroy(lp);
+  expect_refused(format, R"({"dense": [{"kernel": "wgmma", "block_m": 64, "copy": "tma"}]})",
+                 HM_ERROR_PARSE, "mbarrier");
   hm_plan_destroy(p);
 }
 
 // A tile with a copying warp and cluster split-K: one more warp per block, the K splits launched
 // as one cluster along z, and no workspace (the splits meet in shared memory).
 TEST_F(PlanApi, ClusterSplitTilesLaunchTheirSplitsAsOneClusterWithoutWorkspace) {
-  hm_format_t* f = nullptr;
-  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);
-  hm_plan_options_t o;
-  hm_plan_options_init(&o);
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 64, "warps": 4, "stages": 4,
-                                 "pipeline": "mbarrier", "copy": "tma", "producer": true,
-                                 "split": "cluster"}]})";
-  hm_plan_t* p = nullptr;
-  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  const char* format = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
+  const char* cluster_tile = R"({"dense": [{"kernel": "wgmma", "block_m": 64, "warps": 4,
+                                            "stages": 4, "pipeline": "mbarrier", "copy": "tma",
+                                            "producer": true, "split": "cluster"}]})";
+  hm_plan_t* p = tuned_plan(format, cluster_tile);
+  ASSERT_NE(p, nullptr);
   ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
   uint64_t need = 1;
   ASSERT_EQ(hm_plan_workspace_size(p, 1000, &need), HM_SUCCESS);
@@ -178,114 +207,80 @@ TEST_F(PlanApi, ClusterSplitTilesLaunchTheirSplitsAsOneClusterWithoutWorkspace) 
   ASSERT_EQ(hm_plan_describe(p, 64, desc, sizeof desc, nullptr), HM_SUCCESS);
   EXPECT_NE(std::string(desc).find("wg_bm64_w4_st4_mb_tma_pw_cs"), std::string::npos) << desc;
   EXPECT_NE(std::string(desc).find("cluster split-K"), std::string::npos) << desc;
-  uint64_t buf = 0;
-  ASSERT_EQ(hm_device_alloc(ctx_, 1 << 20, &buf), HM_SUCCESS);
-  hm_launch_params_t* lp = nullptr;
-  ASSERT_EQ(hm_launch_params_create(&lp), HM_SUCCESS);
-  hm_launch_params_set_int(lp, HM_ARG_M, 64);
-  for (int arg : {HM_ARG_A, HM_ARG_B, HM_ARG_C, HM_ARG_SCALES})
-    hm_launch_params_set_pointer(lp, arg, buf);
-  hm::test::MockControl mock;
-  mock.reset();
-  EXPECT_EQ(hm_plan_gemm(p, lp, nullptr), HM_SUCCESS) << last_error();
-  auto launch = mock.last_launch();
-  ASSERT_TRUE(launch.has_value());
-  EXPECT_EQ(launch->block[0], 5u * 32u) << "four computing warps and the copying warp";
-  EXPECT_GT(launch->grid[2], 1u) << "4 channel blocks on a GPU of many SMs split K";
-  EXPECT_LE(launch->grid[2], 8u) << "a cluster holds at most 8 blocks";
-  EXPECT_EQ(launch->cluster[0], 1u);
-  EXPECT_EQ(launch->cluster[1], 1u);
-  EXPECT_EQ(launch->cluster[2], launch->grid[2]);
-  hm_device_free(ctx_, buf);
-  hm_launch_params_destroy(lp);
+  {
+    GemmArguments args(ctx_);
+    ASSERT_NO_FATAL_FAILURE(args.set_all(p, 64));
+    ASSERT_EQ(args.workspace_bytes(), 0u) << "the call must pass without a workspace";
+    const auto launch = gemm_launch(p, args);
+    ASSERT_TRUE(launch.has_value());
+    EXPECT_EQ(launch->block[0], 5u * 32u) << "four computing warps and the copying warp";
+    EXPECT_GT(launch->grid[2], 1u) << "4 channel blocks on a GPU of many SMs split K";
+    EXPECT_LE(launch->grid[2], 8u) << "a cluster holds at most 8 blocks";
+    EXPECT_EQ(launch->cluster[0], 1u);
+    EXPECT_EQ(launch->cluster[1], 1u);
+    EXPECT_EQ(launch->cluster[2], launch->grid[2]);
+  }
   hm_plan_destroy(p);
   // A device that cannot hold such clusters (the mock's limit lowered to 2 blocks) fails the
   // prepare, naming the cluster size and the way out, instead of every later call.
-  ASSERT_EQ(setenv("HM_MOCK_MAX_CLUSTER", "2", 1), 0);
-  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
-  EXPECT_EQ(hm_plan_prepare(p), HM_ERROR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("cannot run at once"), std::string::npos) << last_error();
-  EXPECT_NE(last_error().find("\"split\": \"global\""), std::string::npos) << last_error();
-  hm_plan_destroy(p);
-  ASSERT_EQ(unsetenv("HM_MOCK_MAX_CLUSTER"), 0);
+  {
+    ScopedEnv small_clusters("HM_MOCK_MAX_CLUSTER", "2");
+    p = tuned_plan(format, cluster_tile);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(hm_plan_prepare(p), HM_ERROR_UNSUPPORTED);
+    EXPECT_NE(last_error().find("cannot run at once"), std::string::npos) << last_error();
+    EXPECT_NE(last_error().find("\"split\": \"global\""), std::string::npos) << last_error();
+    hm_plan_destroy(p);
+  }
   // The copying warp needs TMA; a split is "global" or "cluster".
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "producer": true}]})";
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  EXPECT_NE(last_error().find("\"copy\": \"tma\""), std::string::npos) << last_error();
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "split": "dsmem"}]})";
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  EXPECT_NE(last_error().find("split"), std::string::npos) << last_error();
-  o.tuning_json = R"({"dense": [{"split": "cluster"}]})";  // mma.sync: not a choice
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  hm_format_destroy(f);
+  expect_refused(format,
+                 R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "producer": true}]})",
+                 HM_ERROR_PARSE, "\"copy\": \"tma\"");
+  expect_refused(format, R"({"dense": [{"kernel": "wgmma", "split": "dsmem"}]})", HM_ERROR_PARSE,
+                 "split");
+  // mma.sync: not a choice
+  expect_refused(format, R"({"dense": [{"split": "cluster"}]})", HM_ERROR_PARSE);
   // Group slots that are not consecutive rows (g48) are not TMA boxes: no copying warp.
-  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g48 n=256 k=960", &f), HM_SUCCESS);
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "copy": "tma",
-                                 "producer": true}]})";
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("copying warp"), std::string::npos) << last_error();
-  hm_format_destroy(f);
+  expect_refused("w=uint4b8 a=f16 c=f16 s=f16:g48 n=256 k=960",
+                 R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "copy": "tma",
+                                "producer": true}]})",
+                 HM_ERROR_UNSUPPORTED, "copying warp");
 }
 
 TEST_F(PlanApi, TuningJsonOverridesTheTilesAndIsChecked) {
-  hm_format_t* f = nullptr;
-  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024", &f), HM_SUCCESS);
-  hm_plan_options_t o;
-  hm_plan_options_init(&o);
-  o.tuning_json = R"({"dense": [{"block_m": 32, "warps": 2, "warp_strips": 1}]})";
-  hm_plan_t* p = nullptr;
-  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
-  char desc[256];
-  ASSERT_EQ(hm_plan_describe(p, 7, desc, sizeof desc, nullptr), HM_SUCCESS);
-  EXPECT_NE(std::string(desc).find("bm32_w2_s1"), std::string::npos) << desc;
-  hm_plan_destroy(p);
-  o.tuning_json = R"({"dense": [{"block_m": 12}]})";
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  EXPECT_NE(last_error().find("block_m"), std::string::npos) << last_error();
-  o.tuning_json = R"({"dense": [{"blockm": 16}]})";
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
+  const char* format = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
+  expect_tile(format, R"({"dense": [{"block_m": 32, "warps": 2, "warp_strips": 1}]})", 7,
+              "bm32_w2_s1");
+  expect_refused(format, R"({"dense": [{"block_m": 12}]})", HM_ERROR_PARSE, "block_m");
+  expect_refused(format, R"({"dense": [{"blockm": 16}]})", HM_ERROR_PARSE);
   // wgmma tiles: their own limits, and only where the kernel applies.
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4}]})";
-  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
-  ASSERT_EQ(hm_plan_describe(p, 300, desc, sizeof desc, nullptr), HM_SUCCESS);
-  EXPECT_NE(std::string(desc).find("dense_wgmma wg_bm256_w8_st4"), std::string::npos) << desc;
-  hm_plan_destroy(p);
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 16, "warps": 6}]})";
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  EXPECT_NE(last_error().find("warps"), std::string::npos) << last_error();
-  o.tuning_json = R"({"dense": [{"kernel": "tcgen05"}]})";
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "block_m": 64}]})";
-  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
-  ASSERT_EQ(hm_plan_describe(p, 64, desc, sizeof desc, nullptr), HM_SUCCESS);
-  EXPECT_NE(std::string(desc).find("wg_bm64_w4_st4_mb"), std::string::npos) << desc;
-  hm_plan_destroy(p);
-  o.tuning_json = R"({"dense": [{"pipeline": "mbarrier"}]})";  // mma.sync has no such choice
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  o.tuning_json =
-      R"({"dense": [{"kernel": "wgmma", "block_m": 64, "stages": 3, "dequant_ahead": true}]})";
-  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
-  ASSERT_EQ(hm_plan_describe(p, 64, desc, sizeof desc, nullptr), HM_SUCCESS);
-  EXPECT_NE(std::string(desc).find("wg_bm64_w4_st3_da"), std::string::npos) << desc;
-  hm_plan_destroy(p);
+  expect_tile(format,
+              R"({"dense": [{"kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4}]})", 300,
+              "dense_wgmma wg_bm256_w8_st4");
+  expect_refused(format, R"({"dense": [{"kernel": "wgmma", "block_m": 16, "warps": 6}]})",
+                 HM_ERROR_PARSE, "warps");
+  expect_refused(format, R"({"dense": [{"kernel": "tcgen05"}]})", HM_ERROR_PARSE);
+  expect_tile(format, R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "block_m": 64}]})",
+              64, "wg_bm64_w4_st4_mb");
+  // mma.sync has no such choice
+  expect_refused(format, R"({"dense": [{"pipeline": "mbarrier"}]})", HM_ERROR_PARSE);
+  expect_tile(format,
+              R"({"dense": [{"kernel": "wgmma", "block_m": 64, "stages": 3,
+                             "dequant_ahead": true}]})",
+              64, "wg_bm64_w4_st3_da");
   // A barrier step that dequantizes ahead reads two stages and refills a third.
-  o.tuning_json =
-      R"({"dense": [{"kernel": "wgmma", "block_m": 64, "stages": 2, "dequant_ahead": true}]})";
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  EXPECT_NE(last_error().find("stages >= 3"), std::string::npos) << last_error();
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "dequant_ahead": 1}]})";
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  o.tuning_json = R"({"dense": [{"dequant_ahead": false}]})";  // mma.sync: not a choice either
-  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_PARSE);
-  hm_format_destroy(f);
+  expect_refused(format,
+                 R"({"dense": [{"kernel": "wgmma", "block_m": 64, "stages": 2,
+                                "dequant_ahead": true}]})",
+                 HM_ERROR_PARSE, "stages >= 3");
+  expect_refused(format, R"({"dense": [{"kernel": "wgmma", "dequant_ahead": 1}]})", HM_ERROR_PARSE);
+  // mma.sync: not a choice either
+  expect_refused(format, R"({"dense": [{"dequant_ahead": false}]})", HM_ERROR_PARSE);
   // Block scales and K % 8 != 0 stay on mma.sync: asking for wgmma is an error, not a fallback.
-  o.tuning_json = R"({"dense": [{"kernel": "wgmma", "block_m": 64}]})";
   for (const char* text : {"w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=256 k=1024",
                            "w=uint4b8 a=f16 c=f16 s=f16:g16 n=256 k=1020"}) {
-    ASSERT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << last_error();
-    EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_UNSUPPORTED) << text;
-    EXPECT_NE(last_error().find("\"kernel\": \"mma\""), std::string::npos) << last_error();
-    hm_format_destroy(f);
+    expect_refused(text, R"({"dense": [{"kernel": "wgmma", "block_m": 64}]})", HM_ERROR_UNSUPPORTED,
+                   "\"kernel\": \"mma\"");
   }
 }
 

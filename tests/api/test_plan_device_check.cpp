@@ -10,6 +10,7 @@
 
 #include "api/context.hpp"
 #include "api/device_check.hpp"
+#include "api/support/mock_driver_test.hpp"
 #include "core/error.hpp"
 #include "humming.h"
 #include "mock_driver/mock_loader.hpp"
@@ -17,37 +18,14 @@
 
 namespace {
 
-using hm::test::MockControl;
-using hm::test::ScopedEnv;
-
-std::string last_error() {
-  size_t n = hm_last_error_message(nullptr, 0);
-  std::string s(n, '\0');
-  if (n) hm_last_error_message(&s[0], n + 1);
-  return s;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-hm_context_t* make_context(int device, const std::string& cache) {
-  hm_context_options_t o;
-  hm_context_options_init(&o);
-  o.device = device;
-  o.cache_dir = cache.c_str();
-  hm_context_t* ctx = nullptr;
-  EXPECT_EQ(hm_context_create(&o, &ctx), HM_SUCCESS) << last_error();
-  return ctx;
-}
+using namespace hm::test;  // the mock driver and the helpers of tests/api/support
 
 // A prepared plan on device 0 with every slot its format uses set to valid device-0 memory, and
 // a workspace: each test then breaks one argument and expects the call to name it.
-class PlanDeviceCheck : public testing::Test {
+class PlanDeviceCheck : public MockDriverTest {
  protected:
   void SetUp() override {
-    setenv("HUMMING_CUDA_DRIVER_PATH", HM_MOCK_DRIVER_PATH, 1);
-    ctx_ = make_context(0, cache_);
+    ctx_ = create_context(cache_, 0);
     ASSERT_NE(ctx_, nullptr);
     ASSERT_EQ(hm_device_alloc(ctx_, 4 << 20, &buf_), HM_SUCCESS) << last_error();
     ASSERT_EQ(hm_launch_params_create(&lp_), HM_SUCCESS);
@@ -113,7 +91,7 @@ struct Slot {
 };
 
 TEST_F(PlanDeviceCheck, MemoryOfAnotherDeviceIsWrongDeviceAndNamesTheSlot) {
-  hm_context_t* other = make_context(1, cache_);
+  hm_context_t* other = create_context(cache_, 1);
   ASSERT_NE(other, nullptr);
   uint64_t foreign = 0;
   ASSERT_EQ(hm_device_alloc(other, 1 << 20, &foreign), HM_SUCCESS) << last_error();
@@ -154,7 +132,7 @@ TEST_F(PlanDeviceCheck, MemoryOfAnotherDeviceIsWrongDeviceAndNamesTheSlot) {
 
 TEST_F(PlanDeviceCheck, StreamOfAnotherContextIsWrongDevice) {
   ASSERT_NO_FATAL_FAILURE(use("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024"));
-  hm_context_t* other = make_context(1, cache_);
+  hm_context_t* other = create_context(cache_, 1);
   ASSERT_NE(other, nullptr);
   void* ours = mock_.create_stream(0);
   void* of_device_1 = mock_.create_stream(1);
@@ -198,7 +176,7 @@ TEST_F(PlanDeviceCheck, HostMemoryTheDeviceCannotReachIsAnInvalidArgument) {
 
 TEST_F(PlanDeviceCheck, ManagedAndMappedHostMemoryAreAccepted) {
   ASSERT_NO_FATAL_FAILURE(use("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024"));
-  hm_context_t* other = make_context(1, cache_);
+  hm_context_t* other = create_context(cache_, 1);
   ASSERT_NE(other, nullptr);
   using AllocManaged = int (*)(uint64_t*, size_t, unsigned);
   using Register = int (*)(void*, size_t, unsigned);

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "api/support/mock_driver_test.hpp"
 #include "core/error.hpp"
 #include "mock_driver/mock_loader.hpp"
 #include "runtime/device.hpp"
@@ -14,23 +14,7 @@
 namespace hm::runtime {
 namespace {
 
-using test::mock_driver_path;
-using test::MockControl;
-using test::ScopedEnv;
-
-Error error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an hm::Error";
-  return Error(HM_SUCCESS, "");
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using namespace hm::test;  // the mock driver and the helpers of tests/api/support
 
 TEST(RuntimeDevice, ReadsTheDeviceProperties) {
   const auto driver = Driver::load(mock_driver_path());

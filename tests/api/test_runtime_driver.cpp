@@ -3,7 +3,6 @@
 // entry points, cuInit failures, and the mapping of CUDA errors to hm statuses.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "api/support/mock_driver_test.hpp"
 #include "core/error.hpp"
 #include "mock_driver/mock_loader.hpp"
 #include "runtime/driver.hpp"
@@ -18,44 +18,31 @@
 namespace hm::runtime {
 namespace {
 
-using test::mock_driver_path;
-using test::MockControl;
-using test::ScopedEnv;
+using namespace hm::test;  // the mock driver and the helpers of tests/api/support
 
-// The hm::Error that `body` throws; fails the test when it throws nothing.
-Error error_of(const std::function<void()>& body) {
+// Ends the process, with body's result as its exit code (2 when body throws).
+[[noreturn]] void exit_with_result_of(const std::function<int()>& body) {
+  int code = 2;
   try {
-    body();
-  } catch (const Error& e) {
-    return e;
+    code = body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child threw: %s\n", e.what());
   }
-  ADD_FAILURE() << "expected an hm::Error";
-  return Error(HM_SUCCESS, "");
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// Runs `body` in a forked child (for Driver::shared(), which caches per process); the child's
-// exit code is body's result. Failures are described on stderr by the child.
-int run_in_child(const std::function<int()>& body) {
   std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    int code = 1;
-    try {
-      code = body();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child threw: %s\n", e.what());
-      code = 2;
-    }
-    std::fflush(nullptr);
-    _exit(code);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+  _exit(code);
+}
+
+// Runs `body` in a new process and expects it to exit with body's result 0; the child describes
+// failures on its stderr, which a failure here shows.
+// Driver::shared() keeps the first driver it loads for the life of the process and the library
+// has no way to forget it, so a test of that first load needs a process in which nothing has
+// loaded it yet. A forked child is not one: it inherits the cache of this process, where every
+// C-API test that made a context on a device has filled it with the mock. The "threadsafe"
+// death-test style starts the child by executing this test binary again, running only this test
+// up to the EXPECT_EXIT, so the cache starts empty whatever ran before in this process.
+void expect_success_in_a_new_process(const std::function<int()>& body) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // for this test only: gtest restores flags
+  EXPECT_EXIT(exit_with_result_of(body), testing::ExitedWithCode(0), "");
 }
 
 #define CHILD_EXPECT(condition)                                                    \
@@ -126,7 +113,7 @@ TEST(RuntimeDriver, CandidatePathsHonourTheEnvironment) {
 }
 
 TEST(RuntimeDriver, SharedLoadsOnlyTheConfiguredPathAndCachesSuccess) {
-  const int code = run_in_child([] {
+  expect_success_in_a_new_process([] {
     setenv("HUMMING_CUDA_DRIVER_PATH", "/nonexistent/libcuda.so.1", 1);
     try {
       Driver::shared();
@@ -146,11 +133,10 @@ TEST(RuntimeDriver, SharedLoadsOnlyTheConfiguredPathAndCachesSuccess) {
     CHILD_EXPECT(Driver::shared() == first);
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
 TEST(RuntimeDriver, SharedTriesEveryDefaultNameAndListsThemAll) {
-  const int code = run_in_child([] {
+  expect_success_in_a_new_process([] {
     unsetenv("HUMMING_CUDA_DRIVER_PATH");
     try {
       Driver::shared();  // a machine with a driver: nothing more to check here
@@ -162,7 +148,6 @@ TEST(RuntimeDriver, SharedTriesEveryDefaultNameAndListsThemAll) {
     }
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
 TEST(RuntimeDriver, MissingRequiredEntryPointsAreNamed) {

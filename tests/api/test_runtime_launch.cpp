@@ -5,12 +5,12 @@
 
 #include <atomic>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "api/support/mock_driver_test.hpp"
 #include "core/error.hpp"
 #include "mock_driver/mock_loader.hpp"
 #include "runtime/launch.hpp"
@@ -19,9 +19,7 @@
 namespace hm::runtime {
 namespace {
 
-using test::mock_driver_path;
-using test::MockControl;
-using test::ScopedEnv;
+using namespace hm::test;  // the mock driver and the helpers of tests/api/support
 
 constexpr const char* kGemmName = "hm_reference_gemm_f32_f32";
 
@@ -43,20 +41,6 @@ constexpr const char* kGemmPtx = R"(
 	ret;
 }
 )";
-
-Error error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an hm::Error";
-  return Error(HM_SUCCESS, "");
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // A GEMM of small integers: every product and sum is exact in f32, so results compare equal.
 struct Gemm {
