@@ -13,25 +13,13 @@
 #include "api/support/mock_driver_test.hpp"
 #include "humming.h"
 #include "mock_driver/mock_loader.hpp"
+#include "support/reference_gemm_params.hpp"
 
 namespace {
 
 using hm::test::last_error;
+using hm::test::reference_gemm_params;
 using hm::test::ScopedEnv;
-
-// Launch parameters of the reference GEMM C (m x n) = A (m x k) * B (n x k)^T at device memory.
-hm_launch_params_t* reference_gemm_params(uint64_t a, uint64_t b, uint64_t c, int64_t m, int64_t n,
-                                          int64_t k) {
-  hm_launch_params_t* p = nullptr;
-  EXPECT_EQ(hm_launch_params_create(&p), HM_SUCCESS);
-  hm_launch_params_set_pointer(p, HM_ARG_A, a);
-  hm_launch_params_set_pointer(p, HM_ARG_B, b);
-  hm_launch_params_set_pointer(p, HM_ARG_C, c);
-  hm_launch_params_set_int(p, HM_ARG_M, m);
-  hm_launch_params_set_int(p, HM_ARG_N, n);
-  hm_launch_params_set_int(p, HM_ARG_K, k);
-  return p;
-}
 
 class ContextApi : public hm::test::MockDriverTest {
  protected:

@@ -10,6 +10,7 @@
 
 #include "gpu/support/dense_layer.hpp"
 #include "humming.h"
+#include "support/reference_gemm_params.hpp"
 
 namespace {
 
@@ -69,14 +70,7 @@ std::vector<double> run(Gpu& gpu, hm_dtype_t in, hm_dtype_t out, std::vector<flo
   // Poison C so an unwritten element cannot pass.
   std::vector<uint8_t> poison(c_bytes, 0xFF);
   hm_copy_to_device(gpu.ctx, dc, poison.data(), c_bytes);
-  hm_launch_params_t* p = nullptr;
-  EXPECT_EQ(hm_launch_params_create(&p), HM_SUCCESS);
-  hm_launch_params_set_pointer(p, HM_ARG_A, da);
-  hm_launch_params_set_pointer(p, HM_ARG_B, db);
-  hm_launch_params_set_pointer(p, HM_ARG_C, dc);
-  hm_launch_params_set_int(p, HM_ARG_M, m);
-  hm_launch_params_set_int(p, HM_ARG_N, n);
-  hm_launch_params_set_int(p, HM_ARG_K, k);
+  hm_launch_params_t* p = hm::test::reference_gemm_params(da, db, dc, m, n, k);
   EXPECT_EQ(hm_kernel_launch(kernel, p, nullptr), HM_SUCCESS) << last_error();
   EXPECT_EQ(hm_stream_synchronize(gpu.ctx, nullptr), HM_SUCCESS) << last_error();
   std::vector<uint8_t> cb(c_bytes);
