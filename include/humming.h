@@ -483,7 +483,9 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * HM_ARG_GLOBAL (as the format needs), HM_ARG_BIAS ([N] in the output dtype, if the format has a
  * bias), HM_ARG_C ([M][N] in the output dtype), HM_ARG_WORKSPACE(_BYTES) and HM_ARG_M.
  * Alignment (HM_ERROR_MISALIGNED otherwise): A 16 bytes when K % 8 == 0 (else 2), B, SCALES, ZEROS
- * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C 2 bytes.
+ * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C 2 bytes. With C and BIAS on
+ * 16 bytes and N % 8 == 0 the kernels store eight outputs at a time; other alignments are exact
+ * too but take a slower per-element store.
  * Every pointer must be usable by the plan's device: memory of another device, or a stream of
  * another context, is HM_ERROR_WRONG_DEVICE; host memory the device cannot read is
  * HM_ERROR_INVALID_ARGUMENT (both name the slot; checked with driver attribute queries, no
