@@ -285,9 +285,14 @@ std::string SafetensorsWriter::header_json() const {
 
 std::vector<uint8_t> SafetensorsWriter::to_bytes() const {
   const std::string header = header_json();
-  std::vector<uint8_t> out(8);
+  size_t total = 8 + header.size();
+  for (const Entry& e : entries_) total += e.bytes;
+  // Reserved up front and appended to (GCC 12 also warns, wrongly, about inserting into an
+  // 8-byte vector: -Warray-bounds on the memcpy).
+  std::vector<uint8_t> out;
+  out.reserve(total);
   for (int i = 0; i < 8; ++i)
-    out[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+    out.push_back(static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i)));
   out.insert(out.end(), header.begin(), header.end());
   for (const Entry& e : entries_) out.insert(out.end(), e.data, e.data + e.bytes);
   return out;

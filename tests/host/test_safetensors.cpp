@@ -52,9 +52,10 @@ hm_status_t try_parse(const std::vector<uint8_t>& image, std::string* message = 
 }
 
 std::vector<uint8_t> with_header(const std::string& json, size_t data_bytes) {
-  std::vector<uint8_t> out(8);
+  std::vector<uint8_t> out;
+  out.reserve(8 + json.size() + data_bytes);
   for (int i = 0; i < 8; ++i)
-    out[i] = static_cast<uint8_t>(static_cast<uint64_t>(json.size()) >> (8 * i));
+    out.push_back(static_cast<uint8_t>(static_cast<uint64_t>(json.size()) >> (8 * i)));
   out.insert(out.end(), json.begin(), json.end());
   out.resize(out.size() + data_bytes, 0);
   return out;
