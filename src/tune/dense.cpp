@@ -72,7 +72,7 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
     // copying warp feeds it by TMA (the computing warps only wait, dequantize and issue); K
     // splits fill the SMs and meet in shared memory as one cluster (from M = 9 on; at M <= 8
     // the global workspace measured faster). The widths: 64 channels per block at M <= 64
-    // (enough blocks), 128 at M <= 128 with each chunk dequantized ahead of its wgmma, 256
+    // (enough blocks), 128 at M <= 192 with each chunk dequantized ahead of its wgmma, 256
     // tokens of two warpgroups up to M = 4096, then 160 tokens of four warpgroups (fewer, fuller
     // waves; 160 tokens need all 128 registers a 512-thread block allows, and zero points more,
     // so those formats keep the 256-token tile). Formats whose scale codes are not TMA boxes
@@ -81,16 +81,24 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
     const DenseTile large = f.has_zero_point() ? wgmma(256, 8, 4, 1, kTma | kAhead)
                                                : wgmma(160, 16, 4, 1, kTma);
     // 65-128 tokens: 128 channels per block while that leaves at least 64 blocks (two K
-    // splits fill the SMs), else 64 (4096 x 14336: 38.2 against 56.1 us, NOTES v14).
-    const DenseTile to_128 = f.n >= 64 * 128 ? wgmma(128, 8, 6, 1, kProducer | kAhead | kCluster)
-                                             : wgmma(128, 4, 8, 1, kProducer | kAhead | kCluster);
+    // splits fill the SMs), else 64 (4096 x 14336: 38.2 against 56.1 us, NOTES v14); the tile
+    // is as long as the call needs, 96 tokens up to M = 96 (NOTES v17: M = 80 30.9 against
+    // 36.1 us at 8192^2, 34.3 against 43.3 at 4096 x 14336).
+    const bool wide = f.n >= 64 * 128;
+    const unsigned mid = kProducer | kAhead | kCluster;
+    const DenseTile to_96 = wide ? wgmma(96, 8, 6, 1, mid) : wgmma(96, 4, 8, 1, mid);
+    const DenseTile to_128 = wide ? wgmma(128, 8, 6, 1, mid) : wgmma(128, 4, 8, 1, mid);
     if (producer_covers(f))
       return {
           {8, wgmma(8, 4, 8, 4, kProducer)},
           {16, wgmma(16, 4, 8, 4, kProducer | kCluster)},
           {32, wgmma(32, 4, 8, 2, kProducer | kCluster)},
-          {64, wgmma(64, 4, 8, 2, kProducer | kAhead | kCluster)},
+          {64, wgmma(64, 4, 8, 2, mid)},
+          {96, to_96},
           {128, to_128},
+          // 192 tokens with a copying warp up to M = 192 (M = 160: 41.4 against 65.5 us for
+          // the 256-token tile, M = 192: 42.4 against 51.5, NOTES v17).
+          {192, wgmma(192, 8, 4, 1, mid)},
           {4096, wgmma(256, 8, 4, 1, kTma | kAhead | kCluster)},
           {INT64_MAX, large},
       };
