@@ -216,7 +216,7 @@ TEST_P(DenseGemm, MatchesTheHostReferenceForEveryTileAndRaggedShape) {
   ASSERT_NE(gpu.ctx, nullptr);
   std::mt19937 rng(11);
   Layer L = make_layer(GetParam().text, rng);
-  for (int64_t m : {1, 5, 17, 33, 130}) {
+  for (int64_t m : {1, 5, 17, 33, 70, 130}) {  // one M in each default range
     auto [err, max_abs] = run(gpu, L, m, rng);
     EXPECT_LE(err, GetParam().bound) << GetParam().text << " m=" << m << " max |diff| " << max_abs;
   }
@@ -269,7 +269,7 @@ TEST(DenseGemmExact, BitExactOnRepresentableInputs) {
          {static_cast<const char*>(nullptr), kForceMma, kWgmmaWide, kWgmmaAhead, kWgmmaTma,
           kWgmmaCluster, kWgmmaProducer}) {
       if (tuning != nullptr && tuning != kForceMma && !device_has_wgmma(gpu)) continue;
-      for (int64_t m : {1, 3, 16, 17, 40, 97, 129, 260}) {
+      for (int64_t m : {1, 3, 16, 17, 40, 80, 97, 129, 260}) {
         auto [err, max_abs] = run(gpu, L, m, rng, /*exact=*/true, tuning);
         EXPECT_EQ(max_abs, 0.0) << text << " m=" << m << " rel err " << err << " tuning "
                                 << (tuning ? tuning : "default");
