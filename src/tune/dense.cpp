@@ -88,6 +88,10 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
     const unsigned mid = kProducer | kAhead | kCluster;
     const DenseTile to_96 = wide ? wgmma(96, 8, 6, 1, mid) : wgmma(96, 4, 8, 1, mid);
     const DenseTile to_128 = wide ? wgmma(128, 8, 6, 1, mid) : wgmma(128, 4, 8, 1, mid);
+    // 129-192 tokens: 192 with a copying warp (M = 160: 41.4 against 65.5 us for the 256-token
+    // tile at 8192^2, 66.9 against 81.2 at 4096 x 14336, NOTES v17), 64 channels for narrow
+    // layers as above.
+    const DenseTile to_192 = wide ? wgmma(192, 8, 4, 1, mid) : wgmma(192, 4, 6, 1, mid);
     if (producer_covers(f))
       return {
           {8, wgmma(8, 4, 8, 4, kProducer)},
@@ -96,9 +100,7 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
           {64, wgmma(64, 4, 8, 2, mid)},
           {96, to_96},
           {128, to_128},
-          // 192 tokens with a copying warp up to M = 192 (M = 160: 41.4 against 65.5 us for
-          // the 256-token tile, M = 192: 42.4 against 51.5, NOTES v17).
-          {192, wgmma(192, 8, 4, 1, mid)},
+          {192, to_192},
           {4096, wgmma(256, 8, 4, 1, kTma | kAhead | kCluster)},
           {INT64_MAX, large},
       };

@@ -40,10 +40,40 @@ const char* kFormats[] = {
     "w=uint4b8 a=f16 c=f16 s=f16:g48 n=4096 k=4096",
 };
 const char* kArchs[] = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120a"};
+// Every sm_90a tile of these as well: the defaults pick wider tiles for layers of N >= 8192
+// (src/tune/dense.cpp), and zero points need the most registers, in narrow and wide layers.
+const char* kEveryTileOnSm90a[] = {
+    "w=uint4b8 a=f16 c=f16 s=f16:g128 n=8192 k=8192",
+    "w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=bf16 n=8192 k=4096",
+    "w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=4096 k=4096",
+};
 
 TEST(DenseCompileMatrix, EveryFormatCompilesWithoutSpillsOnEveryArch) {
   auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
   int compiled = 0;
+  auto compile = [&](const char* text, const hm::core::Format& format, const char* arch_name,
+                     const hm::tune::DenseRange& range) {
+    auto kernel = hm::jit::dense_gemm_kernel(format, range.tile, format.k % 8 == 0, arch_name);
+    kernel.request.options.push_back("--ptxas-options=-v");
+    hm::jit::CompiledKernel out;
+    try {
+      out = compiler->compile(kernel.request);
+    } catch (const hm::Error& e) {
+      FAIL() << text << " on " << arch_name << ": " << e.message();
+    }
+    EXPECT_FALSE(out.image.empty());
+    std::smatch spill;
+    const std::regex spill_re("([0-9]+) bytes spill stores");
+    ASSERT_TRUE(std::regex_search(out.log, spill, spill_re))
+        << "no ptxas report in the log of " << kernel.request.name << ":\n" << out.log;
+    EXPECT_EQ(spill[1], "0") << text << " on " << arch_name << " " << range.tile.name()
+                             << " spills:\n" << out.log;
+    // ptxas falls back to waiting after every wgmma when it cannot prove the asynchronous
+    // pipeline safe; that would silently cost most of the kernel's overlap.
+    EXPECT_EQ(out.log.find("serialized"), std::string::npos)
+        << text << " on " << arch_name << " " << range.tile.name() << ":\n" << out.log;
+    ++compiled;
+  };
   for (const char* text : kFormats) {
     const auto format = hm::core::Format::parse(text);
     for (const char* arch_name : kArchs) {
@@ -57,29 +87,13 @@ TEST(DenseCompileMatrix, EveryFormatCompilesWithoutSpillsOnEveryArch) {
       if (text != kFormats[0] && text != kFormats[1] && std::string(arch_name) != "sm_80" &&
           std::string(arch_name) != "sm_90a")
         continue;
-      for (const auto& range : ranges) {
-        auto kernel = hm::jit::dense_gemm_kernel(format, range.tile, format.k % 8 == 0, arch_name);
-        kernel.request.options.push_back("--ptxas-options=-v");
-        hm::jit::CompiledKernel out;
-        try {
-          out = compiler->compile(kernel.request);
-        } catch (const hm::Error& e) {
-          FAIL() << text << " on " << arch_name << ": " << e.message();
-        }
-        EXPECT_FALSE(out.image.empty());
-        std::smatch spill;
-        const std::regex spill_re("([0-9]+) bytes spill stores");
-        ASSERT_TRUE(std::regex_search(out.log, spill, spill_re))
-            << "no ptxas report in the log of " << kernel.request.name << ":\n" << out.log;
-        EXPECT_EQ(spill[1], "0") << text << " on " << arch_name << " " << range.tile.name()
-                                 << " spills:\n" << out.log;
-        // ptxas falls back to waiting after every wgmma when it cannot prove the asynchronous
-        // pipeline safe; that would silently cost most of the kernel's overlap.
-        EXPECT_EQ(out.log.find("serialized"), std::string::npos)
-            << text << " on " << arch_name << " " << range.tile.name() << ":\n" << out.log;
-        ++compiled;
-      }
+      for (const auto& range : ranges) compile(text, format, arch_name, range);
     }
+  }
+  for (const char* text : kEveryTileOnSm90a) {
+    const auto format = hm::core::Format::parse(text);
+    for (const auto& range : hm::tune::default_dense_ranges(format, hm::core::parse_arch("sm_90a")))
+      compile(text, format, "sm_90a", range);
   }
   EXPECT_GT(compiled, 40);
 }

@@ -135,6 +135,7 @@ TEST(WgmmaRegisterHazards, NoInstructionWritesTheARegistersOfAWgmmaInFlight) {
   const std::string dir = testing::TempDir();
   int kernels = 0, expected = 0;
   for (const char* text : {"w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=4096",
+                           "w=uint4b8 a=f16 c=f16 s=f16:g128 n=8192 k=8192",  // the wide tiles
                            "w=uint3b4 a=f16 c=f16 s=f16:g64 n=4096 k=4096",
                            "w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=bf16 n=4096 k=4096"}) {
     const auto format = hm::core::Format::parse(text);
