@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"runtime"
+	"sync"
 	"unsafe"
 )
 
@@ -94,6 +95,9 @@ func GetRuntimeInfo() (RuntimeInfo, error) {
 // without a device). It may be used from several goroutines at once. Kernels and plans keep
 // its state alive, so they may be closed in any order.
 type Context struct {
+	// mu lets Close wait for the calls in flight: a DeviceBuffer's finalizer frees its memory
+	// through the context on the finalizer goroutine, which may run while the owner closes it.
+	mu     sync.RWMutex
 	h      *C.hm_context_t
 	device int
 }
@@ -131,17 +135,28 @@ func NewContextWithOptions(o ContextOptions) (*Context, error) {
 	return c, nil
 }
 
-// Close destroys the context handle (the state lives on while kernels or plans use it).
+// Close destroys the context handle (the state lives on while kernels or plans use it). It
+// waits for calls through the context that are in flight on other goroutines; device buffers
+// still open afterwards can no longer be freed (Close them first).
 func (c *Context) Close() {
+	c.mu.Lock()
 	if c.h != nil {
 		C.hm_context_destroy(c.h)
 		c.h = nil
 	}
+	c.mu.Unlock()
 	runtime.SetFinalizer(c, nil)
 }
 
+// with runs one C call on the handle, which stays valid until it returns. `do` must not call
+// with again (a waiting Close would deadlock the two).
 func (c *Context) with(do func(h *C.hm_context_t) C.hm_status_t) error {
-	if c == nil || c.h == nil {
+	if c == nil {
+		return closed("Context")
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.h == nil {
 		return closed("Context")
 	}
 	err := call(func() C.hm_status_t { return do(c.h) })

@@ -66,6 +66,37 @@ func TestMockDeviceMemory(t *testing.T) {
 	}
 }
 
+// A buffer's Close (also run by its finalizer, on the finalizer goroutine) frees through its
+// context, which the owner may be closing at that moment: Context.Close must wait for calls in
+// flight (a finalizer freeing through a destroyed handle crashed the process once in CI). Under
+// `go test -race` (as CTest runs it) an unsynchronized handle is reported here every time.
+func TestMockContextCloseWaitsForCallsInFlight(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		ctx := mockContext(t, 0)
+		buffers := make([]*humming.DeviceBuffer, 16)
+		for i := range buffers {
+			b, err := ctx.Alloc(256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buffers[i] = b
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, b := range buffers {
+			wg.Add(1)
+			go func(b *humming.DeviceBuffer) {
+				defer wg.Done()
+				<-start
+				_ = b.Close() // freed, or refused once the context is closed
+			}(b)
+		}
+		close(start)
+		ctx.Close()
+		wg.Wait()
+	}
+}
+
 func TestMockReferenceKernel(t *testing.T) {
 	ctx := mockContext(t, 0)
 	kernel, err := ctx.ReferenceGemmKernel(humming.DTypeF32, humming.DTypeF32)

@@ -104,7 +104,7 @@ set(HM_GO_ENV
   "CGO_ENABLED=1"
   "CGO_LDFLAGS=-L${HM_BINDINGS_LIB_DIR} -Wl,-rpath,${HM_BINDINGS_LIB_DIR}")
 hm_binding_test(bindings_go "${HM_GO}"
-  COMMAND ${HM_GO} test -count=1 ./...
+  COMMAND ${HM_GO} test -race -count=1 ./...
   WORKING_DIRECTORY ${HM_BINDINGS_SRC}/go
   ENVIRONMENT ${HM_GO_ENV} ${HM_BINDINGS_MOCK_ENV})
 hm_binding_test(bindings_go_gpu "${HM_GO}"
