@@ -83,6 +83,7 @@ def pack_device(context, format, codes, *, scales=None, zero_points=None, global
                                 stream=stream, writable=True)
         keep.append(t)
         setattr(dout, field, t.ptr)
-    check(raw.hm_pack_device(context.handle, format.handle, din, dout, int(stream)))
+    with context.using() as h:
+        check(raw.hm_pack_device(h, format.handle, din, dout, int(stream)))
     del keep  # the tensors stay alive until the (asynchronous) launch is queued
     return out

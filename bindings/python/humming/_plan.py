@@ -54,7 +54,8 @@ class Plan(Handle):
         options.max_m = int(max_m)
         if tuning_json is not None:
             options.tuning_json = str(tuning_json)
-        status, handle = raw.hm_plan_create(context.handle, format.handle, options)
+        with context.using() as h:
+            status, handle = raw.hm_plan_create(h, format.handle, options)
         check(status)
         super().__init__(handle)
         self.context = context

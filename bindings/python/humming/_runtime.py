@@ -1,4 +1,5 @@
 """Contexts (a device, or a target arch without one), kernels, launch parameters, device memory."""
+import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -65,6 +66,11 @@ class Context(Handle):
 
     def __init__(self, device=0, *, target_arch=None, cache_dir=None, compiler="default",
                  disable_jit=False, no_cache=False):
+        # Calls through the handle run with the GIL released, so without a guard close() on one
+        # thread could destroy it while another thread (or a DeviceArray's __del__) is inside a
+        # call: calls hold it through using(), and close() waits for them.
+        self._idle = threading.Condition()
+        self._in_flight = 0
         options = raw.hm_context_options_t()
         raw.hm_context_options_init(options)
         options.device = NO_DEVICE if device is None else int(device)
@@ -83,10 +89,39 @@ class Context(Handle):
         super().__init__(handle)
         self.device = options.device
 
+    @contextlib.contextmanager
+    def using(self):
+        """The raw handle, for humming.raw calls, valid until the with-block ends: close() on
+        another thread waits for the block (INVALID_STATE if the context is already closed)."""
+        with self._idle:
+            handle = self.handle
+            self._in_flight += 1
+        try:
+            yield handle
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._idle.notify_all()
+
+    def close(self):
+        """Destroys the context handle once the calls in flight on other threads have returned;
+        no call starts after close() has begun. Idempotent."""
+        idle = getattr(self, "_idle", None)
+        if idle is None:  # __init__ did not get far enough to own anything
+            return
+        with idle:
+            handle, self._handle = getattr(self, "_handle", None), None
+            while self._in_flight:
+                idle.wait()
+        if handle is not None:
+            raw.hm_context_destroy(handle)
+
     def device_info(self):
         info = raw.hm_device_info_t()
         raw.hm_device_info_init(info)
-        check(raw.hm_context_device_info(self.handle, info))
+        with self.using() as h:
+            check(raw.hm_context_device_info(h, info))
         return _fields(info, DeviceInfo)
 
     @property
@@ -96,8 +131,9 @@ class Context(Handle):
     # ---- kernels and plans -------------------------------------------------------------------
     def reference_gemm_kernel(self, in_dtype="f16", out_dtype="f16"):
         """The plain reference GEMM (compiled through the cache; the GIL is released)."""
-        status, handle = raw.hm_kernel_create_reference_gemm(
-            self.handle, int(as_dtype(in_dtype)), int(as_dtype(out_dtype)))
+        with self.using() as h:
+            status, handle = raw.hm_kernel_create_reference_gemm(
+                h, int(as_dtype(in_dtype)), int(as_dtype(out_dtype)))
         check(status)
         return Kernel(self, handle, as_dtype(in_dtype), as_dtype(out_dtype))
 
@@ -108,19 +144,23 @@ class Context(Handle):
     # ---- device memory -------------------------------------------------------------------------
     def alloc(self, nbytes):
         """Raw device memory (an int address); free it with free(). See also empty()."""
-        status, ptr = raw.hm_device_alloc(self.handle, int(nbytes))
+        with self.using() as h:
+            status, ptr = raw.hm_device_alloc(h, int(nbytes))
         check(status)
         return ptr
 
     def free(self, ptr):
-        check(raw.hm_device_free(self.handle, int(ptr)))
+        with self.using() as h:
+            check(raw.hm_device_free(h, int(ptr)))
 
     def copy_to_device(self, dst, src, nbytes):
         """Synchronous copy of nbytes from host address src to device address dst."""
-        check(raw.hm_copy_to_device(self.handle, int(dst), int(src), int(nbytes)))
+        with self.using() as h:
+            check(raw.hm_copy_to_device(h, int(dst), int(src), int(nbytes)))
 
     def copy_to_host(self, dst, src, nbytes):
-        check(raw.hm_copy_to_host(self.handle, int(dst), int(src), int(nbytes)))
+        with self.using() as h:
+            check(raw.hm_copy_to_host(h, int(dst), int(src), int(nbytes)))
 
     def empty(self, shape, dtype):
         """An uninitialized DeviceArray."""
@@ -133,7 +173,8 @@ class Context(Handle):
 
     def synchronize(self, stream=0):
         """Waits for the work on `stream` (an int CUstream, or 0 for the default stream)."""
-        check(raw.hm_stream_synchronize(self.handle, int(stream)))
+        with self.using() as h:
+            check(raw.hm_stream_synchronize(h, int(stream)))
 
 
 class LaunchParams(Handle):

@@ -1,6 +1,7 @@
 """Contexts, device memory, kernels, launches and plans on the mock CUDA driver (device pointers
 there are host memory, and the reference GEMM kernel runs as host code, so results are real)."""
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -145,3 +146,50 @@ def test_pack_device_matches_host_pack(mock_context):
     with pytest.raises(humming.InvalidArgumentError, match="4-byte elements"):
         humming.pack_device(mock_context, fmt, mock_context.to_device(codes),
                             scales=mock_context.to_device(scale_values.astype(np.float32)))
+
+
+def test_close_waits_for_calls_in_flight(mock_context):
+    """Calls run with the GIL released: close() on one thread must not destroy the handle while
+    another thread is inside a call, and no call may start once close() has begun."""
+    inside, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def hold():
+        with mock_context.using():
+            inside.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(10)
+    closer = threading.Thread(target=lambda: (mock_context.close(), closed.set()))
+    closer.start()
+    assert not closed.wait(0.3), "close() did not wait for the call in flight"
+    with pytest.raises(humming.Error, match="closed"):
+        mock_context.alloc(16)  # close() has begun: the handle is no longer handed out
+    release.set()
+    holder.join(10)
+    closer.join(10)
+    assert closed.is_set() and mock_context.closed
+
+
+def test_buffers_freed_on_other_threads_while_the_context_closes(cache_dir, mock_context):
+    """DeviceArrays freed (explicitly, or by __del__) on other threads race the owner's close()."""
+    for _ in range(10):
+        ctx = humming.Context(0, cache_dir=cache_dir)
+        arrays = [ctx.empty((64,), np.float32) for _ in range(16)]
+        start = threading.Event()
+
+        def free(a):
+            start.wait(10)
+            try:
+                a.close()
+            except humming.Error:
+                pass  # the context closed first: refused, not a crash
+
+        threads = [threading.Thread(target=free, args=(a,)) for a in arrays]
+        for t in threads:
+            t.start()
+        start.set()
+        ctx.close()
+        for t in threads:
+            t.join(10)
