@@ -21,7 +21,9 @@
  *     reported, at most size-1 bytes plus a NUL are written.
  *   - Thread safety: hm_format_t is safe to read from several threads at once; a context and its
  *     kernels may be used from several threads at once (compilation and loading are serialized
- *     internally); launch params are not thread-safe (use one per thread).
+ *     internally); launch params are not thread-safe (use one per thread). A _destroy must not
+ *     run while another thread is still inside a call on the same handle (the bindings enforce
+ *     this for contexts: their close waits for calls in flight).
  */
 #ifndef HUMMING_H_
 #define HUMMING_H_
