@@ -7,16 +7,11 @@
 #include <thread>
 
 #include "humming.h"
+#include "support/last_error.hpp"
 
 namespace {
 
-std::string last_error() {
-  const size_t n = hm_last_error_message(nullptr, 0);
-  std::string s(n + 1, '\0');
-  hm_last_error_message(&s[0], s.size());
-  s.resize(n);
-  return s;
-}
+using hm::test::last_error;
 
 // Expects `status` and a thread-local message that contains `piece`.
 #define EXPECT_STATUS(call, status, piece)                                                \

@@ -15,7 +15,7 @@
 
 namespace {
 
-using hm::test::pack_last_error;
+using hm::test::last_error;
 using hm::test::TemporaryDirectory;
 
 class PackDeviceApi : public hm::test::MockDriverTest {
@@ -36,7 +36,7 @@ class PackDeviceApi : public hm::test::MockDriverTest {
   }
   static hm_format_t* format(const char* text) {
     hm_format_t* f = nullptr;
-    EXPECT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << pack_last_error();
+    EXPECT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << last_error();
     return f;
   }
   static TemporaryDirectory* cache_;
@@ -48,7 +48,7 @@ TemporaryDirectory* PackDeviceApi::cache_ = nullptr;
 #define EXPECT_PACK_FAILS(call, status, needle)                                             \
   do {                                                                                      \
     EXPECT_EQ((call), (status)) << #call;                                                   \
-    EXPECT_NE(pack_last_error().find(needle), std::string::npos) << pack_last_error();      \
+    EXPECT_NE(last_error().find(needle), std::string::npos) << last_error();      \
   } while (0)
 
 TEST_F(PackDeviceApi, InitHelpersSetStructSize) {
@@ -137,7 +137,7 @@ TEST_F(PackDeviceApi, ChecksEveryArgument) {
 
   hm::test::MockControl mock;
   mock.reset();
-  EXPECT_EQ(hm_pack_device(ctx_, f, &in, &out, nullptr), HM_SUCCESS) << pack_last_error();
+  EXPECT_EQ(hm_pack_device(ctx_, f, &in, &out, nullptr), HM_SUCCESS) << last_error();
   auto launch = mock.last_launch();
   ASSERT_TRUE(launch.has_value());
   EXPECT_EQ(std::string(launch->function), "hm_pack_weight_w4_a16");

@@ -5,14 +5,11 @@
 #include <string>
 
 #include "humming.h"
+#include "support/last_error.hpp"
 
 namespace {
 
-std::string last_error() {
-  char buf[2048];
-  hm_last_error_message(buf, sizeof buf);
-  return buf;
-}
+using hm::test::last_error;
 
 TEST(DtypeApi, ParseNameDecodeEncode) {
   hm_dtype_t d = 0;

@@ -7,14 +7,11 @@
 #include <vector>
 
 #include "humming.h"
+#include "support/last_error.hpp"
 
 namespace {
 
-std::string last_error() {
-  char buf[1024];
-  hm_last_error_message(buf, sizeof buf);
-  return buf;
-}
+using hm::test::last_error;
 
 struct FormatHandle {
   hm_format_t* f = nullptr;

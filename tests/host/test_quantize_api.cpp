@@ -10,14 +10,11 @@
 
 #include "core/dtype.hpp"
 #include "humming.h"
+#include "support/last_error.hpp"
 
 namespace {
 
-std::string last_error() {
-  char buf[2048];
-  hm_last_error_message(buf, sizeof buf);
-  return buf;
-}
+using hm::test::last_error;
 
 struct Canonical {
   std::vector<uint8_t> codes;

@@ -13,15 +13,11 @@
 
 #include "core/dtype.hpp"
 #include "humming.h"
+#include "support/last_error.hpp"
 
 namespace schema_test {
 
-inline std::string last_error() {
-  size_t n = hm_last_error_message(nullptr, 0);
-  std::string s(n, '\0');
-  if (n) hm_last_error_message(&s[0], n + 1);
-  return s;
-}
+using ::hm::test::last_error;
 
 // A checkpoint tensor that owns its bytes.
 struct Tensor {

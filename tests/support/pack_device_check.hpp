@@ -13,15 +13,9 @@
 #include <gtest/gtest.h>
 
 #include "humming.h"
+#include "support/last_error.hpp"
 
 namespace hm::test {
-
-inline std::string pack_last_error() {
-  const size_t n = hm_last_error_message(nullptr, 0);
-  std::string s(n, '\0');
-  if (n) hm_last_error_message(&s[0], n + 1);
-  return s;
-}
 
 // Bytes of one packed element of `dtype` (docs/layout.md §9).
 inline int packed_element_bytes(hm_dtype_t dtype) {
@@ -70,7 +64,7 @@ struct DeviceBuffer {
   size_t bytes = 0;
   DeviceBuffer(hm_context_t* c, size_t n) : ctx(c), bytes(n) {
     if (n == 0) return;
-    EXPECT_EQ(hm_device_alloc(ctx, n, &ptr), HM_SUCCESS) << pack_last_error();
+    EXPECT_EQ(hm_device_alloc(ctx, n, &ptr), HM_SUCCESS) << last_error();
   }
   ~DeviceBuffer() {
     if (ptr) hm_device_free(ctx, ptr);
@@ -107,13 +101,13 @@ inline void expect_device_pack_matches_host(hm_context_t* ctx, const std::string
                                             uint32_t seed, bool codes_only = false) {
   SCOPED_TRACE(format_text);
   hm_format_t* f = nullptr;
-  ASSERT_EQ(hm_format_parse(format_text.c_str(), &f), HM_SUCCESS) << pack_last_error();
+  ASSERT_EQ(hm_format_parse(format_text.c_str(), &f), HM_SUCCESS) << last_error();
   hm_canonical_sizes_t cs;
   hm_canonical_sizes_init(&cs);
-  ASSERT_EQ(hm_format_canonical_sizes(f, &cs), HM_SUCCESS) << pack_last_error();
+  ASSERT_EQ(hm_format_canonical_sizes(f, &cs), HM_SUCCESS) << last_error();
   hm_packed_sizes_t ps;
   hm_packed_sizes_init(&ps);
-  ASSERT_EQ(hm_format_packed_sizes(f, &ps), HM_SUCCESS) << pack_last_error();
+  ASSERT_EQ(hm_format_packed_sizes(f, &ps), HM_SUCCESS) << last_error();
   hm_dtype_t w = 0, sd = 0, zd = 0;
   hm_format_get_dtype(f, HM_ROLE_WEIGHT, &w);
   hm_format_get_dtype(f, HM_ROLE_SCALE, &sd);
@@ -144,7 +138,7 @@ inline void expect_device_pack_matches_host(hm_context_t* ctx, const std::string
   hout.scales = pscales.empty() ? nullptr : pscales.data();
   hout.zero_points = pzps.empty() ? nullptr : pzps.data();
   hout.global_scale = pglobal.empty() ? nullptr : reinterpret_cast<float*>(pglobal.data());
-  ASSERT_EQ(hm_pack(f, &hin, &hout), HM_SUCCESS) << pack_last_error();
+  ASSERT_EQ(hm_pack(f, &hin, &hout), HM_SUCCESS) << last_error();
 
   // Device copies of the canonical data, side tensors as codes.
   const std::vector<uint8_t> sbytes = code_bytes(scale_codes, packed_element_bytes(sd));
@@ -176,8 +170,8 @@ inline void expect_device_pack_matches_host(hm_context_t* ctx, const std::string
     dout.zero_points = o_zps.ptr;
     dout.global_scale = o_global.ptr;
   }
-  ASSERT_EQ(hm_pack_device(ctx, f, &din, &dout, nullptr), HM_SUCCESS) << pack_last_error();
-  ASSERT_EQ(hm_stream_synchronize(ctx, nullptr), HM_SUCCESS) << pack_last_error();
+  ASSERT_EQ(hm_pack_device(ctx, f, &din, &dout, nullptr), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_stream_synchronize(ctx, nullptr), HM_SUCCESS) << last_error();
 
   EXPECT_EQ(first_difference(weight, o_weight.download(), "weight"), "");
   if (codes_only) {

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "humming.h"
 #include "mock_driver/mock_loader.hpp"
+#include "support/last_error.hpp"
 
 namespace hm::test {
 
@@ -31,14 +32,6 @@ inline Error error_of(const std::function<void()>& body) {
   }
   ADD_FAILURE() << "expected an hm::Error";
   return Error(HM_SUCCESS, "");
-}
-
-// The calling thread's last error message from the C ABI ("" when the last call succeeded).
-inline std::string last_error() {
-  const size_t n = hm_last_error_message(nullptr, 0);
-  std::string s(n, '\0');
-  if (n) hm_last_error_message(&s[0], n + 1);
-  return s;
 }
 
 // A new directory /tmp/<prefix>-XXXXXX, removed with its contents at the end of the scope.

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "humming.h"
+#include "support/last_error.hpp"
 
 namespace hm::gpu_test {
 
@@ -25,11 +26,7 @@ namespace hm::gpu_test {
 constexpr double kF16Bound = 2e-3;
 constexpr double kBf16Bound = 1.5e-2;
 
-inline std::string last_error() {
-  char buf[8192];
-  hm_last_error_message(buf, sizeof buf);
-  return buf;
-}
+using ::hm::test::last_error;
 
 // Device buffers allocated through one context (not owned): upload() allocations are freed by
 // free_all() or the destructor. Not thread-safe: one per thread (several may share a context).
