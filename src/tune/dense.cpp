@@ -286,7 +286,7 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
       std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, m * n_padded * 4));
   // Cluster splits need no workspace and no counters, but a cluster holds at most 8 blocks.
   l.cluster = tile.cluster_split;
-  int64_t splits = l.cluster ? std::min({want, by_k, int64_t{kMaxClusterSplits}})
+  int64_t splits = l.cluster ? std::min({want, by_k, int64_t{gemm::kDenseMaxClusterSplits}})
                    : blocks <= kSplitCounterSlots ? std::min({want, by_k, by_workspace})
                                                   : 1;
   l.k_chunks_per_split = static_cast<int>((k_chunks + splits - 1) / splits);

@@ -9,7 +9,6 @@
 
 #include "core/arch.hpp"
 #include "core/format.hpp"
-#include <humming/gemm/params.h>
 
 namespace hm::tune {
 
@@ -89,8 +88,6 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& format,
 // when the grid has fewer tiles than counter slots.
 constexpr int64_t kSplitCounterSlots = 4096;
 constexpr uint64_t kSplitCounterBytes = kSplitCounterSlots * sizeof(int32_t);
-// The most K splits a cluster holds (the portable cluster size; shared with the kernels).
-constexpr int kMaxClusterSplits = gemm::kDenseMaxClusterSplits;
 // Workspace bytes for a launch (0 without split-K or with cluster split-K).
 uint64_t dense_workspace_bytes(const DenseLaunch& launch, int64_t m, int64_t n_padded);
 
