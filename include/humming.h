@@ -239,8 +239,16 @@ HM_API hm_status_t hm_format_get_bias(const hm_format_t *format, int32_t *has_bi
  * arch NULL, for any architecture. HM_ERROR_UNSUPPORTED_FORMAT / _ARCH name the rule. */
 HM_API hm_status_t hm_format_validate(const hm_format_t *format, const char *arch);
 
-/* The support matrix as text (the same table `humming support` prints): one line per
- * (activation, weight family) with the rules that apply. snprintf rule. */
+/* The kernel families that run the format on `arch` ("sm_90a"; NULL: on any target of the
+ * compile matrix where the format is valid), space-separated, e.g. "dense_wgmma dense_mma"
+ * (snprintf rule). A valid format that no kernel runs yet is HM_ERROR_UNSUPPORTED, the message
+ * saying what is missing: exactly the formats hm_plan_create refuses for that reason. An invalid
+ * one fails as hm_format_validate does. */
+HM_API hm_status_t hm_format_kernels(const hm_format_t *format, const char *arch, char *buf,
+                                     size_t size, size_t *length);
+
+/* The support matrix as text (the same table `humming support` prints): per activation dtype,
+ * the weights and scales the rules accept and the kernel families that run them. snprintf rule. */
 HM_API hm_status_t hm_support_matrix(char *buf, size_t size, size_t *length);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -477,8 +485,10 @@ HM_API hm_status_t hm_plan_create(hm_context_t *context, const hm_format_t *form
 HM_API void hm_plan_destroy(hm_plan_t *plan);
 /* Compiles (or loads from the cache) every kernel the plan can choose. Call once, before serving. */
 HM_API hm_status_t hm_plan_prepare(hm_plan_t *plan);
-/* Device workspace needed for calls with M up to max_m. Allocate it once, zero it once (the
- * kernels leave it zeroed again), and pass it with HM_ARG_WORKSPACE / HM_ARG_WORKSPACE_BYTES. */
+/* Device workspace needed for calls with M up to max_m. Allocate it once, zero it once, and pass
+ * it with HM_ARG_WORKSPACE / HM_ARG_WORKSPACE_BYTES: every call leaves it all zero again, so one
+ * workspace (of the largest size any of them needs) can serve several plans, as long as no two
+ * calls that use it run at the same time (one stream, or streams ordered by events). */
 HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, uint64_t *bytes);
 /* Runs C[M,N] = A[M,K] * dequant(W)^T (+ bias) on `stream`. Uses HM_ARG_A (activations, row-major
  * [M][K] in the activation dtype), HM_ARG_B (packed weight), HM_ARG_SCALES, HM_ARG_ZEROS,

@@ -55,6 +55,7 @@ import "C"
 
 import (
 	"runtime"
+	"strings"
 	"unsafe"
 )
 
@@ -243,6 +244,28 @@ func (f *Format) Validate(arch string) error {
 		defer free(unsafe.Pointer(a))
 	}
 	return f.with(func(h *C.hm_format_t) C.hm_status_t { return C.hm_format_validate(h, a) })
+}
+
+// Kernels lists the kernel families that run the format on arch (any target when arch is ""),
+// e.g. ["dense_wgmma" "dense_mma"]. A valid format that no kernel runs yet is an error with
+// Status ErrorUnsupported saying what is missing (the formats NewPlan refuses).
+func (f *Format) Kernels(arch string) ([]string, error) {
+	if f == nil || f.h == nil {
+		return nil, closed("Format")
+	}
+	defer runtime.KeepAlive(f)
+	var a *C.char
+	if arch != "" {
+		a = cString(arch)
+		defer free(unsafe.Pointer(a))
+	}
+	names, err := copyOut(func(buf *C.char, size C.size_t, length *C.size_t) C.hm_status_t {
+		return C.hm_format_kernels(f.h, a, buf, size, length)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(names), nil
 }
 
 func (f *Format) CanonicalSizes() (CanonicalSizes, error) {

@@ -174,6 +174,14 @@ func TestFormats(t *testing.T) {
 	if !errors.As(err, &e) || e.Category() != humming.ErrorUnsupported {
 		t.Fatalf("%v", err)
 	}
+	if names, err := g.Kernels("sm_90a"); err != nil || strings.Join(names, " ") != "dense_wgmma dense_mma" {
+		t.Fatalf("kernels on sm_90a: %v %v", names, err)
+	}
+	fp8, _ := humming.ParseFormat("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=256 k=256")
+	if _, err := fp8.Kernels("sm_90a"); !errors.As(err, &e) || e.Status != humming.ErrorUnsupported {
+		t.Fatalf("e4m3 activations have no kernel yet: %v", err)
+	}
+	fp8.Close()
 	g.Close()
 	g.Close()
 	if _, _, _, err := g.Shape(); !errors.Is(err, &humming.Error{Status: humming.ErrorInvalidState}) {

@@ -36,8 +36,8 @@
   $1 = &temp;
 }
 %typemap(argout) SWIGTYPE **out {
-  $result = SWIG_Python_AppendOutput($result, SWIG_NewPointerObj(SWIG_as_voidptr(temp$argnum),
-                                                                  $*1_descriptor, 0));
+  $result = SWIG_AppendOutput($result, SWIG_NewPointerObj(SWIG_as_voidptr(temp$argnum),
+                                                           $*1_descriptor, 0));
 }
 
 /* ---- scalar outputs ---------------------------------------------------------------------- */
@@ -64,8 +64,8 @@
 }
 %typemap(argout) (char *buf, size_t size) {
   size_t used = $1 != NULL ? strnlen($1, $2) : 0;
-  $result = SWIG_Python_AppendOutput($result,
-                                     PyUnicode_DecodeUTF8($1 != NULL ? $1 : "", used, "replace"));
+  $result = SWIG_AppendOutput($result,
+                              PyUnicode_DecodeUTF8($1 != NULL ? $1 : "", used, "replace"));
 }
 %typemap(freearg) (char *buf, size_t size) {
   free($1);

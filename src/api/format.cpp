@@ -10,6 +10,7 @@
 #include "api/guard.hpp"
 #include "core/arch.hpp"
 #include "core/support.hpp"
+#include "gemm/family.hpp"
 
 namespace hm::api {
 
@@ -65,7 +66,7 @@ hm_status_t create_handle(const char* function, hm_format_t** out, Make&& make) 
 }
 
 const std::string& support_matrix_text() {
-  static const std::string text = core::render_support_matrix();  // fixed per build
+  static const std::string text = core::render_support_matrix(gemm::family_names);  // fixed per build
   return text;
 }
 
@@ -228,6 +229,19 @@ HM_API hm_status_t hm_format_validate(const hm_format_t* format, const char* arc
     std::optional<hm::core::Arch> target;
     if (arch != nullptr) target = hm::core::parse_arch(arch);
     hm::core::validate(f, target);
+  });
+}
+
+HM_API hm_status_t hm_format_kernels(const hm_format_t* format, const char* arch, char* buf,
+                                     size_t size, size_t* length) {
+  return HM_API_CALL({
+    const hm::core::Format& f = format_of(format);
+    std::optional<hm::core::Arch> target;
+    if (arch != nullptr) target = hm::core::parse_arch(arch);
+    std::string names;
+    for (const std::string& name : hm::gemm::families_running(f, target))
+      names += (names.empty() ? "" : " ") + name;
+    hm::api::copy_out_string(names, buf, size, length);
   });
 }
 

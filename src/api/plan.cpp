@@ -10,6 +10,7 @@
 #include "api/device_check.hpp"
 #include "api/format.hpp"
 #include "api/guard.hpp"
+#include "gemm/family.hpp"
 #include "core/support.hpp"
 #include "quant/layout.hpp"
 #include "runtime/launch.hpp"
@@ -178,6 +179,7 @@ HM_API hm_status_t hm_plan_create(hm_context_t* context, const hm_format_t* form
       fail(HM_ERROR_INVALID_ARGUMENT, "options->flags has unknown bits");
     if (o.max_m < 0) fail(HM_ERROR_INVALID_ARGUMENT, "options->max_m must be >= 0 (0: no limit)");
     core::validate(f, context->state->arch);
+    gemm::require_kernel(f, context->state->arch);  // a valid format may still have no kernel
     auto plan = std::make_unique<hm_plan>();
     plan->context = context->state;
     plan->format = f;

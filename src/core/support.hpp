@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,9 +74,14 @@ IntegerRange weight_integer_range(Dtype weight, Dtype zero_point);
 // Every value of the float dtype `s` is exactly a value of the float dtype `a` (no rescaling).
 bool float_fits_exactly(Dtype s, Dtype a);
 
+// Which kernel families run a format (valid for the arch) on an arch: their names, none when
+// no kernel does yet. Supplied by the layer that owns the kernels (src/gemm's registry), so the
+// matrix says what runs without core knowing the kernels.
+using KernelFamiliesOf = std::function<std::vector<std::string>(const Format&, const Arch&)>;
+
 // The matrix as plain text (hm_support_matrix, `humming support`).
-std::string render_support_matrix();
+std::string render_support_matrix(const KernelFamiliesOf& kernels);
 // docs/support.md: the matrix, the activation table and the rule table.
-std::string render_support_markdown();
+std::string render_support_markdown(const KernelFamiliesOf& kernels);
 
 }  // namespace hm::core

@@ -163,6 +163,43 @@ std::string scale_line(const Row& r) {
   return line + " | acc f32" + (supported(f) ? " f16" : "");
 }
 
+// The kernels line: for the row's representative format (the scale line's), each family with the
+// compile-matrix targets it runs that format on ("sm_75+" when every target from one on).
+std::string kernel_line(const Row& r, const KernelFamiliesOf& kernels) {
+  Format f = base_format(r.act->dtype);
+  f.weight = !r.ints.empty() ? r.ints.back() : !r.floats.empty() ? r.floats.front() : Dtype();
+  std::vector<std::string> names;                    // families, in first-seen order
+  std::vector<std::vector<std::string>> targets;     // per family, the targets it runs
+  std::vector<std::vector<bool>> runs;               // per family, per known arch
+  const std::vector<Arch>& archs = known_archs();
+  for (size_t i = 0; i < archs.size(); ++i) {
+    if (!check(f, archs[i]).empty()) continue;
+    for (const std::string& name : kernels(f, archs[i])) {
+      size_t k = std::find(names.begin(), names.end(), name) - names.begin();
+      if (k == names.size()) {
+        names.push_back(name);
+        runs.emplace_back(archs.size(), false);
+      }
+      runs[k][i] = true;
+    }
+  }
+  if (names.empty())
+    return "kernels: none yet (valid formats, but hm_plan_create refuses them: HM_ERROR_UNSUPPORTED)";
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < names.size(); ++k) {
+    size_t first = 0;
+    while (!runs[k][first]) ++first;
+    bool all_after = true;
+    std::vector<std::string> on;
+    for (size_t i = first; i < archs.size(); ++i) {
+      all_after = all_after && runs[k][i];
+      if (runs[k][i]) on.push_back(archs[i].name());
+    }
+    parts.push_back(names[k] + " " + (all_after && on.size() > 1 ? archs[first].name() + "+" : join(on)));
+  }
+  return "kernels: " + join(parts, " | ");
+}
+
 std::string pad(std::string s, size_t width) {
   if (s.size() < width) s.append(width - s.size(), ' ');
   return s;
@@ -170,7 +207,7 @@ std::string pad(std::string s, size_t width) {
 
 }  // namespace
 
-std::string render_support_matrix() {
+std::string render_support_matrix(const KernelFamiliesOf& kernels) {
   const std::vector<Dtype> named = all_named_dtypes();
   std::string out =
       "Humming support matrix, rendered from the validation rules (docs/support.md explains them).\n"
@@ -184,11 +221,12 @@ std::string render_support_matrix() {
     if (act.dtype.bits() == 16) out += " | zp " + act.dtype.name() + " " + int_list(r.ints_float_zp);
     out += "\n  float  w " + float_list(r.floats, named) + "\n";
     out += "  " + scale_line(r) + "\n";
+    out += "  " + kernel_line(r, kernels) + "\n";
   }
   return out;
 }
 
-std::string render_support_markdown() {
+std::string render_support_markdown(const KernelFamiliesOf& kernels) {
   std::string out =
       "# Support matrix\n\n"
       "<!-- Generated from src/core/support.cpp; do not edit. The host test SupportDocs.MatchesRules\n"
@@ -201,8 +239,12 @@ std::string render_support_markdown() {
       "## Matrix\n\n"
       "Per activation dtype: the targets, the MMA, the weight dtypes (without and with zero points) and\n"
       "the scales that pass every rule. `group e4m3/16` means e4m3 group scales with group_k a multiple\n"
-      "of 16.\n\n```text\n" +
-      render_support_matrix() + "```\n\n## Activations\n\n| activation | MMA K | instructions | targets | why |\n|---|---|---|---|---|\n";
+      "of 16. The rules say which formats are well formed; the `kernels` line says which kernel\n"
+      "families run them today (asked of the kernel registry, `src/gemm/family.cpp`, for the row's\n"
+      "representative format: channel f32 scales, K = 4096), and on which targets. A row with no\n"
+      "kernel is refused by `hm_plan_create` (`HM_ERROR_UNSUPPORTED`); `humming support --format ...\n"
+      "--arch ...` answers for one format.\n\n```text\n" +
+      render_support_matrix(kernels) + "```\n\n## Activations\n\n| activation | MMA K | instructions | targets | why |\n|---|---|---|---|---|\n";
   for (const ActivationSupport& a : supported_activations())
     out += "| " + a.dtype.name() + " | " + std::to_string(a.mma_k) + " | " + a.mma + " | " + a.arch_text() +
            " | " + a.why + " |\n";

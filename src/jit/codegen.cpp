@@ -69,23 +69,43 @@ std::string wgmma_op_source(const std::string& name, int n, bool f16, bool acc_f
   return s.str();
 }
 
+std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
+                           const core::Arch& arch) {
+  using core::Dtype;
+  const Dtype act = f.activation, w = f.weight, sd = f.scale, out = f.output;
+  const bool act_16 = act.code() == HM_DTYPE_F16 || act.code() == HM_DTYPE_BF16;
+  if (!act_16)
+    return "the dense kernels take f16 or bf16 activations; " + act.name() +
+           " activations have no kernel yet";
+  if (f.experts != 1)
+    return "MoE formats (e=" + std::to_string(f.experts) +
+           ") have no kernel yet: the dense kernels take e=1";
+  if (f.accumulator.code() == HM_DTYPE_F16 && act.code() != HM_DTYPE_F16)
+    return "f16 accumulation needs f16 activations (rule R5)";
+  if (w.bits() > 8 || !(w.is_integer() || w.kind() == core::DtypeKind::kFloat))
+    return "the dense kernels take weights of 1..8 bits, not " + w.name();
+  const bool scale_ok = sd.is_none() || sd == act || sd.code() == HM_DTYPE_F32 ||
+                        sd.code() == HM_DTYPE_F16 || sd.code() == HM_DTYPE_BF16 ||
+                        sd.code() == HM_DTYPE_UE8M0 ||
+                        (sd.kind() == core::DtypeKind::kFloat && sd.bits() <= 8);
+  if (!scale_ok) return "scale dtype " + sd.name() + " has no dense kernel";
+  if (out.code() != HM_DTYPE_F16 && out.code() != HM_DTYPE_BF16)
+    return "output dtype " + out.name() + " has no dense kernel (f16 or bf16)";
+  if (kernel == tune::DenseKernel::kWgmma && !tune::wgmma_covers(f, arch))
+    return "the wgmma kernel covers sm_90a with K % 8 == 0 and no block scales; not " +
+           f.to_string() + " on " + arch.name();
+  return "";
+}
+
 GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& tile,
                                   bool aligned_k, const std::string& arch) {
   using core::Dtype;
   using core::ScaleKind;
+  const std::string gap = dense_gemm_gap(f, tile.kernel, core::parse_arch(arch));
+  if (!gap.empty()) fail(HM_ERROR_UNSUPPORTED, gap);
   const bool act_f16 = f.activation.code() == HM_DTYPE_F16;
-  if (!act_f16 && f.activation.code() != HM_DTYPE_BF16)
-    fail(HM_ERROR_UNSUPPORTED, "the dense kernels take f16 or bf16 activations; " +
-                                   f.activation.name() + " activations are not implemented yet");
-  if (f.experts != 1)
-    fail(HM_ERROR_UNSUPPORTED, "MoE formats (e=" + std::to_string(f.experts) +
-                                   ") are not implemented yet: the dense kernel takes e=1");
   const bool acc_f16 = f.accumulator.code() == HM_DTYPE_F16;
-  if (acc_f16 && !act_f16)
-    fail(HM_ERROR_UNSUPPORTED, "f16 accumulation needs f16 activations (rule R5)");
   const Dtype w = f.weight;
-  if (w.bits() > 8 || !(w.is_integer() || w.kind() == core::DtypeKind::kFloat))
-    fail(HM_ERROR_UNSUPPORTED, "the dense kernel takes weights of 1..8 bits, not " + w.name());
 
   // How the kernel reads a scale code.
   const char* scale_code = "::hm::gemm::kScaleCodeAct";
@@ -101,8 +121,6 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
       scale_code = "::hm::gemm::kScaleCodeSmallFloat";
       scale_exp = sd.exponent_bits();
       scale_man = sd.mantissa_bits();
-    } else {
-      fail(HM_ERROR_UNSUPPORTED, "scale dtype " + sd.name() + " is not implemented in the dense kernel");
     }
   }
   // Integer weights are stored offset-binary (docs/layout.md): value = code - implicit zero point
@@ -116,8 +134,7 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
                            f.scale_kind == ScaleKind::kGroupTensor;
 
   const char* act = act_f16 ? "::hm::f16" : "::hm::bf16";
-  const char* out = f.output.code() == HM_DTYPE_F16 ? "::hm::f16" : f.output.code() == HM_DTYPE_BF16 ? "::hm::bf16" : nullptr;
-  if (!out) fail(HM_ERROR_UNSUPPORTED, "output dtype " + f.output.name() + " is not implemented");
+  const char* out = f.output.code() == HM_DTYPE_F16 ? "::hm::f16" : "::hm::bf16";
 
   // One named constant per line: a generated config reads like a table, and a swapped pair of
   // values cannot compile into a different kernel unnoticed.
@@ -147,9 +164,6 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
   const bool wg = tile.kernel == tune::DenseKernel::kWgmma;
   std::string prelude;
   if (wg) {
-    if (!tune::wgmma_covers(f, core::parse_arch(arch)))
-      fail(HM_ERROR_UNSUPPORTED, "the wgmma kernel covers sm_90a with K % 8 == 0 and no block "
-                                 "scales; not " + f.to_string() + " on " + arch);
     prelude = wgmma_op_source("WgmmaOp", tile.block_m, act_f16, acc_f16) + "\n";
     c << "  static constexpr int kStages = " << tile.stages << ";\n"
       << "  static constexpr int kMinBlocks = " << tile.blocks_per_sm << ";\n"

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "core/arch.hpp"
 #include "core/dtype.hpp"
 #include "core/format.hpp"
 #include "tune/dense.hpp"
@@ -20,6 +21,12 @@ struct GeneratedKernel {
 // The plain reference GEMM (kernels/humming/reference/gemm.cuh) for (in, out) in {f16, bf16, f32}.
 // Throws HM_ERROR_UNSUPPORTED for other dtypes.
 GeneratedKernel reference_gemm_kernel(core::Dtype in, core::Dtype out, const std::string& arch);
+
+// Why the dense kernel of that kind cannot run `format` on `arch`, or "" when it can: the one
+// definition of what the dense templates cover (src/gemm's registry, hence hm_plan_create, the
+// support matrix and `humming support`, ask it). The format is assumed valid for the arch.
+std::string dense_gemm_gap(const core::Format& format, tune::DenseKernel kernel,
+                           const core::Arch& arch);
 
 // The dense GEMM for a 16-bit-activation format and one tile: the mma.sync kernel
 // (kernels/humming/gemm/dense_mma.cuh) or, for wgmma tiles, the sm_90a warpgroup kernel

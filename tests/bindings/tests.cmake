@@ -68,6 +68,25 @@ hm_binding_test(bindings_python_gpu "${Python3_Interpreter_FOUND}"
   COMMAND ${HM_GATE} ${HM_PYTEST} ${HM_BINDINGS_TESTS}/python/test_gpu_plan.py
           ${HM_BINDINGS_TESTS}/python/test_gpu_torch.py
   ENVIRONMENT ${HM_PY_ENV})
+# The two ends of what find_package(SWIG 4.0) accepts, as pinned PyPI SWIGs that
+# scripts/setup.sh installs under HUMMING_TOOLS_DIR: the module must build and pass with both, not
+# only with the SWIG the main build found.
+if(DEFINED ENV{HUMMING_TOOLS_DIR})
+  set(HM_TOOLS_DIR_DEFAULT "$ENV{HUMMING_TOOLS_DIR}")
+else()
+  set(HM_TOOLS_DIR_DEFAULT "$ENV{HOME}/.cache/humming-tools")
+endif()
+set(HM_TOOLS_DIR "${HM_TOOLS_DIR_DEFAULT}" CACHE PATH
+    "where scripts/setup.sh installs test-only tools (the pinned SWIGs)")
+foreach(swig_version 4.0.2 4.5.1)
+  string(REPLACE "." "_" swig_tag ${swig_version})
+  hm_binding_test(bindings_python_swig_${swig_tag} "${Python3_Interpreter_FOUND}"
+    COMMAND ${HM_BINDINGS_TESTS}/python_swig_version.sh
+            ${HM_TOOLS_DIR}/swig-${swig_version}/bin/swig ${HM_PY} ${PROJECT_SOURCE_DIR}/include
+            ${HM_BINDINGS_SRC}/python/raw.i ${HM_PY_PACKAGE} $<TARGET_FILE:humming>
+            ${HM_BINDINGS_WORK}/swig-${swig_version} ${HM_BINDINGS_TESTS}/python
+    ENVIRONMENT ${HM_BINDINGS_MOCK_ENV})
+endforeach()
 hm_binding_test(bindings_coverage_python "${Python3_Interpreter_FOUND}"
   COMMAND ${HM_PY} ${HM_BINDINGS_TESTS}/check_coverage.py ${HM_BINDINGS_HEADER} python
           ${HM_PY_PACKAGE}

@@ -3,6 +3,7 @@
 // workspaces), tensor-parallel shapes, and the per-call argument checks against the real driver
 // (host, managed and registered memory, misalignment, streams of another context). Outputs are
 // checked against the f64 host reference. Skipped (exit 77) without a GPU.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -148,6 +149,72 @@ TEST_F(PlanGpu, GraphCaptureReplaysWithNewActivations) {
   EXPECT_CU(cu(), cuGraphDestroy(graph));
   EXPECT_CU(cu(), cuStreamDestroy(stream));
   for (auto* q : p) hm_launch_params_destroy(q);
+}
+
+// humming.h promises a workspace left all zero by every call, so that one buffer can serve
+// several plans. Three plans whose split-K tiles lay the workspace out differently (other n_pad,
+// other split counts, the wgmma and the mma.sync kernel) take turns on one workspace, each call's
+// output checked and the whole workspace read back after it: a partial or a counter left behind
+// by one plan would be read as another's (issue 14: the global split-K partials stayed).
+TEST_F(PlanGpu, OneWorkspaceServesPlansWithDifferentLayoutsAndIsLeftZero) {
+  Current current(cu());
+  const char* kForceMma = R"({"dense": [{"kernel": "mma", "block_m": 16, "warps": 4}]})";
+  struct Case {
+    const char* format;
+    const char* tuning;
+  } cases[] = {{kInt4, nullptr},
+               {"w=uint4b8 a=f16 c=f16 s=f16:g128 n=1344 k=2048", nullptr},
+               {"w=uint4b8 a=f16 c=f16 s=f16:g128 n=8192 k=8192", nullptr},  // the issue's shape
+               {"w=uint8b128 a=bf16 c=bf16 s=bf16:channel n=576 k=3072", kForceMma}};
+  constexpr int kPlans = sizeof cases / sizeof cases[0];
+  std::vector<Layer> layers;
+  std::vector<hm_plan_t*> plans(kPlans, nullptr);
+  std::vector<DeviceWeights> weights;
+  const int64_t ms[] = {1, 3};
+  uint64_t ws_bytes = 0;
+  for (int i = 0; i < kPlans; ++i) {
+    layers.push_back(make_layer(cases[i].format, rng_));
+    hm_plan_options_t o;
+    hm_plan_options_init(&o);
+    o.tuning_json = cases[i].tuning;
+    ASSERT_EQ(hm_plan_create(gpu_.ctx, layers[i].format, &o, &plans[i]), HM_SUCCESS) << last_error();
+    ASSERT_EQ(hm_plan_prepare(plans[i]), HM_SUCCESS) << last_error();
+    for (int64_t m : ms) {
+      uint64_t bytes = 0;
+      ASSERT_EQ(hm_plan_workspace_size(plans[i], m, &bytes), HM_SUCCESS) << last_error();
+      ASSERT_GT(bytes, 0u) << cases[i].format << " M = " << m << " should split K through the "
+                           << "workspace, or this test does not test it";
+      ws_bytes = std::max(ws_bytes, bytes);
+    }
+  }
+  for (int i = 0; i < kPlans; ++i) weights.push_back(upload_weights(gpu_, layers[i]));
+  const uint64_t ws = gpu_.zeroed(ws_bytes);
+  std::vector<uint8_t> back(ws_bytes);
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i < kPlans; ++i) {
+      const Layer& L = layers[i];
+      const int64_t m = ms[round % 2];
+      const Activations acts = random_activations(L, m, rng_);
+      const uint64_t a = gpu_.upload(acts.codes.data(), acts.codes.size() * 2);
+      const uint64_t c = gpu_.poisoned(static_cast<size_t>(m * L.n * 2));
+      hm_launch_params_t* p = params_for(weights[i], a, c, m, ws, ws_bytes);
+      ASSERT_EQ(hm_plan_gemm(plans[i], p, nullptr), HM_SUCCESS) << last_error();
+      ASSERT_EQ(hm_stream_synchronize(gpu_.ctx, nullptr), HM_SUCCESS) << last_error();
+      hm_launch_params_destroy(p);
+      const bool bf16 = std::string(cases[i].format).find("a=bf16") != std::string::npos;
+      EXPECT_LE(relative_error(L, download(gpu_, L, c, m), reference(L, acts.values, m)),
+                bf16 ? kBf16Bound : kF16Bound)
+          << "round " << round << " " << cases[i].format << " M = " << m;
+      ASSERT_EQ(hm_copy_to_host(gpu_.ctx, back.data(), ws, ws_bytes), HM_SUCCESS) << last_error();
+      size_t nonzero = 0, first = 0;
+      for (size_t b = 0; b < back.size(); ++b)
+        if (back[b] != 0 && nonzero++ == 0) first = b;
+      EXPECT_EQ(nonzero, 0u) << "round " << round << " " << cases[i].format << " M = " << m
+                             << " left " << nonzero << " non-zero workspace bytes, the first at "
+                             << first << " of " << ws_bytes;
+    }
+  }
+  for (hm_plan_t* plan : plans) hm_plan_destroy(plan);
 }
 
 // One stream's share of the concurrent tests: a plan, a workspace of its own, activation sets

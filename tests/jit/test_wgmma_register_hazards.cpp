@@ -6,6 +6,7 @@
 // v9). This test compiles the wgmma tiles with NVRTC, disassembles them with cuobjdump and fails
 // on any instruction that writes an in-flight HGMMA's A registers before the wait.
 #include <cstdio>
+#include <sys/wait.h>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -41,15 +42,37 @@ std::string find_cuobjdump() {
   return "";
 }
 
-std::string run(const std::string& command) {
-  std::string out;
+struct Output {
+  std::string text;
+  int status = -1;  // as pclose returns it
+};
+
+Output run(const std::string& command) {
+  Output out;
   FILE* p = popen(command.c_str(), "r");
   if (!p) return out;
   char buf[4096];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.text.append(buf, n);
+  out.status = pclose(p);
   return out;
+}
+
+// Why a disassembly cannot be trusted, or "" when it can: the tool must have exited with 0 and
+// printed no "fatal" line. cuobjdump 13.5 without nvdisasm beside it prints "cuobjdump fatal :
+// Could not find executable file 'nvdisasm'", which read as SASS is a kernel with no HGMMA at
+// all: the test must then fail with the tool's words, not with an instruction count.
+std::string disassembly_failure(const Output& out) {
+  std::string fatal;
+  std::istringstream in(out.text);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("fatal") != std::string::npos) fatal += line + "\n";
+  if (!fatal.empty()) return fatal;
+  if (out.status == -1) return "could not start the disassembler";
+  if (!WIFEXITED(out.status) || WEXITSTATUS(out.status) != 0)
+    return "the disassembler exited with status " + std::to_string(out.status) + ":\n" +
+           out.text.substr(0, 2000);
+  return "";
 }
 
 struct Scan {
@@ -147,8 +170,13 @@ TEST(WgmmaRegisterHazards, NoInstructionWritesTheARegistersOfAWgmmaInFlight) {
       const auto out = compiler->compile(kernel.request);
       const std::string path = dir + "/hazards_" + kernel.entry + ".cubin";
       std::ofstream(path, std::ios::binary) << out.image;
-      const Scan s = scan(run("'" + cuobjdump + "' -sass '" + path + "' 2>&1"));
+      const Output dump = run("'" + cuobjdump + "' -sass '" + path + "' 2>&1");
       std::remove(path.c_str());
+      const std::string failure = disassembly_failure(dump);
+      ASSERT_TRUE(failure.empty()) << cuobjdump << " -sass failed on " << kernel.entry << ": "
+                                   << failure
+                                   << "(scripts/setup.sh installs cuobjdump with nvdisasm)";
+      const Scan s = scan(dump.text);
       // The scan must have seen the structure it checks, or it proves nothing.
       EXPECT_GE(s.hgmma, 4) << text << " " << range.tile.name();
       EXPECT_GE(s.waits, 1) << text << " " << range.tile.name();
@@ -175,6 +203,18 @@ TEST(WgmmaRegisterHazards, TheScanCatchesAWriteBeforeTheWait) {
   EXPECT_EQ(s.waits, 1);
   ASSERT_EQ(s.hazards.size(), 1u);
   EXPECT_NE(s.hazards[0].find("R90"), std::string::npos);
+}
+
+// A disassembler that cannot run is a failure with its own words, never a disassembly to count.
+TEST(WgmmaRegisterHazards, ADisassemblerFailureIsReportedNotScanned) {
+  Output fatal{"cuobjdump fatal   : Could not find executable file 'nvdisasm'; you can try adding "
+               "path to environment variables PATH or NVDISASM_PATH\n",
+               0};
+  EXPECT_NE(disassembly_failure(fatal).find("nvdisasm"), std::string::npos);
+  Output crashed{"\n\tcode for sm_90a\n", 1 << 8};  // exit status 1
+  EXPECT_NE(disassembly_failure(crashed).find("status"), std::string::npos);
+  EXPECT_FALSE(disassembly_failure(run("false")).empty());
+  EXPECT_TRUE(disassembly_failure(run("echo '        /*0000*/  NOP ;'")).empty());
 }
 
 }  // namespace

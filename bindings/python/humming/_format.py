@@ -177,6 +177,12 @@ class Format(Handle):
         ("sm_90a", ...), or on any architecture when arch is None."""
         check(raw.hm_format_validate(self.handle, arch))
 
+    def kernels(self, arch=None):
+        """The kernel families that run this format on `arch` (any target when None), e.g.
+        ["dense_wgmma", "dense_mma"]. Raises UnsupportedError saying what is missing when the
+        format is valid but no kernel runs it yet (hm_plan_create refuses exactly those)."""
+        return copy_out(raw.hm_format_kernels, self.handle, arch).split()
+
     # ---- sizes -----------------------------------------------------------------------------
     def canonical_sizes(self):
         sizes = raw.hm_canonical_sizes_t()

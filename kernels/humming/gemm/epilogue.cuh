@@ -200,10 +200,12 @@ struct DenseEpilogue {
       return;
     }
     // Split-K: publish this split's partials, count arrivals per tile; the last one reduces in
-    // split order (deterministic whatever the arrival order) and leaves its counter at zero.
-    // Global memory is read and written in quads (4 channels, one float4; the partials are
-    // 16-byte aligned: the workspace is, its counters are 16 KiB, n_pad is a multiple of 64),
-    // so that a warp's accesses are 512 contiguous bytes.
+    // split order (deterministic whatever the arrival order) and leaves the workspace as it
+    // found it, all zero: its counter, and every partial it consumed (humming.h promises a
+    // workspace that stays zeroed, so that one buffer can serve plans whose tiles lay it out
+    // differently). Global memory is read and written in quads (4 channels, one float4; the
+    // partials are 16-byte aligned: the workspace is, its counters are 16 KiB, n_pad is a
+    // multiple of 64), so that a warp's accesses are 512 contiguous bytes.
     constexpr int kQuadsPerRow = kBlockN / 4;
     float* mine = p.partials + static_cast<int64_t>(blockIdx.z) * p.m * p.n_pad;
     for (int e = threadIdx.x; e < rows * kQuadsPerRow; e += kThreads) {
@@ -227,17 +229,19 @@ struct DenseEpilogue {
     for (int e = threadIdx.x; e < rows * kQuadsPerRow; e += kThreads) {
       const int r = e / kQuadsPerRow, c = (e % kQuadsPerRow) * 4;
       const int64_t token = m0 + r, channel = n0 + c;
-      if (channel >= p.n) continue;
+      if (channel >= p.n_pad) continue;  // the quads the splits wrote, padding channels included
       float sum[4] = {};
       for (int z = 0; z < p.splits; ++z) {
-        const float4 v = __ldcg(reinterpret_cast<const float4*>(
-            p.partials + (static_cast<int64_t>(z) * p.m + token) * p.n_pad + channel));
+        float4* at = reinterpret_cast<float4*>(
+            p.partials + (static_cast<int64_t>(z) * p.m + token) * p.n_pad + channel);
+        const float4 v = __ldcg(at);
+        __stcg(at, make_float4(0.f, 0.f, 0.f, 0.f));
         sum[0] += v.x;
         sum[1] += v.y;
         sum[2] += v.z;
         sum[3] += v.w;
       }
-      store_vector<4>(p, sum, token, channel, fit);
+      if (channel < p.n) store_vector<4>(p, sum, token, channel, fit);
     }
   }
 };

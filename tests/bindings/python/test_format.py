@@ -83,6 +83,19 @@ def test_validate_names_the_rule():
     assert info.value.message
 
 
+def test_kernels_name_the_families_or_what_is_missing():
+    ok = Format("w=uint4b8 a=f16 n=256 k=256")
+    assert ok.kernels("sm_90a") == ["dense_wgmma", "dense_mma"]
+    assert ok.kernels("sm_80") == ["dense_mma"]
+    assert ok.kernels() == ["dense_wgmma", "dense_mma"]
+    fp8 = Format("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=256 k=256")
+    fp8.validate("sm_90a")  # well formed...
+    with pytest.raises(humming.UnsupportedError) as info:  # ...but no kernel yet
+        fp8.kernels("sm_90a")
+    assert info.value.status == raw.HM_ERROR_UNSUPPORTED
+    assert "e4m3 activations" in info.value.message
+
+
 def test_closed_format_raises_invalid_state():
     with Format() as f:
         pass

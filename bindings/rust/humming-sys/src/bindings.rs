@@ -221,6 +221,15 @@ extern "C" {
     ) -> hm_status_t;
 }
 extern "C" {
+    pub fn hm_format_kernels(
+        format: *const hm_format_t,
+        arch: *const ::std::os::raw::c_char,
+        buf: *mut ::std::os::raw::c_char,
+        size: usize,
+        length: *mut usize,
+    ) -> hm_status_t;
+}
+extern "C" {
     pub fn hm_support_matrix(
         buf: *mut ::std::os::raw::c_char,
         size: usize,

@@ -199,6 +199,18 @@ impl Format {
         check(unsafe { sys::hm_format_validate(self.raw.as_ptr(), ptr) })
     }
 
+    /// The kernel families that run the format on `arch` (any target with `None`), e.g.
+    /// `["dense_wgmma", "dense_mma"]`. A valid format that no kernel runs yet is an error
+    /// with status `HM_ERROR_UNSUPPORTED` saying what is missing (the formats `Plan::new` refuses).
+    pub fn kernels(&self, arch: Option<&str>) -> Result<Vec<String>> {
+        let arch = arch.map(|a| c_string(a, "arch")).transpose()?;
+        let ptr = arch.as_ref().map_or(std::ptr::null(), |a| a.as_ptr());
+        let names = copy_out(|buf, size, length| unsafe {
+            sys::hm_format_kernels(self.raw.as_ptr(), ptr, buf, size, length)
+        })?;
+        Ok(names.split_whitespace().map(str::to_owned).collect())
+    }
+
     pub fn canonical_sizes(&self) -> Result<CanonicalSizes> {
         let mut s: sys::hm_canonical_sizes_t = unsafe { std::mem::zeroed() };
         unsafe { sys::hm_canonical_sizes_init(&mut s) };

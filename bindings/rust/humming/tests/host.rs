@@ -108,6 +108,13 @@ fn formats() {
         .validate(Some("sm_80"))
         .unwrap_err();
     assert_eq!(e.category(), sys::HM_ERROR_UNSUPPORTED, "{e}");
+    let int4 = Format::parse("w=uint4b8 a=f16 n=256 k=256").unwrap();
+    assert_eq!(int4.kernels(Some("sm_90a")).unwrap(), ["dense_wgmma", "dense_mma"]);
+    assert_eq!(int4.kernels(Some("sm_80")).unwrap(), ["dense_mma"]);
+    let fp8 = Format::parse("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=256 k=256").unwrap();
+    let e = fp8.kernels(Some("sm_90a")).unwrap_err();
+    assert_eq!(e.status(), sys::HM_ERROR_UNSUPPORTED, "{e}");
+    assert!(e.message().contains("e4m3 activations"), "{e}");
     assert!(humming::support_matrix().unwrap().len() > 256);
 }
 

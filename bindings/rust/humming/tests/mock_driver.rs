@@ -1,13 +1,20 @@
 //! Contexts, device memory, kernels and plans on the mock CUDA driver (its device memory is
 //! host memory and it runs the reference GEMM kernel as host code, so results are real).
 //! CTest sets HUMMING_MOCK_DRIVER (and HUMMING_REQUIRE_MOCK, so nothing here skips silently).
-use std::sync::Once;
+use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use humming::{
     sys, Context, ContextOptions, DType, Format, GemmArgs, LaunchParams, Plan, PlanOptions, Stream,
 };
 
-fn mock() -> bool {
+// The process environment, which every test here reads through the mock driver: the tests run on
+// parallel threads, and one of them switches the mock's allocation failure on with an
+// environment variable, which every other test's allocations would see while it is set (issue
+// 14: bindings_rust failed now and then under `ctest -j2`). The others hold this shared, that
+// one exclusively; a test that panicked while holding it does not poison the rest.
+static ENVIRONMENT: RwLock<()> = RwLock::new(());
+
+fn mock_driver_loaded() -> bool {
     static SETUP: Once = Once::new();
     let path = std::env::var("HUMMING_MOCK_DRIVER").ok();
     if path.is_none() {
@@ -23,6 +30,18 @@ fn mock() -> bool {
     true
 }
 
+/// The mock driver is in use (None: skipped), with the environment held shared.
+fn mock() -> Option<RwLockReadGuard<'static, ()>> {
+    let env = ENVIRONMENT.read().unwrap_or_else(|e| e.into_inner());
+    mock_driver_loaded().then_some(env)
+}
+
+/// As mock(), for a test that changes the environment: no other test runs meanwhile.
+fn mock_exclusive() -> Option<RwLockWriteGuard<'static, ()>> {
+    let env = ENVIRONMENT.write().unwrap_or_else(|e| e.into_inner());
+    mock_driver_loaded().then_some(env)
+}
+
 fn context(device: i32) -> Context {
     let cache = std::env::var("HUMMING_CACHE_DIR").ok().map(Into::into);
     Context::with_options(&ContextOptions {
@@ -35,9 +54,9 @@ fn context(device: i32) -> Context {
 
 #[test]
 fn device_and_runtime_info() {
-    if !mock() {
+    let Some(_env) = mock() else {
         return;
-    }
+    };
     let ctx = context(0);
     let info = ctx.device_info().unwrap();
     assert_eq!((info.device, info.cc_major, info.arch.as_str()), (0, 9, "sm_90a"));
@@ -49,9 +68,9 @@ fn device_and_runtime_info() {
 
 #[test]
 fn device_memory_round_trip_and_checks() {
-    if !mock() {
+    let Some(_env) = mock() else {
         return;
-    }
+    };
     let ctx = context(0);
     let data: Vec<f32> = (0..100).map(|i| i as f32 * 0.5).collect();
     let buf = ctx.to_device(&data).unwrap();
@@ -63,9 +82,9 @@ fn device_memory_round_trip_and_checks() {
 
 #[test]
 fn reference_kernel_matches_host() {
-    if !mock() {
+    let Some(_env) = mock() else {
         return;
-    }
+    };
     let ctx = context(0);
     let kernel = ctx.reference_gemm_kernel(DType::F32, DType::F32).unwrap();
     assert_eq!(kernel.name().unwrap(), "reference_gemm_f32_f32");
@@ -86,9 +105,9 @@ fn reference_kernel_matches_host() {
 
 #[test]
 fn plan_lifecycle() {
-    if !mock() {
+    let Some(_env) = mock() else {
         return;
-    }
+    };
     let ctx = context(0);
     let (n, k, m) = (256usize, 256usize, 16usize);
     let format = Format::parse(&format!("w=uint4b8 a=f16 c=f16 s=f16:g128 n={n} k={k}")).unwrap();
@@ -138,9 +157,9 @@ fn plan_lifecycle() {
 
 #[test]
 fn unsupported_arch_and_ahead_of_time() {
-    if !mock() {
+    let Some(_env) = mock() else {
         return;
-    }
+    };
     let sm80 = context(1);
     let f = Format::parse("w=e2m1 a=e2m1 c=f16 s=ue8m0:g32 n=256 k=256").unwrap();
     let e = Plan::new(&sm80, &f, &PlanOptions::default()).err().unwrap();
@@ -157,9 +176,9 @@ fn unsupported_arch_and_ahead_of_time() {
 
 #[test]
 fn allocation_failure_reports_device_out_of_memory() {
-    if !mock() {
+    let Some(_env) = mock_exclusive() else {
         return;
-    }
+    };
     let ctx = context(0);
     std::env::set_var("HM_MOCK_FAIL_ALLOC", "1");
     let e = ctx.alloc(64).unwrap_err();
@@ -169,9 +188,9 @@ fn allocation_failure_reports_device_out_of_memory() {
 
 #[test]
 fn pack_device_matches_host_pack() {
-    if !mock() {
+    let Some(_env) = mock() else {
         return;
-    }
+    };
     // The mock runs the packer's lane function on the host: the result is the real packing.
     let ctx = context(0);
     let format = Format::parse("w=uint3b4 a=f16 c=f16 s=f16:g64 n=70 k=200 e=2").unwrap();

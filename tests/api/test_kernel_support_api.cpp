@@ -1,0 +1,105 @@
+// hm_format_kernels and hm_plan_create read the same kernel registry (src/gemm/family.cpp), so
+// that `humming support` and docs/support.md can never list a format as running that a plan
+// refuses, or the other way round (issue 14: the matrix listed e4m3 activations like f16 ones).
+// Checked on ahead-of-time contexts for every target of the compile matrix: no driver needed.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "api/support/mock_driver_test.hpp"
+#include "humming.h"
+
+namespace {
+
+using hm::test::last_error;
+
+// Formats across activations, scale kinds, K alignments and experts: some run on every arch,
+// some only on sm_90a's families, some on none yet.
+const char* const kFormats[] = {
+    "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256",
+    "w=uint4b8 a=bf16 c=bf16 s=bf16:g128 n=256 k=256",
+    "w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=256 k=256",  // block scales: mma.sync only
+    "w=uint4b8 a=f16 c=f16 s=f16:channel n=256 k=260",   // K % 8 != 0: mma.sync only
+    "w=e2m1 a=e4m3 c=bf16 s=e4m3:g32 n=256 k=256",        // 8-bit activations: no kernel yet
+    "w=uint4b8 a=int8 c=f16 s=f32:channel n=256 k=256",
+    "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256 e=4",    // MoE: no kernel yet
+};
+
+const char* const kArchs[] = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120a"};
+
+std::string kernels_of(const hm_format_t* f, const char* arch, hm_status_t* status) {
+  char buf[256] = {};
+  size_t length = 0;
+  *status = hm_format_kernels(f, arch, buf, sizeof buf, &length);
+  return buf;
+}
+
+TEST(KernelSupportApi, AgreesWithPlanCreationOnEveryTarget) {
+  int runs = 0, refused_no_kernel = 0;
+  for (const char* arch : kArchs) {
+    hm_context_options_t o;
+    hm_context_options_init(&o);
+    o.device = HM_NO_DEVICE;
+    o.target_arch = arch;
+    hm_context_t* ctx = nullptr;
+    ASSERT_EQ(hm_context_create(&o, &ctx), HM_SUCCESS) << arch << ": " << last_error();
+    for (const char* text : kFormats) {
+      hm_format_t* f = nullptr;
+      ASSERT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << text << ": " << last_error();
+      hm_status_t kernels_status = HM_SUCCESS;
+      const std::string names = kernels_of(f, arch, &kernels_status);
+      const std::string kernels_error = last_error();
+      hm_plan_t* plan = nullptr;
+      const hm_status_t plan_status = hm_plan_create(ctx, f, nullptr, &plan);
+      EXPECT_EQ(kernels_status, plan_status)
+          << text << " on " << arch << ": hm_format_kernels says " << kernels_error
+          << " / hm_plan_create says " << last_error();
+      if (kernels_status == HM_SUCCESS) {
+        ++runs;
+        EXPECT_FALSE(names.empty()) << text << " on " << arch;
+        char desc[256] = {};
+        ASSERT_EQ(hm_plan_describe(plan, 1, desc, sizeof desc, nullptr), HM_SUCCESS);
+        // The plan's kernel is one of the families named.
+        const std::string family(desc, std::strcspn(desc, " "));
+        EXPECT_NE(names.find(family), std::string::npos) << text << " on " << arch << ": " << desc
+                                                         << " not in '" << names << "'";
+      } else if (kernels_status == HM_ERROR_UNSUPPORTED) {
+        ++refused_no_kernel;
+        EXPECT_NE(kernels_error.find("no kernel"), std::string::npos) << kernels_error;
+      }
+      hm_plan_destroy(plan);
+      hm_format_destroy(f);
+    }
+    hm_context_destroy(ctx);
+  }
+  EXPECT_GT(runs, 10);
+  EXPECT_GT(refused_no_kernel, 10);
+}
+
+TEST(KernelSupportApi, NamesFamiliesAndSaysWhatIsMissing) {
+  hm_format_t* f = nullptr;
+  hm_status_t status = HM_SUCCESS;
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=4096", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma dense_mma");
+  EXPECT_EQ(status, HM_SUCCESS) << last_error();
+  EXPECT_EQ(kernels_of(f, "sm_80", &status), "dense_mma");
+  EXPECT_EQ(kernels_of(f, nullptr, &status), "dense_wgmma dense_mma");  // any target
+  hm_format_destroy(f);
+
+  ASSERT_EQ(hm_format_parse("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=4096 k=4096", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "");
+  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("e4m3 activations"), std::string::npos) << last_error();
+  EXPECT_EQ(kernels_of(f, nullptr, &status), "");
+  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
+  // Invalid for the target: the rule's error, as hm_format_validate gives it.
+  kernels_of(f, "sm_80", &status);
+  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED_ARCH) << last_error();
+  hm_format_destroy(f);
+
+  EXPECT_EQ(hm_format_kernels(nullptr, "sm_90a", nullptr, 0, nullptr), HM_ERROR_INVALID_ARGUMENT);
+}
+
+}  // namespace
