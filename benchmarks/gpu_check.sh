@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One call on the GPU host: build, run the GPU tests and the benchmarks, collect results in $OUT.
 #   (device tool) run: bash benchmarks/gpu_check.sh [MODE]
-# MODE: all (default: tests + every benchmark + profile), tests (tests and the demo), quick (tests
+# MODE: all (default: tests + every benchmark + profile), tests (tests and the demo), gpu (the demo
+# and the GPU tests only), quick (tests
 # + the default-tuning benchmarks), sweep (the tuning sweep of benchmarks/tuning/), defaults (the
 # default-tuning benchmarks only), formats (other weight formats and bf16), bench (every
-# benchmark, no tests), profile (ncu of the dense GEMM at a few M).
+# benchmark, no tests), profile (ncu of the dense GEMM at a few M), sanitize (compute-sanitizer:
+# memcheck over the whole GPU test binary, racecheck and synccheck over the dense-GEMM and plan
+# tests, which run every default tile; each tool's report in $OUT/sanitize_<tool>.txt).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile).
@@ -31,7 +34,7 @@ echo "== humming info"; ./build-gpu/humming info
 # Every benchmark run is bounded, so a hang cannot eat the session's device time.
 B="timeout 90 ./build-gpu/benchmarks/bench_gemm"
 
-if want all tests quick; then
+if want all tests quick gpu; then
   # The demo first: one kernel, a quick sign of a hang before the long suites start.
   echo "== demo"; timeout 120 ./build-gpu/humming demo
   if [ $? -eq 124 ]; then echo "demo timed out: stopping"; exit 1; fi
@@ -75,6 +78,27 @@ if want all bench formats; then
   $B --format "w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=8192 k=8192" --ms 1,16,128,2048,16384 --no-cublas --label default --json "$OUT/gemm_uint4_zp_g128_f16.json"
 fi
 
+if want sanitize; then
+  echo "== compute-sanitizer"
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  T=./build-gpu/tests/test_gpu
+  # The kernels are compiled once, outside the sanitizer (the cache is warm for the runs below).
+  timeout 240 $T --gtest_filter='DenseGemm*:PlanGpu.*' >/dev/null 2>&1
+  # memcheck over everything; racecheck / synccheck slow kernels down by orders of magnitude, so
+  # they take the tests that run each default tile once (DenseGemm*) and the workspace test.
+  for spec in "memcheck:*:200" \
+              "racecheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:150" \
+              "synccheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:120"; do
+    tool=${spec%%:*}; rest=${spec#*:}; limit=${rest##*:}; filter=${rest%:*}
+    timeout "$limit" "$CS" --tool "$tool" --error-exitcode 86 --print-limit 40 \
+      $T --gtest_filter="$filter" > "$OUT/sanitize_$tool.txt" 2>&1
+    rc=$?
+    echo "-- $tool (filter $filter): exit $rc $( [ $rc = 124 ] && echo '(time limit: partial)')"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard|Warpgroup|incomplete|Barrier|\[  FAILED|tests ran" \
+      "$OUT/sanitize_$tool.txt" | sort | uniq -c | sort -rn | head -12
+  done
+fi
+
 if want all profile; then
   echo "== profile (ncu)"
   if command -v ncu >/dev/null; then
@@ -101,5 +125,6 @@ ls "$OUT"/*.json >/dev/null 2>&1 && { python3 benchmarks/report.py "$OUT"/*.json
 # archive, the log and the test log stay beside it.
 tar -czf "/tmp/results.tar.gz" -C "$OUT" . 2>/dev/null && mv /tmp/results.tar.gz "$OUT/results.tar.gz" &&
   find "$OUT" -mindepth 1 -maxdepth 1 ! -name results.tar.gz ! -name log.txt ! -name ctest.txt \
+    ! -name 'sanitize_*.txt' \
     -exec rm -rf {} +
 echo "== done"

@@ -489,7 +489,10 @@ struct DenseWgmma {
       };
       run_steps(step);
     }
-    ptx::wgmma_wait<0>();
+    // A wgmma wait is a warpgroup instruction: the copying warp, one warp of an incomplete
+    // warpgroup that issued no wgmma, must not execute it (compute-sanitizer synccheck:
+    // "warpgroup instruction executed with an incomplete warpgroup", issue 16).
+    if (!C::kProducer || warp < kWarps) ptx::wgmma_wait<0>();
 #pragma unroll
     for (int j = 0; j < kTokenGroups; ++j)
 #pragma unroll
