@@ -99,6 +99,23 @@ if want sanitize; then
   done
 fi
 
+if want sanitize racecheck_cluster; then
+  # racecheck flags the cp.async refill of a stage against the dequantization's reads of it in
+  # cluster split-K tiles only. The same tile (same mainloop code, same M, same K splits) run with
+  # split "global" and "cluster": if only the cluster launch is flagged, the mainloop's ordering
+  # (the stage's `empty` mbarrier) is what racecheck does not follow there (benchmarks/NOTES.md).
+  echo "== racecheck: one tile, global vs cluster split-K"
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for v in global cluster; do
+    timeout 120 "$CS" --tool racecheck --print-limit 4 ./build-gpu/benchmarks/bench_gemm \
+      --format "w=uint4b8 a=f16 c=f16 s=f16:g64 bias=1 n=208 k=1344" --ms 40 --iters 1 --warmup 0 \
+      --no-graph --no-flush --no-cublas --tuning "benchmarks/tuning/racecheck/bm40_$v.json" \
+      > "$OUT/sanitize_race_$v.txt" 2>&1
+    echo "-- split $v: exit $?"
+    grep -E "split|grid|RACECHECK SUMMARY|ERROR SUMMARY|Race reported" "$OUT/sanitize_race_$v.txt" | head -6
+  done
+fi
+
 if want all profile; then
   echo "== profile (ncu)"
   if command -v ncu >/dev/null; then

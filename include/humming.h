@@ -468,12 +468,16 @@ HM_API hm_status_t hm_kernel_launch(const hm_kernel_t *kernel, const hm_launch_p
  * immutable and may be used from several threads at once (each with its own launch params). */
 typedef struct hm_plan hm_plan_t;
 
-#define HM_PLAN_NONDETERMINISTIC 1u /* allow reductions whose order depends on timing */
+/* Reserved: will allow reductions whose order depends on timing. Accepted, and has no effect
+ * today: every kernel sums its K splits in split order, so results are deterministic with or
+ * without it. */
+#define HM_PLAN_NONDETERMINISTIC 1u
 
 typedef struct hm_plan_options {
   uint32_t struct_size;
   uint32_t flags;          /* HM_PLAN_* */
-  int64_t max_m;           /* the largest M the plan will run (0: no limit) */
+  int64_t max_m;           /* the largest M the plan will run (0: no limit); hm_plan_prepare
+                            * compiles only the kernels of M up to it */
   const char *tuning_json; /* NULL, or a JSON tuning override (docs/tuning.md); copied */
 } hm_plan_options_t;
 HM_API void hm_plan_options_init(hm_plan_options_t *options);

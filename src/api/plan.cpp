@@ -1,6 +1,7 @@
 // Plans: a format bound to a context, its kernels chosen per range of M, compiled up front, and
 // launched with no host synchronization and no allocation.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <future>
 #include <string>
@@ -206,9 +207,18 @@ HM_API hm_status_t hm_plan_prepare(hm_plan_t* plan) {
     if (plan->prepared) return;
     // Distinct tiles, each compiled on its own thread: NVRTC compiles are independent and the
     // cache locks per key, so a layer's prepare takes about as long as its slowest kernel.
+    // Only the ranges that serve some M <= max_m (all of them without a max_m): a decode-only
+    // plan compiles no large-M tile.
+    constexpr size_t kUnused = SIZE_MAX;
     std::vector<tune::DenseTile> tiles;
     std::vector<size_t> of_range;
-    for (const auto& r : plan->ranges) {
+    for (size_t k = 0; k < plan->ranges.size(); ++k) {
+      const auto& r = plan->ranges[k];
+      const int64_t lo = k == 0 ? 1 : plan->ranges[k - 1].max_m + 1;
+      if (plan->max_m > 0 && lo > plan->max_m) {
+        of_range.push_back(kUnused);
+        continue;
+      }
       size_t i = 0;
       while (i < tiles.size() && !(tiles[i] == r.tile)) ++i;
       if (i == tiles.size()) tiles.push_back(r.tile);
@@ -224,7 +234,7 @@ HM_API hm_status_t hm_plan_prepare(hm_plan_t* plan) {
     std::vector<std::unique_ptr<hm_kernel>> kernels;
     for (auto& f : pending) kernels.push_back(f.get());  // rethrows the first failure
     for (size_t r = 0; r < plan->ranges.size(); ++r)
-      check_cluster_splits(plan, r, *kernels[of_range[r]]);
+      if (of_range[r] != kUnused) check_cluster_splits(plan, r, *kernels[of_range[r]]);
     plan->kernels = std::move(kernels);
     plan->kernel_of_range = std::move(of_range);
     plan->prepared = true;

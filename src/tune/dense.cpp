@@ -12,7 +12,8 @@ namespace hm::tune {
 std::string DenseTile::name() const {
   if (kernel == DenseKernel::kWgmma)
     return "wg_bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_st" +
-           std::to_string(stages) + (decoupled ? "_mb" : "") + (dequant_ahead ? "_da" : "") +
+           std::to_string(stages) + "_b" + std::to_string(blocks_per_sm) +
+           (decoupled ? "_mb" : "") + (dequant_ahead ? "_da" : "") +
            (tma ? "_tma" : "") + (producer ? "_pw" : "") + (cluster_split ? "_cs" : "");
   return "bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_s" +
          std::to_string(warp_strips);

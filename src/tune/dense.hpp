@@ -35,7 +35,9 @@ struct DenseTile {
   // Blocks of this tile one SM is assumed to run at once; split-K fills one such wave.
   int blocks_per_sm = 16;
   int block_n() const { return 16 * warps * warp_strips; }
-  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4[_mb][_da][_tma][_pw][_cs]" (wgmma)
+  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4_b2[_mb][_da][_tma][_pw][_cs]" (wgmma: every
+  // field that changes the kernel, so two kernels never share a name; blocks_per_sm is the
+  // wgmma kernel's __launch_bounds__ minimum, while the mma.sync kernel's code ignores it)
   std::string name() const;
   int threads() const { return 32 * (warps + (producer ? 1 : 0)); }
   friend bool operator==(const DenseTile& a, const DenseTile& b) {

@@ -1,6 +1,7 @@
 // The plan half of the C ABI on the mock driver: creation rules, prepare, workspace sizing and
 // every argument check of hm_plan_gemm (the mock records the launch; GPU tests check results).
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -126,6 +127,42 @@ TEST_F(PlanApi, FormatsWithoutAKernelAreRefusedAtCreation) {
   EXPECT_EQ(plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=0 k=256", HM_ERROR_UNSUPPORTED_FORMAT), nullptr);
 }
 
+// max_m bounds what hm_plan_prepare compiles: with max_m = 16 only the first range's kernel is
+// built (counted as cubins in the plan's fresh cache), and M beyond it is refused at the call.
+TEST_F(PlanApi, PrepareCompilesOnlyTheRangesUpToMaxM) {
+  const char* tuning = R"({"dense": [{"max_m": 16, "block_m": 16},
+                                     {"max_m": 64, "block_m": 32, "warp_strips": 2},
+                                     {"block_m": 64, "warp_strips": 2}]})";
+  auto cubins = [&] {
+    int count = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(cache_.path()))
+      count += e.path().filename() == "kernel.cubin";
+    return count;
+  };
+  const int before = cubins();
+  hm_plan_options_t o;
+  hm_plan_options_init(&o);
+  o.tuning_json = tuning;
+  o.max_m = 16;
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=512", &f), HM_SUCCESS);
+  hm_plan_t* p = nullptr;
+  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  EXPECT_EQ(cubins() - before, 1) << "max_m = 16 needs only the first range's kernel";
+  hm_plan_destroy(p);
+  o.max_m = 17;  // one token into the second range
+  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  EXPECT_EQ(cubins() - before, 2);
+  GemmArguments args(ctx_);
+  hm_launch_params_set_int(args.params(), HM_ARG_M, 18);
+  EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("max_m"), std::string::npos) << last_error();
+  hm_plan_destroy(p);
+  hm_format_destroy(f);
+}
+
 TEST_F(PlanApi, GemmChecksItsArguments) {
   hm_plan_t* p = plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024");
   ASSERT_NE(p, nullptr);
@@ -205,7 +242,7 @@ TEST_F(PlanApi, ClusterSplitTilesLaunchTheirSplitsAsOneClusterWithoutWorkspace) 
   EXPECT_EQ(need, 0u);
   char desc[256];
   ASSERT_EQ(hm_plan_describe(p, 64, desc, sizeof desc, nullptr), HM_SUCCESS);
-  EXPECT_NE(std::string(desc).find("wg_bm64_w4_st4_mb_tma_pw_cs"), std::string::npos) << desc;
+  EXPECT_NE(std::string(desc).find("wg_bm64_w4_st4_b1_mb_tma_pw_cs"), std::string::npos) << desc;
   EXPECT_NE(std::string(desc).find("cluster split-K"), std::string::npos) << desc;
   {
     GemmArguments args(ctx_);
@@ -256,18 +293,18 @@ TEST_F(PlanApi, TuningJsonOverridesTheTilesAndIsChecked) {
   // wgmma tiles: their own limits, and only where the kernel applies.
   expect_tile(format,
               R"({"dense": [{"kernel": "wgmma", "block_m": 256, "warps": 8, "stages": 4}]})", 300,
-              "dense_wgmma wg_bm256_w8_st4");
+              "dense_wgmma wg_bm256_w8_st4_b1");
   expect_refused(format, R"({"dense": [{"kernel": "wgmma", "block_m": 16, "warps": 6}]})",
                  HM_ERROR_PARSE, "warps");
   expect_refused(format, R"({"dense": [{"kernel": "tcgen05"}]})", HM_ERROR_PARSE);
   expect_tile(format, R"({"dense": [{"kernel": "wgmma", "pipeline": "mbarrier", "block_m": 64}]})",
-              64, "wg_bm64_w4_st4_mb");
+              64, "wg_bm64_w4_st4_b1_mb");
   // mma.sync has no such choice
   expect_refused(format, R"({"dense": [{"pipeline": "mbarrier"}]})", HM_ERROR_PARSE);
   expect_tile(format,
               R"({"dense": [{"kernel": "wgmma", "block_m": 64, "stages": 3,
                              "dequant_ahead": true}]})",
-              64, "wg_bm64_w4_st3_da");
+              64, "wg_bm64_w4_st3_b1_da");
   // A barrier step that dequantizes ahead reads two stages and refills a third.
   expect_refused(format,
                  R"({"dense": [{"kernel": "wgmma", "block_m": 64, "stages": 2,
