@@ -635,6 +635,17 @@ HM_API void hm_checkpoint_tensor_init(hm_checkpoint_tensor_t *tensor);
 #define HM_CONVERT_SPLIT_GATE_UP 2u   /* MXFP4 gate_up: de-interleave rows (even rows = gate,
                                        * odd rows = up) into [gate rows..., up rows...] */
 #define HM_CONVERT_KEEP_K_ORDER 4u    /* GPTQ/CT act-order: fail instead of permuting K */
+/* Who wrote a GPTQ v1 checkpoint (quantize_config meta.quantizer); they disagree on a zero
+ * point of 0, which v1 stores as -1 (docs/convert.md). Neither: the stored zeros must not need
+ * the answer (no field holds all ones), else the layer is refused asking for one of them. */
+#define HM_CONVERT_GPTQ_V1_AUTOGPTQ 8u   /* each field read as stored + 1 (AutoGPTQ's kernels) */
+#define HM_CONVERT_GPTQ_V1_GPTQMODEL 16u /* whole words + 0x11111111 (4-bit; GPTQModel's loader) */
+#define HM_CONVERT_ASYMMETRIC 32u        /* the config says sym: false: zero points required */
+/* compressed-tensors pack-quantized for bits that do not divide 32: codes packed densely,
+ * crossing words (compressed-tensors >= 0.20), or whole codes per word (older). Neither: the
+ * shapes decide, and a layer they cannot decide is refused. */
+#define HM_CONVERT_CT_PACK_DENSE 64u
+#define HM_CONVERT_CT_PACK_WORD_ALIGNED 128u
 
 /* How an NVFP4 (or BitNet) global scale g is applied: dequant = e2m1 * block_scale * g
  * (MULTIPLY, ModelOpt weight_scale_2) or e2m1 * block_scale / g (DIVIDE, compressed-tensors
@@ -655,7 +666,9 @@ typedef struct hm_convert_options {
   hm_dtype_t activation;
   hm_dtype_t output; /* HM_DTYPE_NONE: the activation when 16-bit, else as activation's default */
   int32_t bits;          /* GPTQ / ct-pack: 0 = derive from the shapes */
-  int32_t group_size;    /* GPTQ / AWQ / ct-pack: 0 = derive from the shapes, -1 = per channel */
+  /* GPTQ / AWQ / ct-pack / group FP8: 0 = derive from the shapes (refused when more than one
+   * group size fits), -1 = per channel */
+  int32_t group_size;
   uint32_t flags;        /* HM_CONVERT_* */
   int32_t global_scale_convention; /* HM_GLOBAL_SCALE_* */
   /* Per-tensor scales of a fused layer (QKV, gate/up): weight_scale holds shard_count scalars,
@@ -704,6 +717,67 @@ HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t *layer,
  * understand, before writing anything. options may be NULL. */
 HM_API hm_status_t hm_convert_file(const char *scheme, const char *in_path, const char *out_path,
                                    const hm_convert_options_t *options);
+
+/* ---- Whole model folders ------------------------------------------------------------------ */
+
+/* hm_convert_model_options_t.flags */
+#define HM_CONVERT_MODEL_FORCE 1u   /* replace an existing out_dir (atomically where possible) */
+#define HM_CONVERT_MODEL_DRY_RUN 2u /* plan and report every item; write nothing */
+
+/* What a progress call is about (its `kind`). */
+#define HM_CONVERT_EVENT_LAYER 1  /* a converted layer: name = its prefix, detail = scheme and
+                                   * format string (dry run: the config's parameters) */
+#define HM_CONVERT_EVENT_TENSOR 2 /* a tensor copied unchanged (detail NULL) */
+#define HM_CONVERT_EVENT_FILE 3   /* a file or folder copied (tokenizer, generation config...) */
+
+/* Called by hm_convert_model on the calling thread, in output order, after each item; done and
+ * total count input bytes (checkpoint tensors plus copied files). The strings live for the
+ * call. Return 0 to go on; anything else cancels: hm_convert_model then removes what it wrote
+ * and returns HM_ERROR_INVALID_STATE. */
+typedef int32_t (*hm_convert_model_progress_fn)(void *user_data, int32_t kind, const char *name,
+                                                const char *detail, uint64_t done,
+                                                uint64_t total);
+
+typedef struct hm_convert_model_options {
+  uint32_t struct_size;
+  /* NULL: each layer's scheme comes from the folder's quantization config; else a scheme name
+   * (hm_scheme_parse) that every layer is converted with. */
+  const char *scheme;
+  /* Overrides of what the config says, field by field; a field at its hm_convert_options_init
+   * value leaves the config's choice; NULL: none. Its progress fields are not used. Borrowed
+   * for the call. */
+  const hm_convert_options_t *layer_options;
+  uint32_t flags;  /* HM_CONVERT_MODEL_* */
+  int32_t threads; /* layers converted at once; 0: every usable core */
+  hm_convert_model_progress_fn progress; /* may be NULL */
+  void *progress_user_data;
+} hm_convert_model_options_t;
+HM_API void hm_convert_model_options_init(hm_convert_model_options_t *options);
+
+typedef struct hm_convert_model_summary {
+  uint32_t struct_size;
+  int32_t layers;     /* layers converted (dry run: that would be) */
+  int32_t tensors;    /* tensors copied unchanged */
+  int32_t files;      /* other files and folders copied */
+  int32_t shards;     /* safetensors shards */
+  uint64_t bytes_in;  /* checkpoint tensor bytes read */
+  uint64_t bytes_out; /* tensor bytes written */
+  double seconds;     /* wall time of the call */
+} hm_convert_model_summary_t;
+HM_API void hm_convert_model_summary_init(hm_convert_model_summary_t *summary);
+
+/* Converts a Hugging Face model folder in_dir (config.json with its quantization_config, or
+ * quantize_config.json / hf_quant_config.json; model-0000X-of-0000Y.safetensors shards and
+ * model.safetensors.index.json, or one model.safetensors) into out_dir: every shard converted
+ * like hm_convert_file with each layer's scheme and parameters from the config, a new index,
+ * a config.json whose quantization_config records each layer's format, and every other file
+ * copied (docs/convert.md). out_dir is written atomically (a temporary folder next to it,
+ * renamed at the end): on any failure or cancellation it is left as it was, and in_dir is never
+ * modified. out_dir must not exist (unless HM_CONVERT_MODEL_FORCE) and must not overlap in_dir.
+ * options and summary may be NULL; summary is filled on success. */
+HM_API hm_status_t hm_convert_model(const char *in_dir, const char *out_dir,
+                                    const hm_convert_model_options_t *options,
+                                    hm_convert_model_summary_t *summary);
 
 #ifdef __cplusplus
 } /* extern "C" */

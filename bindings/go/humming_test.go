@@ -419,3 +419,53 @@ func TestConvertFileWithProgress(t *testing.T) {
 		t.Fatal(f)
 	}
 }
+
+func TestConvertModelFolder(t *testing.T) {
+	n, k := 64, 256
+	qweight, qzeros, scales, _ := gptq(n, k, 128)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	os.Mkdir(in, 0o755)
+	p := "model.layers.0.mlp.down_proj."
+	writeSafetensors(t, filepath.Join(in, "model.safetensors"),
+		[]string{p + "qweight", p + "qzeros", p + "scales", "model.norm.weight"},
+		[]string{"I32", "I32", "F16", "F16"},
+		[][]int64{{int64(k / 8), int64(n)}, {2, int64(n / 8)}, {2, int64(n)}, {4}},
+		[][]byte{qweight, qzeros, scales, make([]byte, 8)})
+	os.WriteFile(filepath.Join(in, "config.json"), []byte(`{"quantization_config": {"quant_method": "gptq",
+		"bits": 4, "group_size": 128, "sym": false, "meta": {"quantizer": ["auto_gptq:0.7.1"]}}}`), 0o644)
+	os.WriteFile(filepath.Join(in, "tokenizer.json"), []byte("{}"), 0o644)
+	var layers []string
+	summary, err := humming.ConvertModel(in, out, &humming.ConvertModelOptions{Threads: 2,
+		Progress: func(kind humming.ModelEvent, name string, detail *string, done, total uint64) bool {
+			if kind == humming.ConvertEventLayer {
+				layers = append(layers, name)
+			}
+			return false
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if summary.Layers != 1 || summary.Tensors != 1 || summary.Files != 1 || len(layers) != 1 {
+		t.Fatalf("%+v %v", summary, layers)
+	}
+	if _, err := os.Stat(filepath.Join(out, "tokenizer.json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := humming.ConvertModel(in, out, nil); err == nil {
+		t.Fatal("an existing output folder was replaced without ConvertModelForce")
+	}
+	if _, err := humming.ConvertModel(in, out, &humming.ConvertModelOptions{Flags: humming.ConvertModelForce,
+		Layer: &humming.ConvertOptions{Flags: humming.ConvertGPTQV1Autogptq}}); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := filepath.Join(dir, "cancelled")
+	_, err = humming.ConvertModel(in, cancelled, &humming.ConvertModelOptions{
+		Progress: func(humming.ModelEvent, string, *string, uint64, uint64) bool { return true }})
+	if err == nil {
+		t.Fatal("cancelling did not fail the conversion")
+	}
+	if _, err := os.Stat(cancelled); !os.IsNotExist(err) {
+		t.Fatal("a cancelled conversion left its output")
+	}
+}

@@ -98,6 +98,7 @@ HM_ADDRESS_TYPEMAPS(const int64_t *)
 HM_ADDRESS_TYPEMAPS(const uint32_t *)
 HM_ADDRESS_TYPEMAPS(const uint64_t *)
 HM_ADDRESS_TYPEMAPS(hm_convert_progress_fn)
+HM_ADDRESS_TYPEMAPS(hm_convert_model_progress_fn)
 
 /* ---- fixed-size integer arrays in structs (hm_checkpoint_tensor_t.shape) as tuples -------- */
 %typemap(in) int64_t [ANY] (int64_t temp[$1_dim0]) {
@@ -203,6 +204,12 @@ HM_ADDRESS_TYPEMAPS(hm_convert_progress_fn)
 %extend hm_plan_options {
   ~hm_plan_options() {
     free((char *)$self->tuning_json);
+    free($self);
+  }
+}
+%extend hm_convert_model_options {
+  ~hm_convert_model_options() {
+    free((char *)$self->scheme);
     free($self);
   }
 }

@@ -1,6 +1,7 @@
 // C entry points for checkpoint conversion (hm_convert_layer, hm_convert_file, ...). Argument
 // checks live here; the converters are src/schema/, the file reader/writer src/io/.
 #include "schema/convert.hpp"
+#include "schema/model.hpp"
 
 #include <cstddef>
 #include <cstring>
@@ -14,6 +15,8 @@
 static_assert(offsetof(hm_checkpoint_tensor_t, struct_size) == 0, "struct_size comes first");
 static_assert(offsetof(hm_convert_options_t, struct_size) == 0, "struct_size comes first");
 static_assert(offsetof(hm_converted_layer_info_t, struct_size) == 0, "struct_size comes first");
+static_assert(offsetof(hm_convert_model_options_t, struct_size) == 0, "struct_size comes first");
+static_assert(offsetof(hm_convert_model_summary_t, struct_size) == 0, "struct_size comes first");
 
 struct hm_converted_layer {
   hm::schema::Layer layer;
@@ -28,9 +31,21 @@ using hm::api::require_struct_size;
 constexpr size_t kTensorSize = sizeof(hm_checkpoint_tensor_t);
 constexpr size_t kOptionsSize = sizeof(hm_convert_options_t);
 constexpr size_t kInfoSize = sizeof(hm_converted_layer_info_t);
+constexpr size_t kModelOptionsSize = sizeof(hm_convert_model_options_t);
+constexpr size_t kModelSummarySize = sizeof(hm_convert_model_summary_t);
+constexpr uint32_t kKnownModelFlags = HM_CONVERT_MODEL_FORCE | HM_CONVERT_MODEL_DRY_RUN;
 
-constexpr uint32_t kKnownFlags =
-    HM_CONVERT_GPTQ_V2 | HM_CONVERT_SPLIT_GATE_UP | HM_CONVERT_KEEP_K_ORDER;
+constexpr uint32_t kKnownFlags = HM_CONVERT_GPTQ_V2 | HM_CONVERT_SPLIT_GATE_UP |
+                                  HM_CONVERT_KEEP_K_ORDER | HM_CONVERT_GPTQ_V1_AUTOGPTQ |
+                                  HM_CONVERT_GPTQ_V1_GPTQMODEL | HM_CONVERT_ASYMMETRIC |
+                                  HM_CONVERT_CT_PACK_DENSE | HM_CONVERT_CT_PACK_WORD_ALIGNED;
+
+// Two flags that name opposite answers to one question.
+void require_one_of(uint32_t flags, uint32_t a, uint32_t b, const char* what) {
+  if ((flags & a) && (flags & b))
+    hm::fail(HM_ERROR_INVALID_ARGUMENT,
+             std::string("'options->flags' sets both ") + what + "; set at most one");
+}
 
 hm::core::Dtype optional_dtype(hm_dtype_t code, const char* name) {
   if (code == HM_DTYPE_NONE) return {};
@@ -63,6 +78,17 @@ hm::schema::Options options_of(const hm_convert_options_t* o) {
   out.gptq_v2 = (o->flags & HM_CONVERT_GPTQ_V2) != 0;
   out.split_gate_up = (o->flags & HM_CONVERT_SPLIT_GATE_UP) != 0;
   out.keep_k_order = (o->flags & HM_CONVERT_KEEP_K_ORDER) != 0;
+  out.asymmetric = (o->flags & HM_CONVERT_ASYMMETRIC) != 0;
+  require_one_of(o->flags, HM_CONVERT_GPTQ_V1_AUTOGPTQ, HM_CONVERT_GPTQ_V1_GPTQMODEL,
+                 "HM_CONVERT_GPTQ_V1_AUTOGPTQ and HM_CONVERT_GPTQ_V1_GPTQMODEL");
+  require_one_of(o->flags, HM_CONVERT_CT_PACK_DENSE, HM_CONVERT_CT_PACK_WORD_ALIGNED,
+                 "HM_CONVERT_CT_PACK_DENSE and HM_CONVERT_CT_PACK_WORD_ALIGNED");
+  if (o->flags & HM_CONVERT_GPTQ_V1_AUTOGPTQ) out.gptq_v1_zeros = hm::schema::GptqV1Zeros::kAutoGptq;
+  if (o->flags & HM_CONVERT_GPTQ_V1_GPTQMODEL)
+    out.gptq_v1_zeros = hm::schema::GptqV1Zeros::kGptqModel;
+  if (o->flags & HM_CONVERT_CT_PACK_DENSE) out.ct_packing = hm::schema::CtPacking::kDense;
+  if (o->flags & HM_CONVERT_CT_PACK_WORD_ALIGNED)
+    out.ct_packing = hm::schema::CtPacking::kWordAligned;
   if (o->global_scale_convention < HM_GLOBAL_SCALE_DEFAULT ||
       o->global_scale_convention > HM_GLOBAL_SCALE_DIVIDE)
     hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->global_scale_convention' is " +
@@ -196,6 +222,61 @@ HM_API hm_status_t hm_convert_file(const char* scheme, const char* in_path, cons
     const hm::schema::Options o = options_of(options);
     hm::schema::convert_file(s, in_path, out_path, o, options ? options->progress : nullptr,
                              options ? options->progress_user_data : nullptr);
+  });
+}
+
+HM_API void hm_convert_model_options_init(hm_convert_model_options_t* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+}
+
+HM_API void hm_convert_model_summary_init(hm_convert_model_summary_t* summary) {
+  if (summary == nullptr) return;
+  std::memset(summary, 0, sizeof *summary);
+  summary->struct_size = sizeof *summary;
+}
+
+HM_API hm_status_t hm_convert_model(const char* in_dir, const char* out_dir,
+                                    const hm_convert_model_options_t* options,
+                                    hm_convert_model_summary_t* summary) {
+  return HM_API_CALL({
+    require_not_null(in_dir, "in_dir");
+    require_not_null(out_dir, "out_dir");
+    if (summary) require_struct_size(summary->struct_size, kModelSummarySize, "summary");
+    hm::schema::ModelRequest r;
+    r.in_dir = in_dir;
+    r.out_dir = out_dir;
+    hm::schema::Scheme forced{};
+    if (options) {
+      require_struct_size(options->struct_size, kModelOptionsSize, "options");
+      if (options->flags & ~kKnownModelFlags)
+        hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->flags' has unknown bits " +
+                                                std::to_string(options->flags & ~kKnownModelFlags) +
+                                                "; use HM_CONVERT_MODEL_* flags");
+      if (options->threads < 0)
+        hm::fail(HM_ERROR_INVALID_ARGUMENT, "'options->threads' is negative; use 0 (all cores)");
+      if (options->scheme) {
+        forced = hm::schema::parse_scheme(options->scheme);
+        r.scheme = &forced;
+      }
+      r.overrides = options_of(options->layer_options);
+      r.force = (options->flags & HM_CONVERT_MODEL_FORCE) != 0;
+      r.dry_run = (options->flags & HM_CONVERT_MODEL_DRY_RUN) != 0;
+      r.threads = options->threads;
+      r.progress = options->progress;
+      r.user = options->progress_user_data;
+    }
+    const hm::schema::ModelResult m = hm::schema::convert_model(r);
+    if (summary) {
+      summary->layers = m.layers;
+      summary->tensors = m.tensors;
+      summary->files = m.files;
+      summary->shards = m.shards;
+      summary->bytes_in = m.bytes_in;
+      summary->bytes_out = m.bytes_out;
+      summary->seconds = m.seconds;
+    }
   });
 }
 

@@ -70,7 +70,7 @@ Layer convert_awq(const LayerTensors& t, const Options& options) {
     }
   });
 
-  const std::vector<float> s = read_floats(scales);
+  const std::vector<float> s = read_scales(scales);
   parts.scales.resize(static_cast<size_t>(n * groups));
   parts.zero_points.resize(static_cast<size_t>(n * groups));
   std::vector<uint8_t> zrow(static_cast<size_t>(n));

@@ -44,7 +44,7 @@ Layer convert_bitnet(const LayerTensors& t, const Options& options) {
     }
 
   const bool divide = options.global_scale != GlobalScaleConvention::kMultiply;
-  std::vector<float> s = read_floats(scale);
+  std::vector<float> s = read_scales(scale);
   for (float& v : s) {
     if (!std::isfinite(v) || v == 0) bad_tensor(scale, "holds a scale that is zero or not finite");
     if (divide) v = static_cast<float>(1.0 / static_cast<double>(v));

@@ -138,27 +138,6 @@ std::vector<int32_t> apply_act_order(const io::TensorView* g_idx, std::vector<ui
   return perm;
 }
 
-int64_t derive_group(const Options& options, int64_t k, int64_t groups,
-                     const io::TensorView& scales) {
-  if (options.group_size == -1 || (options.group_size == 0 && groups == 1)) {
-    if (groups != 1)
-      bad_tensor(scales, "has " + std::to_string(groups) + " groups, but group_size -1 means one");
-    return k;
-  }
-  int64_t g = options.group_size;
-  if (g == 0) {
-    if (k % groups != 0)
-      bad_tensor(scales, "has " + std::to_string(groups) + " groups for K = " + std::to_string(k) +
-                             "; pass the group size (--group-size / options.group_size)");
-    g = k / groups;
-  }
-  if (g <= 0 || (k + g - 1) / g != groups)
-    bad_tensor(scales, "has " + std::to_string(groups) + " groups, but K = " + std::to_string(k) +
-                           " with group size " + std::to_string(g) + " needs " +
-                           std::to_string(g > 0 ? (k + g - 1) / g : 0));
-  return g;
-}
-
 RowScales shard_scales(const std::vector<float>& scalars, int64_t n, const Options& options,
                        const io::TensorView& t) {
   RowScales out;

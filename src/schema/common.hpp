@@ -54,10 +54,13 @@ std::vector<int32_t> apply_act_order(const io::TensorView* g_idx, std::vector<ui
                                      int64_t rows, int64_t k, int64_t group_k, int64_t groups,
                                      bool keep_k_order);
 
-// The group size of a K-grouped scale with `groups` columns: options.group_size, else derived
-// (K / groups). -1 or groups == 1 with no option mean per channel (returns k).
+// The group size of a K-grouped scale with `groups` groups (group.cpp): options.group_size (a
+// model's config), else the size g_idx shows, else the one group size that fits: K / groups
+// when exact, or a power of two >= 16 with ceil(K / g) == groups. When several fit (K = 288 in
+// 3 groups: 96, or 128 with a partial last group) the layer is refused, asking for the group
+// size. -1, or groups == 1 with no option, mean per channel (returns k).
 int64_t derive_group(const Options& options, int64_t k, int64_t groups,
-                     const io::TensorView& scales);
+                     const io::TensorView& scales, const io::TensorView* g_idx = nullptr);
 
 // Several per-tensor scales of a fused layer over row ranges -> one value per row ([N]), or one
 // value when they are all equal (uniform = true).

@@ -167,9 +167,15 @@ Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors,
     if (t.bytes > 0 && t.data == nullptr) bad_tensor(t, "has no data");
   }
   const LayerTensors lt(scheme, tensors);
-  Layer layer = i.convert(lt, options);
-  finish(layer);
-  return layer;
+  // Messages name the layer as well as the tensor: a whole model has hundreds of them.
+  try {
+    Layer layer = i.convert(lt, options);
+    finish(layer);
+    return layer;
+  } catch (const Error& e) {
+    if (lt.prefix().empty()) throw;
+    fail(e.status(), "layer " + core::quoted(lt.prefix(), 120) + ": " + e.message());
+  }
 }
 
 }  // namespace hm::schema

@@ -39,6 +39,11 @@ enum class GlobalScaleConvention : int32_t {
   kDivide = HM_GLOBAL_SCALE_DIVIDE,
 };
 
+// Who wrote a GPTQ v1 checkpoint: they store a zero point of 0 differently (docs/convert.md).
+enum class GptqV1Zeros { kUnknown, kAutoGptq, kGptqModel };
+// compressed-tensors pack-quantized for bits that do not divide 32.
+enum class CtPacking { kUnknown, kWordAligned, kDense };
+
 struct Options {
   core::Dtype activation;  // none: the scheme's default (docs/convert.md)
   core::Dtype output;      // none: the default
@@ -47,6 +52,9 @@ struct Options {
   bool gptq_v2 = false;
   bool split_gate_up = false;
   bool keep_k_order = false;
+  bool asymmetric = false;  // the config says sym: false: zero points are required
+  GptqV1Zeros gptq_v1_zeros = GptqV1Zeros::kUnknown;
+  CtPacking ct_packing = CtPacking::kUnknown;
   GlobalScaleConvention global_scale = GlobalScaleConvention::kDefault;
   std::vector<int64_t> shard_rows;  // fused per-tensor scales; empty: equal shards
 };

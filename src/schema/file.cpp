@@ -10,15 +10,9 @@
 #include "quant/layout.hpp"
 #include "schema/common.hpp"
 #include "schema/convert.hpp"
+#include "schema/file.hpp"
 
 namespace hm::schema {
-
-namespace {
-
-struct FoundLayer {
-  std::string prefix;
-  std::vector<const io::TensorView*> members;
-};
 
 // A tensor only a quantized checkpoint has: if no layer claims it, the file holds something the
 // scheme does not describe, and converting the rest would silently drop it.
@@ -43,6 +37,8 @@ bool looks_quantized(const io::TensorView& t) {
   return false;
 }
 
+namespace {
+
 // Companion roles: a layer is claimed when its anchor and one of these exist (so an unquantized
 // "...weight" of a bf16 embedding is not taken for an FP8 weight).
 std::vector<std::string> companions(Scheme scheme) {
@@ -60,6 +56,8 @@ std::vector<std::string> companions(Scheme scheme) {
       return {"weight_scale"};
   }
 }
+
+}  // namespace
 
 std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& file,
                                     std::set<const io::TensorView*>& claimed) {
@@ -85,6 +83,8 @@ std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& fi
   }
   return layers;
 }
+
+namespace {
 
 std::string safetensors_dtype(core::Dtype d) {
   switch (d.code()) {
@@ -114,7 +114,9 @@ std::vector<uint8_t> encode_bias(const Layer& layer) {
   return bytes;
 }
 
-void write_layer(io::SafetensorsStreamWriter& w, const std::string& prefix, const Layer& layer) {
+}  // namespace
+
+PackedLayer pack_layer(const std::string& prefix, const Layer& layer, int threads) {
   const core::Format& f = layer.format;
   const quant::PackedShape ps = quant::packed_shape(f);
   std::vector<uint8_t> weight(ps.weight_bytes), scales(ps.scale_bytes), zeros(ps.zero_point_bytes);
@@ -124,39 +126,54 @@ void write_layer(io::SafetensorsStreamWriter& w, const std::string& prefix, cons
   out.scales = scales.empty() ? nullptr : scales.data();
   out.zero_points = zeros.empty() ? nullptr : zeros.data();
   out.global_scale = global.empty() ? nullptr : global.data();
-  quant::pack(f, layer.canonical(), out);
+  quant::pack(f, layer.canonical(), out, threads);
 
+  PackedLayer p;
+  p.prefix = prefix;
+  p.format = f.to_string();
+  auto add = [&](const char* suffix, std::string dtype, std::vector<int64_t> shape,
+                 std::vector<uint8_t> bytes) {
+    p.tensors.push_back({prefix + suffix, std::move(dtype), std::move(shape), std::move(bytes)});
+  };
   const int64_t e = f.experts;
-  w.append(prefix + ".weight", "U8", {static_cast<int64_t>(weight.size())}, weight.data(),
-           weight.size());
+  const int64_t weight_bytes = static_cast<int64_t>(weight.size());
+  add(".weight", "U8", {weight_bytes}, std::move(weight));
   if (!scales.empty()) {
     const std::string dt = safetensors_dtype(f.scale);
+    const int64_t bytes = static_cast<int64_t>(scales.size());
     if (io::dtype_size(dt) == ps.scale_element_bytes && dt != "U8")
-      w.append(prefix + ".weight_scale", dt, {e, ps.groups, ps.scale_columns}, scales.data(),
-               scales.size());
+      add(".weight_scale", dt, {e, ps.groups, ps.scale_columns}, std::move(scales));
     else
-      w.append(prefix + ".weight_scale", "U8", {static_cast<int64_t>(scales.size())}, scales.data(),
-               scales.size());
+      add(".weight_scale", "U8", {bytes}, std::move(scales));
   }
-  if (!zeros.empty())
-    w.append(prefix + ".weight_zero_point", "U8", {static_cast<int64_t>(zeros.size())},
-             zeros.data(), zeros.size());
-  if (!global.empty())
-    w.append(prefix + ".global_scale", "F32", {e}, global.data(), global.size() * 4);
-  if (f.has_bias) {
-    const std::vector<uint8_t> b = encode_bias(layer);
-    std::vector<int64_t> shape = e > 1 ? std::vector<int64_t>{e, f.n} : std::vector<int64_t>{f.n};
-    w.append(prefix + ".bias", safetensors_dtype(f.output), shape, b.data(), b.size());
+  if (!zeros.empty()) {
+    const int64_t bytes = static_cast<int64_t>(zeros.size());
+    add(".weight_zero_point", "U8", {bytes}, std::move(zeros));
   }
-  if (!layer.k_permutation.empty())
-    w.append(prefix + ".k_permutation", "I32", {f.k}, layer.k_permutation.data(),
-             layer.k_permutation.size() * 4);
+  if (!global.empty()) {
+    std::vector<uint8_t> bytes(global.size() * 4);
+    std::memcpy(bytes.data(), global.data(), bytes.size());
+    add(".global_scale", "F32", {e}, std::move(bytes));
+  }
+  if (f.has_bias)
+    add(".bias", safetensors_dtype(f.output),
+        e > 1 ? std::vector<int64_t>{e, f.n} : std::vector<int64_t>{f.n}, encode_bias(layer));
+  if (!layer.k_permutation.empty()) {
+    std::vector<uint8_t> bytes(layer.k_permutation.size() * 4);
+    std::memcpy(bytes.data(), layer.k_permutation.data(), bytes.size());
+    add(".k_permutation", "I32", {f.k}, std::move(bytes));
+  }
+  return p;
 }
 
-const char* const kOutputSuffixes[] = {".weight",       ".weight_scale", ".weight_zero_point",
-                                       ".global_scale", ".bias",         ".k_permutation"};
+void write_packed(io::SafetensorsStreamWriter& w, const PackedLayer& p) {
+  for (const PackedLayer::Tensor& t : p.tensors)
+    w.append(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
+  w.set_metadata("humming.format." + p.prefix, p.format);
+}
 
-}  // namespace
+const char* const kOutputSuffixes[6] = {".weight",       ".weight_scale", ".weight_zero_point",
+                                       ".global_scale", ".bias",         ".k_permutation"};
 
 FileResult convert_file(Scheme scheme, const std::string& in_path, const std::string& out_path,
                         const Options& options, FileProgress progress, void* user) {
@@ -239,14 +256,8 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
     Options layer_options = options;
     // gate/up de-interleaving only applies to the fused gate_up projection.
     if (fl.prefix.find("gate_up") == std::string::npos) layer_options.split_gate_up = false;
-    Layer layer;
-    try {
-      layer = convert_layer(scheme, members, layer_options);
-    } catch (const Error& e) {
-      fail(e.status(), "layer " + core::quoted(fl.prefix, 120) + ": " + e.message());
-    }
-    write_layer(writer, fl.prefix, layer);
-    writer.set_metadata("humming.format." + fl.prefix, layer.format.to_string());
+    const Layer layer = convert_layer(scheme, members, layer_options);  // names the layer
+    write_packed(writer, pack_layer(fl.prefix, layer));
     ++result.layers;
     for (const io::TensorView* m : fl.members) done += m->bytes;
     if (progress) progress(user, fl.prefix.c_str(), done, total);

@@ -69,14 +69,16 @@ Layer nvfp4(const io::TensorView& weight, const io::TensorView& scale, const io:
   }
   // The divide convention's 1/g is rounded to f32 once (docs/convert.md: at most 1 ulp apart).
   layer.global_scale = {divide ? static_cast<float>(1.0 / static_cast<double>(g[0])) : g[0]};
+  // A global scale below 2^-128 has no finite f32 inverse: refused rather than stored as inf.
+  if (!std::isfinite(layer.global_scale[0]))
+    bad_tensor(global,
+               "holds " + std::to_string(g[0]) +
+                   ", whose inverse (the multiplying global scale) is not finite in f32",
+               HM_ERROR_NON_FINITE);
 
   layer.codes.resize(static_cast<size_t>(n * k));
   unpack_nibbles(weight, n, k, layer.codes.data());
-  layer.scales = read_floats(scale);
-  for (size_t i = 0; i < layer.scales.size(); ++i)
-    if (std::isnan(layer.scales[i]))
-      bad_tensor(scale, "element " + std::to_string(i) + " is an e4m3 NaN code",
-                 HM_ERROR_NON_FINITE);
+  layer.scales = read_scales(scale);
   set_scale_dtype(layer, dtype(HM_DTYPE_E4M3));
   return layer;
 }

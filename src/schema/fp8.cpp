@@ -61,10 +61,7 @@ ScaleLayout scale_layout(const io::TensorView& scale, int64_t n, int64_t k, cons
 // Fills scale kind, scale values and global scale of an FP8/int8 layer.
 void apply_scales(Layer& layer, const io::TensorView& scale, const ScaleLayout& l) {
   core::Format& f = layer.format;
-  const std::vector<float> values = read_floats(scale);
-  for (float v : values)
-    if (!std::isfinite(v))
-      bad_tensor(scale, "holds a scale that is not finite", HM_ERROR_NON_FINITE);
+  const std::vector<float> values = read_scales(scale);
   switch (l.kind) {
     case Kind::kTensor:
       f.scale_kind = core::ScaleKind::kTensor;
@@ -91,7 +88,7 @@ void apply_scales(Layer& layer, const io::TensorView& scale, const ScaleLayout& 
 // A fused layer's per-shard scalar scales (one per q/k/v shard): equal -> tensor, else channel.
 void apply_shard_scales(Layer& layer, const io::TensorView& scale, int64_t n,
                         const Options& options) {
-  set_shard_scales(layer, shard_scales(read_floats(scale), n, options, scale),
+  set_shard_scales(layer, shard_scales(read_scales(scale), n, options, scale),
                    float_dtype_of(scale));
 }
 

@@ -2,6 +2,7 @@
 #include "schema/tensors.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #if defined(__linux__)
@@ -34,6 +35,7 @@ std::string role_list(const SchemeRoles& r) {
 LayerTensors::LayerTensors(Scheme scheme, const std::vector<io::TensorView>& tensors)
     : scheme_(scheme) {
   const SchemeRoles& r = scheme_roles(scheme);
+  const io::TensorView* prefix_from = nullptr;
   for (const io::TensorView& t : tensors) {
     const std::string* match = nullptr;
     for (const std::string& role : r.roles)
@@ -49,7 +51,22 @@ LayerTensors::LayerTensors(Scheme scheme, const std::vector<io::TensorView>& ten
                                             " both have the role '" + role +
                                             "'; pass one layer at a time");
     by_role_.emplace_back(*match, &t);
+    if (t.name.size() > match->size()) {
+      const std::string prefix = t.name.substr(0, t.name.size() - match->size() - 1);
+      if (prefix_from && prefix != prefix_)
+        fail(HM_ERROR_INVALID_ARGUMENT,
+             tensor_label(t) + " belongs to layer " + core::quoted(prefix, 120) + " but " +
+                 tensor_label(*prefix_from) + " to layer " + core::quoted(prefix_, 120) +
+                 "; pass the tensors of one layer at a time");
+      prefix_ = prefix;
+      prefix_from = &t;
+    }
   }
+}
+
+std::string LayerTensors::full_name(const std::string& role) const {
+  if (prefix_.empty()) return role;
+  return prefix_ + scheme_roles(scheme_).separator + role;
 }
 
 const io::TensorView* LayerTensors::find(const std::string& role) const {
@@ -61,9 +78,10 @@ const io::TensorView* LayerTensors::find(const std::string& role) const {
 const io::TensorView& LayerTensors::require(const std::string& role) const {
   const io::TensorView* t = find(role);
   if (!t)
-    fail(HM_ERROR_INVALID_ARGUMENT, std::string("a ") + scheme_name(scheme_) +
-                                        " layer needs its '" + role +
-                                        "' tensor, and none was given");
+    fail(HM_ERROR_INVALID_ARGUMENT,
+         std::string("a ") + scheme_name(scheme_) + " layer needs its '" + role + "' tensor" +
+             (prefix_.empty() ? std::string() : " " + core::quoted(full_name(role), 160)) +
+             ", and the checkpoint has none");
   return *t;
 }
 
@@ -128,6 +146,29 @@ std::vector<float> read_floats(const io::TensorView& t) {
   return out;
 }
 
+std::string element_label(const io::TensorView& t, int64_t flat) {
+  std::string index;
+  int64_t rest = flat;
+  for (size_t d = t.shape.size(); d-- > 0;) {
+    const int64_t extent = std::max<int64_t>(1, t.shape[d]);
+    index = std::to_string(rest % extent) + (index.empty() ? "" : ", ") + index;
+    rest /= extent;
+  }
+  return "element " + std::to_string(flat) + (t.shape.size() > 1 ? " ([" + index + "])" : "");
+}
+
+std::vector<float> read_scales(const io::TensorView& t) {
+  std::vector<float> v = read_floats(t);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      bad_tensor(t,
+                 element_label(t, static_cast<int64_t>(i)) + " is " +
+                     (std::isnan(v[i]) ? "NaN" : "infinite") +
+                     "; a scale must be finite (a damaged or mis-typed checkpoint)",
+                 HM_ERROR_NON_FINITE);
+  return v;
+}
+
 std::vector<int64_t> read_integers(const io::TensorView& t) {
   int bytes = 0;
   bool is_signed = true;
@@ -158,7 +199,17 @@ std::vector<int64_t> read_integers(const io::TensorView& t) {
   return out;
 }
 
+namespace {
+thread_local int t_thread_limit = 0;  // 0: no limit
+}  // namespace
+
+ThreadLimit::ThreadLimit(int threads) : previous_(t_thread_limit) {
+  t_thread_limit = std::max(1, threads);
+}
+ThreadLimit::~ThreadLimit() { t_thread_limit = previous_; }
+
 int usable_threads() {
+  if (t_thread_limit > 0) return t_thread_limit;
 #if defined(__linux__)
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));

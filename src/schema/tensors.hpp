@@ -15,16 +15,23 @@
 namespace hm::schema {
 
 // The tensors of one layer, by role. Construction fails (HM_ERROR_INVALID_ARGUMENT) on a tensor
-// whose name matches none of the scheme's roles, or two tensors with the same role.
+// whose name matches none of the scheme's roles, two tensors with the same role, or tensors of
+// different layers (full names that differ before the role; a bare role name fits any layer).
 class LayerTensors {
  public:
   LayerTensors(Scheme scheme, const std::vector<io::TensorView>& tensors);
   const io::TensorView* find(const std::string& role) const;
-  // Throws HM_ERROR_INVALID_ARGUMENT naming the missing role and the scheme.
+  // Throws HM_ERROR_INVALID_ARGUMENT naming the missing role (with its full name when the
+  // layer's prefix is known) and the scheme.
   const io::TensorView& require(const std::string& role) const;
+  // The name the tensor of `role` has or would have: "<prefix><separator><role>", or the role.
+  std::string full_name(const std::string& role) const;
+  // The layer's name ("model.layers.0.mlp.down_proj"), empty when only bare roles were given.
+  const std::string& prefix() const { return prefix_; }
 
  private:
   Scheme scheme_;
+  std::string prefix_;
   std::vector<std::pair<std::string, const io::TensorView*>> by_role_;
 };
 
@@ -49,12 +56,31 @@ inline uint8_t u8_at(const io::TensorView& t, int64_t i) { return t.data[i]; }
 
 // The values of a float tensor (F32, F16, BF16, F8_E4M3, F8_E5M2), exactly, as float.
 std::vector<float> read_floats(const io::TensorView& t);
+// read_floats for scales: a NaN or infinite element fails with HM_ERROR_NON_FINITE naming the
+// tensor and the element's index.
+std::vector<float> read_scales(const io::TensorView& t);
+// "element 5 ([0, 5])": an element's flat and multi-dimensional index, for messages.
+std::string element_label(const io::TensorView& t, int64_t flat);
 // The checkpoint dtype of a float tensor as a core dtype (F16 -> f16, F8_E4M3 -> e4m3, ...).
 core::Dtype float_dtype_of(const io::TensorView& t);
 // The values of an integer tensor (I8, I16, I32, I64, U8, U16, U32), as int64.
 std::vector<int64_t> read_integers(const io::TensorView& t);
 
-// CPUs this process may use (affinity-aware).
+// CPUs this process may use (affinity-aware), or the calling thread's limit (ThreadLimit).
 int usable_threads();
+
+// Caps usable_threads() on the calling thread while it lives: the model converter runs layers
+// on several threads and gives each one share of the cores, so their inner parallel loops do
+// not oversubscribe the machine.
+class ThreadLimit {
+ public:
+  explicit ThreadLimit(int threads);
+  ~ThreadLimit();
+  ThreadLimit(const ThreadLimit&) = delete;
+  ThreadLimit& operator=(const ThreadLimit&) = delete;
+
+ private:
+  int previous_;
+};
 
 }  // namespace hm::schema

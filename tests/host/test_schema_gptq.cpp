@@ -138,7 +138,9 @@ TEST_P(GptqConvert, DequantizesExactlyLikeGptq) {
       make_gptq(c, n, k, 1000u + c.bits * 7 + c.group + c.v2 * 3 + c.symmetric * 5 + c.act_order);
   hm_convert_options_t options;
   hm_convert_options_init(&options);
-  if (c.v2) options.flags |= HM_CONVERT_GPTQ_V2;
+  // v1 zeros packed field by field, as AutoGPTQ writes them (test_schema_fidelity.cpp has
+  // GPTQModel's whole-word packing).
+  options.flags |= c.v2 ? HM_CONVERT_GPTQ_V2 : HM_CONVERT_GPTQ_V1_AUTOGPTQ;
   const Converted out = convert(HM_SCHEME_GPTQ, layer.tensors, &options);
   ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
   EXPECT_EQ(out.n, n);
@@ -199,12 +201,16 @@ TEST(GptqConvert, V1ZeroOfZeroNeedsFloatZeroPoints) {
   // A v1 stored zero of 15 means a real zero of 16, outside uint4: f16 zero points on f16
   // activations, and a clear refusal on int8 activations.
   GptqLayer layer = make_gptq({4, 64, false, false, false}, 64, 128, 8);
-  const Converted f16 = convert(HM_SCHEME_GPTQ, layer.tensors);
+  hm_convert_options_t autogptq;
+  hm_convert_options_init(&autogptq);
+  autogptq.flags = HM_CONVERT_GPTQ_V1_AUTOGPTQ;
+  const Converted f16 = convert(HM_SCHEME_GPTQ, layer.tensors, &autogptq);
   ASSERT_EQ(f16.status, HM_SUCCESS) << f16.error;
   EXPECT_EQ(f16.zero_point_dtype, HM_DTYPE_F16) << f16.format;
   hm_convert_options_t options;
   hm_convert_options_init(&options);
   options.activation = HM_DTYPE_INT8;
+  options.flags = HM_CONVERT_GPTQ_V1_AUTOGPTQ;
   const Converted int8 = convert(HM_SCHEME_GPTQ, layer.tensors, &options);
   EXPECT_EQ(int8.status, HM_ERROR_UNSUPPORTED_FORMAT);
   EXPECT_NE(int8.error.find("qzeros"), std::string::npos) << int8.error;
@@ -283,7 +289,10 @@ TEST(GptqConvert, QuantizedFromFloatWeightsStaysClose) {
                                        make_tensor("qzeros", "I32", {groups, n / 8}, qzeros),
                                        f16_tensor("scales", {groups, n}, scales),
                                        make_tensor("g_idx", "I32", {k}, g_idx)};
-  const Converted out = convert(HM_SCHEME_GPTQ, tensors);
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.flags = HM_CONVERT_GPTQ_V1_AUTOGPTQ;  // the packing above is AutoGPTQ's
+  const Converted out = convert(HM_SCHEME_GPTQ, tensors, &options);
   ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
   EXPECT_EQ(out.permutation.size(), static_cast<size_t>(k));
   for (int64_t col = 0; col < n; ++col)

@@ -35,12 +35,17 @@ class Args {
   // Returns the option's value or `fallback`; remembers that the option is known.
   std::string get(const std::string& name, const std::string& fallback);
   bool flag(const std::string& name);
+  // Words before the first option ("convert IN_DIR OUT_DIR"); finish() refuses them unless
+  // this was called.
+  std::vector<std::string> positionals();
   // Fails on any option that no get()/flag() asked for (typos are errors, not ignored).
   void finish() const;
 
  private:
   std::vector<std::pair<std::string, std::string>> options_;
   std::vector<std::string> known_;
+  std::vector<std::string> positionals_;
+  bool positionals_taken_ = false;
 };
 
 int cmd_info(Args& args);

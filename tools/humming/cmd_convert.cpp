@@ -1,7 +1,10 @@
-// `humming convert`: a quantized checkpoint (one safetensors file) into the standard layout,
-// through hm_convert_file. Options map one to one onto hm_convert_options_t; docs/convert.md has
-// the rest.
+// `humming convert`: a Hugging Face model folder (hm_convert_model) or one safetensors file
+// (hm_convert_file) into the standard layout. Options map one to one onto
+// hm_convert_options_t / hm_convert_model_options_t; docs/convert.md has the rest.
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -60,9 +63,66 @@ std::vector<int64_t> parse_rows(const std::string& text) {
   return rows;
 }
 
+// Set by SIGINT / SIGTERM; the model progress callback then cancels, and hm_convert_model
+// removes its temporary folder (the output folder is never half-written).
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_signal(int) { g_interrupted = 1; }
+
+struct ModelProgress {
+  bool quiet = false, dry_run = false, tty = false;
+  int layers = 0, last_decile = -1;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+double gb(uint64_t bytes) { return static_cast<double>(bytes) / 1e9; }
+
+int32_t on_model_progress(void* user, int32_t kind, const char* name, const char* detail,
+                          uint64_t done, uint64_t total) {
+  auto* p = static_cast<ModelProgress*>(user);
+  if (g_interrupted) return 1;
+  if (kind == HM_CONVERT_EVENT_LAYER) ++p->layers;
+  if (p->dry_run) {  // the listing: layers and files (copied tensors are only counted)
+    if (kind == HM_CONVERT_EVENT_LAYER) std::printf("convert  %s  (%s)\n", name, detail);
+    if (kind == HM_CONVERT_EVENT_FILE) std::printf("copy     %s\n", name);
+    return 0;
+  }
+  if (p->quiet || total == 0) return 0;
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - p->start).count();
+  const double fraction = static_cast<double>(done) / static_cast<double>(total);
+  if (p->tty) {
+    const int width = 30, filled = static_cast<int>(fraction * width);
+    std::fprintf(stderr, "\r[%s%s] %3d%%  %d layers  %.2f/%.2f GB  %.2f GB/s ",
+                 std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(),
+                 static_cast<int>(fraction * 100), p->layers, gb(done), gb(total),
+                 s > 0 ? gb(done) / s : 0.0);
+    std::fflush(stderr);
+  } else if (static_cast<int>(fraction * 10) != p->last_decile) {
+    p->last_decile = static_cast<int>(fraction * 10);
+    std::fprintf(stderr, "  %3d%%  %d layers  %.2f/%.2f GB  %.1f s\n",
+                 static_cast<int>(fraction * 100), p->layers, gb(done), gb(total), s);
+  }
+  return 0;
+}
+
+uint32_t writer_flag(const std::string& writer) {
+  if (writer.empty()) return 0;
+  if (writer == "autogptq") return HM_CONVERT_GPTQ_V1_AUTOGPTQ;
+  if (writer == "gptqmodel") return HM_CONVERT_GPTQ_V1_GPTQMODEL;
+  throw Failure{"--gptq-writer must be autogptq or gptqmodel"};
+}
+
+uint32_t packing_flag(const std::string& packing) {
+  if (packing.empty()) return 0;
+  if (packing == "dense") return HM_CONVERT_CT_PACK_DENSE;
+  if (packing == "aligned") return HM_CONVERT_CT_PACK_WORD_ALIGNED;
+  throw Failure{"--ct-packing must be dense or aligned"};
+}
+
 }  // namespace
 
 int cmd_convert(Args& args) {
+  const std::vector<std::string> dirs = args.positionals();
   const std::string scheme = args.get("scheme", "");
   const std::string in = args.get("in", "");
   const std::string out = args.get("out", "");
@@ -76,8 +136,19 @@ int cmd_convert(Args& args) {
   const bool split = args.flag("split-gate-up");
   const bool keep = args.flag("keep-k-order");
   const bool quiet = args.flag("quiet");
+  const bool asymmetric = args.flag("asymmetric");
+  const std::string writer = args.get("gptq-writer", "");
+  const std::string packing = args.get("ct-packing", "");
+  const bool model = !dirs.empty();
+  const bool force = model && args.flag("force");
+  const bool dry_run = model && args.flag("dry-run");
+  const std::string threads = model ? args.get("threads", "0") : "0";
   args.finish();
-  if (scheme.empty() || in.empty() || out.empty())
+  if (model && (dirs.size() != 2 || !in.empty() || !out.empty()))
+    throw Failure{
+        "a model folder is converted with humming convert IN_DIR OUT_DIR [options]; one "
+        ".safetensors file with --in FILE --out FILE --scheme S"};
+  if (!model && (scheme.empty() || in.empty() || out.empty()))
     throw Failure{
         "--scheme, --in and --out are required, e.g. humming convert --scheme gptq --in "
         "model.safetensors "
@@ -94,6 +165,8 @@ int cmd_convert(Args& args) {
   if (v2) options.flags |= HM_CONVERT_GPTQ_V2;
   if (split) options.flags |= HM_CONVERT_SPLIT_GATE_UP;
   if (keep) options.flags |= HM_CONVERT_KEEP_K_ORDER;
+  if (asymmetric) options.flags |= HM_CONVERT_ASYMMETRIC;
+  options.flags |= writer_flag(writer) | packing_flag(packing);
   if (global == "multiply")
     options.global_scale_convention = HM_GLOBAL_SCALE_MULTIPLY;
   else if (global == "divide")
@@ -103,6 +176,41 @@ int cmd_convert(Args& args) {
   const std::vector<int64_t> rows = parse_rows(shard_rows);
   options.shard_rows = rows.empty() ? nullptr : rows.data();
   options.shard_count = static_cast<int32_t>(rows.size());
+  if (model) {
+    ModelProgress mp;
+    mp.quiet = quiet;
+    mp.dry_run = dry_run;
+    mp.tty = isatty(STDERR_FILENO) != 0;
+    hm_convert_model_options_t mo;
+    hm_convert_model_options_init(&mo);
+    mo.scheme = scheme.empty() ? nullptr : scheme.c_str();
+    mo.layer_options = &options;
+    mo.flags = (force ? HM_CONVERT_MODEL_FORCE : 0u) | (dry_run ? HM_CONVERT_MODEL_DRY_RUN : 0u);
+    mo.threads = parse_int(threads, "threads");
+    mo.progress = on_model_progress;
+    mo.progress_user_data = &mp;
+    hm_convert_model_summary_t sum;
+    hm_convert_model_summary_init(&sum);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    const hm_status_t status = hm_convert_model(dirs[0].c_str(), dirs[1].c_str(), &mo, &sum);
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    if (mp.tty && !quiet && !dry_run) std::fprintf(stderr, "\n");
+    if (g_interrupted) {
+      std::fprintf(stderr, "humming convert: interrupted; %s was not written\n", dirs[1].c_str());
+      return 130;
+    }
+    check(status, "converting the model folder");
+    if (!quiet)
+      std::printf("%s %d layers, copied %d tensors and %d files from %d shards: %.3f GB of "
+                  "checkpoint in %.2f s (%.2f GB/s)%s%s\n",
+                  dry_run ? "would convert" : "converted", sum.layers, sum.tensors, sum.files,
+                  sum.shards, gb(sum.bytes_in), sum.seconds,
+                  sum.seconds > 0 ? gb(sum.bytes_in) / sum.seconds : 0.0,
+                  dry_run ? "" : " -> ", dry_run ? "" : dirs[1].c_str());
+    return 0;
+  }
   Progress progress;
   if (!quiet) {
     options.progress = on_progress;

@@ -9,7 +9,14 @@ namespace cli {
 Args::Args(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) throw Failure{"unexpected argument '" + a + "' (options start with --)"};
+    if (a.rfind("--", 0) != 0) {
+      // Leading words are positional (convert IN_DIR OUT_DIR); after an option they are values.
+      if (options_.empty()) {
+        positionals_.push_back(a);
+        continue;
+      }
+      throw Failure{"unexpected argument '" + a + "' (options start with --)"};
+    }
     a = a.substr(2);
     auto eq = a.find('=');
     if (eq != std::string::npos) {
@@ -20,6 +27,11 @@ Args::Args(int argc, char** argv, int first) {
       options_.emplace_back(a, "");
     }
   }
+}
+
+std::vector<std::string> Args::positionals() {
+  positionals_taken_ = true;
+  return positionals_;
 }
 
 std::string Args::get(const std::string& name, const std::string& fallback) {
@@ -37,6 +49,8 @@ bool Args::flag(const std::string& name) {
 }
 
 void Args::finish() const {
+  if (!positionals_taken_ && !positionals_.empty())
+    throw Failure{"unexpected argument '" + positionals_[0] + "' (options start with --)"};
   for (auto& [k, v] : options_) {
     bool ok = false;
     for (auto& n : known_) ok |= (n == k);
@@ -58,8 +72,10 @@ static void usage(FILE* out) {
                "                             reference GEMMs, and every kernel of F's plan)\n"
                "  demo [--format F] [--arch A] [--m M]\n"
                "                             quantize, pack, compile, run and check a layer\n"
+               "  convert IN_DIR OUT_DIR [--dry-run] [--force] [--threads N] ...\n"
+               "                             a Hugging Face model folder into the standard layout\n"
                "  convert --scheme S --in F --out F [--act DTYPE] ...\n"
-               "                             a quantized checkpoint into the standard layout\n"
+               "                             one safetensors file into the standard layout\n"
                "  version                    the library version\n");
 }
 

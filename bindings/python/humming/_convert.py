@@ -21,6 +21,15 @@ _CONVENTIONS = {"default": raw.HM_GLOBAL_SCALE_DEFAULT, "multiply": raw.HM_GLOBA
 
 _PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
                              ctypes.c_uint64)
+_MODEL_PROGRESS = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32,
+                                   ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
+                                   ctypes.c_uint64)
+_EVENTS = {raw.HM_CONVERT_EVENT_LAYER: "layer", raw.HM_CONVERT_EVENT_TENSOR: "tensor",
+           raw.HM_CONVERT_EVENT_FILE: "file"}
+_WRITERS = {None: 0, "autogptq": raw.HM_CONVERT_GPTQ_V1_AUTOGPTQ,
+            "gptqmodel": raw.HM_CONVERT_GPTQ_V1_GPTQMODEL}
+_PACKINGS = {None: 0, "dense": raw.HM_CONVERT_CT_PACK_DENSE,
+             "aligned": raw.HM_CONVERT_CT_PACK_WORD_ALIGNED}
 
 
 def scheme_parse(name):
@@ -35,7 +44,8 @@ def _scheme(scheme):
 
 
 def _options(activation=None, output=None, bits=0, group_size=0, gptq_v2=False,
-             split_gate_up=False, keep_k_order=False, global_scale="default", shard_rows=None):
+             split_gate_up=False, keep_k_order=False, global_scale="default", shard_rows=None,
+             asymmetric=False, gptq_writer=None, ct_packing=None):
     """A filled hm_convert_options_t and what must stay alive while it is used."""
     options = raw.hm_convert_options_t()
     raw.hm_convert_options_init(options)
@@ -48,7 +58,14 @@ def _options(activation=None, output=None, bits=0, group_size=0, gptq_v2=False,
     options.group_size = int(group_size)
     options.flags = ((raw.HM_CONVERT_GPTQ_V2 if gptq_v2 else 0)
                      | (raw.HM_CONVERT_SPLIT_GATE_UP if split_gate_up else 0)
-                     | (raw.HM_CONVERT_KEEP_K_ORDER if keep_k_order else 0))
+                     | (raw.HM_CONVERT_KEEP_K_ORDER if keep_k_order else 0)
+                     | (raw.HM_CONVERT_ASYMMETRIC if asymmetric else 0))
+    for value, table, name in ((gptq_writer, _WRITERS, "gptq_writer"),
+                               (ct_packing, _PACKINGS, "ct_packing")):
+        if value not in table:
+            raise argument_error(f"argument '{name}' is {value!r}; expected one of "
+                                 f"{', '.join(str(k) for k in table)}")
+        options.flags |= table[value]
     if global_scale not in _CONVENTIONS:
         raise argument_error(f"argument 'global_scale' is {global_scale!r}; expected one of "
                              f"{', '.join(_CONVENTIONS)}")
@@ -164,3 +181,47 @@ def convert_file(scheme, in_path, out_path, progress=None, **options):
         check(status)
     if raised:
         raise raised[0]
+
+
+def convert_model(in_dir, out_dir, scheme=None, force=False, dry_run=False, threads=0,
+                  progress=None, **options):
+    """Converts a Hugging Face model folder (docs/convert.md): the scheme and parameters come
+    from its quantization config; options (as for convert_layer, plus asymmetric, gptq_writer
+    "autogptq"/"gptqmodel", ct_packing "dense"/"aligned") override it. progress, if given, is
+    called as progress(kind, name, detail, done_bytes, total_bytes) with kind "layer", "tensor"
+    or "file"; returning True cancels, and an exception it raises cancels and is re-raised.
+    Returns the summary as a dict (layers, tensors, files, shards, bytes_in, bytes_out,
+    seconds)."""
+    layer_opts, keep = _options(**options)
+    opts = raw.hm_convert_model_options_t()
+    raw.hm_convert_model_options_init(opts)
+    if scheme is not None:
+        opts.scheme = str(scheme)
+    opts.layer_options = layer_opts
+    opts.flags = ((raw.HM_CONVERT_MODEL_FORCE if force else 0)
+                  | (raw.HM_CONVERT_MODEL_DRY_RUN if dry_run else 0))
+    opts.threads = int(threads)
+    raised = []
+    if progress is not None:
+        def trampoline(_user, kind, name, detail, done, total):
+            try:
+                stop = progress(_EVENTS.get(kind, str(kind)),
+                                name.decode("utf-8", "replace") if name else "",
+                                detail.decode("utf-8", "replace") if detail else None,
+                                done, total)
+                return 1 if stop else 0
+            except BaseException as e:  # noqa: B902 — carried back to the caller
+                raised.append(e)
+                return 1
+        callback = _MODEL_PROGRESS(trampoline)
+        keep.append(callback)
+        opts.progress = ctypes.cast(callback, ctypes.c_void_p).value
+    summary = raw.hm_convert_model_summary_t()
+    raw.hm_convert_model_summary_init(summary)
+    status = raw.hm_convert_model(str(in_dir), str(out_dir), opts, summary)
+    if raised:
+        raise raised[0]
+    check(status)
+    return {"layers": summary.layers, "tensors": summary.tensors, "files": summary.files,
+            "shards": summary.shards, "bytes_in": summary.bytes_in,
+            "bytes_out": summary.bytes_out, "seconds": summary.seconds}

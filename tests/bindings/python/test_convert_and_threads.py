@@ -128,3 +128,36 @@ def test_gil_is_released_during_long_calls():
     elapsed = time.perf_counter() - begin
     # Holding the GIL for the whole call would leave this thread ~0 wake-ups.
     assert ticks >= 5, f"{ticks} wake-ups in {elapsed:.3f} s: is the GIL held during C calls?"
+
+
+def test_convert_model_folder(tmp_path):
+    tensors, _ = gptq_layer()
+    prefix = "model.layers.0.mlp.down_proj"
+    src, dst = tmp_path / "model", tmp_path / "converted"
+    src.mkdir()
+    write_safetensors(src / "model.safetensors", {f"{prefix}.{k}": v for k, v in tensors.items()}
+                      | {"model.norm.weight": np.ones(8, np.float16)})
+    (src / "config.json").write_text(
+        '{"model_type": "llama", "quantization_config": {"quant_method": "gptq", "bits": 4, '
+        '"sym": true, "checkpoint_format": "gptq"}}')
+    (src / "tokenizer.json").write_text("{}")
+    planned = []
+    summary = humming.convert_model(src, dst, dry_run=True,
+                                    progress=lambda *args: planned.append(args))
+    assert summary["layers"] == 1 and not dst.exists()
+    assert ("layer", prefix) == planned[0][:2] or ("layer", prefix) in [p[:2] for p in planned]
+    events = []
+    summary = humming.convert_model(src, dst, threads=2, progress=lambda *a: events.append(a))
+    assert (summary["layers"], summary["tensors"], summary["files"]) == (1, 1, 1)
+    assert events[-1][3] == events[-1][4] > 0  # done reaches total
+    assert (dst / "tokenizer.json").read_text() == "{}"
+    config = json.loads((dst / "config.json").read_text())
+    fmt = humming.Format(config["quantization_config"]["layers"][prefix])
+    assert fmt.shape == (64, 256, 1)
+    # An existing output needs force; a callback returning True cancels and writes nothing.
+    with pytest.raises(humming.Error):
+        humming.convert_model(src, dst)
+    with pytest.raises(humming.Error):
+        humming.convert_model(src, tmp_path / "cancelled", progress=lambda *a: True)
+    assert not (tmp_path / "cancelled").exists()
+    humming.convert_model(src, dst, force=True, gptq_writer="autogptq")

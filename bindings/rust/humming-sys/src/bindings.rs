@@ -84,9 +84,19 @@ pub const HM_SCHEME_BITNET: i32 = 10;
 pub const HM_CONVERT_GPTQ_V2: i32 = 1;
 pub const HM_CONVERT_SPLIT_GATE_UP: i32 = 2;
 pub const HM_CONVERT_KEEP_K_ORDER: i32 = 4;
+pub const HM_CONVERT_GPTQ_V1_AUTOGPTQ: i32 = 8;
+pub const HM_CONVERT_GPTQ_V1_GPTQMODEL: i32 = 16;
+pub const HM_CONVERT_ASYMMETRIC: i32 = 32;
+pub const HM_CONVERT_CT_PACK_DENSE: i32 = 64;
+pub const HM_CONVERT_CT_PACK_WORD_ALIGNED: i32 = 128;
 pub const HM_GLOBAL_SCALE_DEFAULT: i32 = 0;
 pub const HM_GLOBAL_SCALE_MULTIPLY: i32 = 1;
 pub const HM_GLOBAL_SCALE_DIVIDE: i32 = 2;
+pub const HM_CONVERT_MODEL_FORCE: i32 = 1;
+pub const HM_CONVERT_MODEL_DRY_RUN: i32 = 2;
+pub const HM_CONVERT_EVENT_LAYER: i32 = 1;
+pub const HM_CONVERT_EVENT_TENSOR: i32 = 2;
+pub const HM_CONVERT_EVENT_FILE: i32 = 3;
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
@@ -726,5 +736,54 @@ extern "C" {
         in_path: *const ::std::os::raw::c_char,
         out_path: *const ::std::os::raw::c_char,
         options: *const hm_convert_options_t,
+    ) -> hm_status_t;
+}
+pub type hm_convert_model_progress_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        user_data: *mut ::std::os::raw::c_void,
+        kind: i32,
+        name: *const ::std::os::raw::c_char,
+        detail: *const ::std::os::raw::c_char,
+        done: u64,
+        total: u64,
+    ) -> i32,
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_convert_model_options {
+    pub struct_size: u32,
+    pub scheme: *const ::std::os::raw::c_char,
+    pub layer_options: *const hm_convert_options_t,
+    pub flags: u32,
+    pub threads: i32,
+    pub progress: hm_convert_model_progress_fn,
+    pub progress_user_data: *mut ::std::os::raw::c_void,
+}
+pub type hm_convert_model_options_t = hm_convert_model_options;
+extern "C" {
+    pub fn hm_convert_model_options_init(options: *mut hm_convert_model_options_t);
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_convert_model_summary {
+    pub struct_size: u32,
+    pub layers: i32,
+    pub tensors: i32,
+    pub files: i32,
+    pub shards: i32,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub seconds: f64,
+}
+pub type hm_convert_model_summary_t = hm_convert_model_summary;
+extern "C" {
+    pub fn hm_convert_model_summary_init(summary: *mut hm_convert_model_summary_t);
+}
+extern "C" {
+    pub fn hm_convert_model(
+        in_dir: *const ::std::os::raw::c_char,
+        out_dir: *const ::std::os::raw::c_char,
+        options: *const hm_convert_model_options_t,
+        summary: *mut hm_convert_model_summary_t,
     ) -> hm_status_t;
 }

@@ -215,3 +215,100 @@ impl std::fmt::Debug for ConvertedLayer {
         write!(f, "ConvertedLayer({} codes)", self.canonical.codes.len())
     }
 }
+
+/// What a model-conversion progress call is about: `HM_CONVERT_EVENT_LAYER`, `_TENSOR`, `_FILE`.
+pub type ModelEvent = i32;
+
+/// A model progress callback: (event kind, name, detail, bytes done, bytes in all); returning
+/// `true` cancels the conversion (nothing is written).
+pub type ModelProgress<'a> = &'a mut dyn FnMut(ModelEvent, &str, Option<&str>, u64, u64) -> bool;
+
+/// Options of [`convert_model`]; the defaults let the model's config decide everything.
+#[derive(Clone, Debug, Default)]
+pub struct ConvertModelOptions {
+    /// Forces every layer's scheme ("gptq", ...); `None`: from the config.
+    pub scheme: Option<String>,
+    /// Overrides of the config's parameters, field by field (defaults leave it).
+    pub layer: ConvertOptions,
+    /// `HM_CONVERT_MODEL_*` bits.
+    pub flags: u32,
+    /// Layers converted at once; 0: every usable core.
+    pub threads: i32,
+}
+
+/// What [`convert_model`] did (`hm_convert_model_summary_t`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ConvertModelSummary {
+    pub layers: i32,
+    pub tensors: i32,
+    pub files: i32,
+    pub shards: i32,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub seconds: f64,
+}
+
+struct ModelProgressState<'a> {
+    callback: ModelProgress<'a>,
+}
+
+unsafe extern "C" fn model_progress_trampoline(
+    user: *mut c_void,
+    kind: i32,
+    name: *const c_char,
+    detail: *const c_char,
+    done: u64,
+    total: u64,
+) -> i32 {
+    let progress = &mut *(user as *mut ModelProgressState);
+    let text = |p: *const c_char| (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy());
+    let name = text(name).unwrap_or_default();
+    let detail = text(detail);
+    // A panic must not unwind into C: it cancels the conversion instead.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        (progress.callback)(kind, &name, detail.as_deref(), done, total)
+    })) {
+        Ok(false) => 0,
+        _ => 1,
+    }
+}
+
+/// Converts a Hugging Face model folder into the standard layout (docs/convert.md): each
+/// layer's scheme and parameters from its quantization config, written atomically to `output`.
+pub fn convert_model(
+    input: &Path,
+    output: &Path,
+    options: &ConvertModelOptions,
+    progress: Option<ModelProgress>,
+) -> Result<ConvertModelSummary> {
+    let path = |p: &Path, what: &str| -> Result<CString> {
+        c_string(p.to_str().ok_or_else(|| Error::invalid(format!("'{what}' is not UTF-8")))?, what)
+    };
+    let (input, output) = (path(input, "input")?, path(output, "output")?);
+    let scheme = options.scheme.as_deref().map(|s| c_string(s, "scheme")).transpose()?;
+    let layer = options.layer.raw();
+    let mut o: sys::hm_convert_model_options_t = unsafe { std::mem::zeroed() };
+    unsafe { sys::hm_convert_model_options_init(&mut o) };
+    o.scheme = scheme.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+    o.layer_options = &layer;
+    o.flags = options.flags;
+    o.threads = options.threads;
+    let mut state;
+    if let Some(callback) = progress {
+        state = ModelProgressState { callback };
+        o.progress = Some(model_progress_trampoline);
+        o.progress_user_data = (&mut state as *mut ModelProgressState).cast();
+    }
+    let mut s: sys::hm_convert_model_summary_t = unsafe { std::mem::zeroed() };
+    unsafe { sys::hm_convert_model_summary_init(&mut s) };
+    check(unsafe { sys::hm_convert_model(input.as_ptr(), output.as_ptr(), &o, &mut s) })?;
+    Ok(ConvertModelSummary {
+        layers: s.layers,
+        tensors: s.tensors,
+        files: s.files,
+        shards: s.shards,
+        bytes_in: s.bytes_in,
+        bytes_out: s.bytes_out,
+        seconds: s.seconds,
+    })
+}

@@ -34,7 +34,9 @@ pub use context::{
     DevicePtr, DeviceView, HostData, RuntimeInfo, Stream,
 };
 pub use convert::{
-    convert_file, convert_layer, scheme_parse, CheckpointTensor, ConvertOptions, ConvertedLayer,
+    convert_file, convert_layer, convert_model, scheme_parse, CheckpointTensor,
+    ConvertModelOptions, ConvertModelSummary, ConvertOptions, ConvertedLayer, ModelEvent,
+    ModelProgress,
 };
 pub use dtype::DType;
 pub use error::{clear_last_error, last_error_message, status_name, Error, Result};

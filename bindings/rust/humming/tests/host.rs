@@ -301,3 +301,50 @@ fn convert_file_with_progress() {
     assert_eq!(Format::parse(text).unwrap().shape().unwrap(), (n as i64, k as i64, 1));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn convert_model_folder() {
+    let (n, k) = (64usize, 256usize);
+    let (qweight, qzeros, scales, _) = gptq(n, k, 128);
+    let dir = std::env::temp_dir().join(format!("humming-rust-model-{}", std::process::id()));
+    let (input, output) = (dir.join("in"), dir.join("out"));
+    std::fs::create_dir_all(&input).unwrap();
+    let p = "model.layers.0.mlp.down_proj";
+    write_safetensors(
+        &input.join("model.safetensors"),
+        &[
+            (&format!("{p}.qweight"), "I32", vec![(k / 8) as i64, n as i64], &qweight),
+            (&format!("{p}.qzeros"), "I32", vec![2, (n / 8) as i64], &qzeros),
+            (&format!("{p}.scales"), "F16", vec![2, n as i64], &scales),
+            ("model.norm.weight", "F16", vec![4], &[0u8; 8]),
+        ],
+    );
+    std::fs::write(
+        input.join("config.json"),
+        r#"{"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128,
+            "sym": false, "meta": {"quantizer": ["auto_gptq:0.7.1"]}}}"#,
+    )
+    .unwrap();
+    std::fs::write(input.join("tokenizer.json"), "{}").unwrap();
+    let mut layers = Vec::new();
+    let mut record = |kind: humming::ModelEvent, name: &str, _: Option<&str>, _: u64, _: u64| {
+        if kind == humming::sys::HM_CONVERT_EVENT_LAYER as i32 {
+            layers.push(name.to_string());
+        }
+        false
+    };
+    let options = humming::ConvertModelOptions { threads: 2, ..Default::default() };
+    let summary = humming::convert_model(&input, &output, &options, Some(&mut record)).unwrap();
+    assert_eq!((summary.layers, summary.tensors, summary.files), (1, 1, 1));
+    assert_eq!(layers, vec![p.to_string()]);
+    assert!(output.join("tokenizer.json").exists());
+    let config = std::fs::read_to_string(output.join("config.json")).unwrap();
+    assert!(config.contains("\"quant_method\": \"humming\""), "{config}");
+    // The output exists now: refused without the force flag; cancelling writes nothing.
+    assert!(humming::convert_model(&input, &output, &options, None).is_err());
+    let mut cancel = |_: humming::ModelEvent, _: &str, _: Option<&str>, _: u64, _: u64| true;
+    let other = dir.join("cancelled");
+    assert!(humming::convert_model(&input, &other, &options, Some(&mut cancel)).is_err());
+    assert!(!other.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,52 @@
+// Pieces of whole-file conversion (file.cpp) that the model-folder converter (model.cpp) shares:
+// finding a scheme's layers in a safetensors file, spotting quantized tensors nothing claims,
+// and a converted layer packed into the tensors it is written as.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.hpp"
+#include "schema/convert.hpp"
+
+namespace hm::schema {
+
+struct FoundLayer {
+  std::string prefix;
+  std::vector<const io::TensorView*> members;
+};
+
+// The layers of `scheme` in `file`: an anchor tensor with a companion scale (docs/convert.md).
+// Adds every member to `claimed`.
+std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& file,
+                                    std::set<const io::TensorView*>& claimed);
+
+// A tensor only a quantized checkpoint has (refused when no layer claims it).
+bool looks_quantized(const io::TensorView& t);
+
+// The output tensor names of a layer are its prefix plus these.
+extern const char* const kOutputSuffixes[6];
+
+// A converted layer in its written form: the standard layout's tensors and its format string.
+struct PackedLayer {
+  struct Tensor {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::string prefix, format;
+  std::vector<Tensor> tensors;
+  uint64_t bytes() const {
+    uint64_t b = 0;
+    for (const Tensor& t : tensors) b += t.bytes.size();
+    return b;
+  }
+};
+// threads: quant::pack's (0: it chooses).
+PackedLayer pack_layer(const std::string& prefix, const Layer& layer, int threads = 0);
+// Appends the tensors and sets "humming.format.<prefix>".
+void write_packed(io::SafetensorsStreamWriter& writer, const PackedLayer& layer);
+
+}  // namespace hm::schema

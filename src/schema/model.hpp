@@ -1,0 +1,37 @@
+// Whole Hugging Face model folders (hm_convert_model, `humming convert IN_DIR OUT_DIR`): the
+// quantization config picks each layer's scheme and parameters (model_config.hpp), every shard
+// is converted with layers spread over threads, and the result (shards, index, config, the
+// other files) is published atomically (io/directory.hpp). docs/convert.md has the details.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "schema/convert.hpp"
+
+namespace hm::schema {
+
+enum class ModelEvent : int32_t { kLayer = 1, kTensor = 2, kFile = 3 };
+// Called on the calling thread, in output order; a nonzero return cancels the conversion.
+using ModelProgress = int32_t (*)(void* user, int32_t kind, const char* name, const char* detail,
+                                  uint64_t done, uint64_t total);
+
+struct ModelRequest {
+  std::string in_dir, out_dir;
+  const Scheme* scheme = nullptr;  // forces every layer's scheme
+  Options overrides;               // over the config (fields at their defaults leave it)
+  bool force = false, dry_run = false;
+  int threads = 0;  // 0: usable_threads()
+  ModelProgress progress = nullptr;
+  void* user = nullptr;
+};
+
+struct ModelResult {
+  int32_t layers = 0, tensors = 0, files = 0, shards = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;
+  double seconds = 0;
+};
+
+ModelResult convert_model(const ModelRequest& request);
+
+}  // namespace hm::schema

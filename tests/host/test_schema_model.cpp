@@ -1,0 +1,491 @@
+// Whole model folders (hm_convert_model, `humming convert IN_DIR OUT_DIR`), built in the test:
+// a GPTQModel-style GPTQ model in two shards (act-order and asymmetric layers, zero points of 0),
+// an AWQ one, a compressed-tensors one with a different scheme per layer group, and an FP8
+// block one. Every converted layer, read back from the output shards, must equal the
+// checkpoint's own dequantization formula; the index, config and copied files must be right;
+// and failures, cancellation, an existing or overlapping output leave nothing behind.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/safetensors.hpp"
+#include "test_schema_support.hpp"
+
+namespace {
+
+using namespace schema_test;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<uint32_t> pack_stream(const std::vector<uint32_t>& values, int bits) {
+  std::vector<uint32_t> words((values.size() * bits + 31) / 32, 0);
+  for (size_t i = 0; i < values.size(); ++i)
+    for (int b = 0; b < bits; ++b)
+      if ((values[i] >> b) & 1u) words[(i * bits + b) / 32] |= 1u << ((i * bits + b) % 32);
+  return words;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A scratch folder per test, removed at the end.
+struct Scratch {
+  fs::path root;
+  explicit Scratch(const std::string& name) {
+    root = fs::path(HM_TEST_BINARY_DIR) / ("model_" + name + "_" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    fs::create_directories(root / "in");
+  }
+  ~Scratch() { fs::remove_all(root); }
+  fs::path in() const { return root / "in"; }
+  fs::path out() const { return root / "out"; }
+  // Nothing but "in" (and "out" when expected) in the scratch folder: no temporary folder left.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(root)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+void write_shards(const fs::path& dir, const std::vector<std::vector<Tensor>>& shards) {
+  json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+  for (size_t s = 0; s < shards.size(); ++s) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    hm::io::SafetensorsWriter w;
+    for (const Tensor& t : shards[s]) {
+      w.add_borrowed(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
+      index["weight_map"][t.name] = name;
+    }
+    w.set_metadata("format", "pt");
+    w.write((dir / name).string());
+  }
+  if (shards.size() > 1) write_text(dir / "model.safetensors.index.json", index.dump(2));
+}
+
+// The checkpoint's own dequantization of each layer, [N][K] in checkpoint column order.
+using References = std::map<std::string, std::vector<float>>;
+
+// Reads every converted layer of an output folder back (format from the config, tensors from
+// the shards via the index), unpacks and dequantizes it, undoes the K permutation, and compares
+// with the reference.
+void check_layers(const fs::path& out, const References& refs) {
+  const json config = json::parse(slurp(out / "config.json"));
+  ASSERT_EQ(config["quantization_config"]["quant_method"], "humming");
+  const json& layers = config["quantization_config"]["layers"];
+  EXPECT_EQ(layers.size(), refs.size());
+  std::map<std::string, std::unique_ptr<hm::io::SafetensorsFile>> files;
+  auto find = [&](const std::string& name) -> const hm::io::TensorView* {
+    std::string file;  // the one shard, unless an index says which
+    for (const auto& e : fs::directory_iterator(out))
+      if (e.path().extension() == ".safetensors") file = e.path().filename();
+    if (fs::exists(out / "model.safetensors.index.json")) {
+      const json index = json::parse(slurp(out / "model.safetensors.index.json"));
+      if (!index["weight_map"].contains(name)) return nullptr;
+      file = index["weight_map"][name];
+    }
+    if (!files.count(file))
+      files[file] = std::make_unique<hm::io::SafetensorsFile>((out / file).string());
+    return files[file]->find(name);
+  };
+  for (const auto& [prefix, want] : refs) {
+    SCOPED_TRACE(prefix);
+    ASSERT_TRUE(layers.contains(prefix));
+    const std::string text = layers[prefix];
+    hm_format_t* format = nullptr;
+    ASSERT_EQ(hm_format_parse(text.c_str(), &format), HM_SUCCESS) << last_error();
+    hm_canonical_sizes_t cs;
+    hm_canonical_sizes_init(&cs);
+    hm_format_canonical_sizes(format, &cs);
+    hm_packed_weight_t packed;
+    hm_packed_weight_init(&packed);
+    const hm::io::TensorView* w = find(prefix + ".weight");
+    ASSERT_NE(w, nullptr);
+    packed.weight = const_cast<uint8_t*>(w->data);
+    if (const auto* s = find(prefix + ".weight_scale")) packed.scales = const_cast<uint8_t*>(s->data);
+    if (const auto* z = find(prefix + ".weight_zero_point"))
+      packed.zero_points = const_cast<uint8_t*>(z->data);
+    std::vector<float> global;
+    if (const auto* g = find(prefix + ".global_scale")) {
+      global.resize(g->bytes / 4);
+      std::memcpy(global.data(), g->data, g->bytes);
+      packed.global_scale = global.data();
+    }
+    std::vector<uint8_t> codes(cs.codes);
+    std::vector<float> scales(cs.scales), zeros(cs.zero_points), gs(cs.global_scale);
+    hm_canonical_weight_t c;
+    hm_canonical_weight_init(&c);
+    c.codes = codes.data();
+    c.scales = scales.empty() ? nullptr : scales.data();
+    c.zero_points = zeros.empty() ? nullptr : zeros.data();
+    c.global_scale = gs.empty() ? nullptr : gs.data();
+    ASSERT_EQ(hm_unpack(format, &packed, &c), HM_SUCCESS) << last_error();
+    std::vector<float> got(cs.codes);
+    ASSERT_EQ(hm_dequantize(format, &c, got.data()), HM_SUCCESS) << last_error();
+    if (const auto* perm = find(prefix + ".k_permutation")) {
+      const int64_t k = perm->shape[0], n = static_cast<int64_t>(got.size()) / k;
+      std::vector<int32_t> p(k);
+      std::memcpy(p.data(), perm->data, perm->bytes);
+      std::vector<float> ordered(got.size());
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t i = 0; i < k; ++i) ordered[r * k + p[i]] = got[r * k + i];
+      got = ordered;
+    }
+    expect_bitwise(got, want, prefix + " (" + text + ")");
+    hm_format_destroy(format);
+  }
+}
+
+// ---- GPTQ as GPTQModel writes it: v1 qzeros by whole-word subtraction --------------------------
+
+void add_gptq_layer(std::vector<Tensor>& shard, References& refs, const std::string& prefix,
+                    int64_t n, int64_t k, int64_t group, bool act_order, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t groups = k / group;
+  std::vector<uint32_t> q(n * k), z(groups * n);
+  for (auto& v : q) v = rng() & 15u;
+  for (auto& v : z) v = rng() & 15u;
+  z[0] = z[1] = z[n - 1] = 0;  // zero points of 0, which GPTQModel's v1 borrows for
+  std::vector<double> s(groups * n);
+  for (auto& v : s) v = round_to(HM_DTYPE_F16, std::uniform_real_distribution<double>(1e-3, 0.05)(rng));
+  std::vector<int32_t> g_idx(k);
+  for (int64_t i = 0; i < k; ++i) g_idx[i] = static_cast<int32_t>(i / group);
+  if (act_order) std::shuffle(g_idx.begin(), g_idx.end(), rng);
+  std::vector<uint32_t> qweight(k / 8 * n);
+  for (int64_t c = 0; c < n; ++c) {
+    std::vector<uint32_t> col(q.begin() + c * k, q.begin() + (c + 1) * k);
+    const auto w = pack_stream(col, 4);
+    for (size_t r = 0; r < w.size(); ++r) qweight[r * n + c] = w[r];
+  }
+  std::vector<uint32_t> qzeros;
+  for (int64_t g = 0; g < groups; ++g) {
+    auto w = pack_stream(std::vector<uint32_t>(z.begin() + g * n, z.begin() + (g + 1) * n), 4);
+    for (auto& word : w) word -= 0x11111111u;
+    qzeros.insert(qzeros.end(), w.begin(), w.end());
+  }
+  shard.push_back(make_tensor(prefix + ".g_idx", "I32", {k}, g_idx));
+  shard.push_back(make_tensor(prefix + ".qweight", "I32", {k / 8, n}, qweight));
+  shard.push_back(make_tensor(prefix + ".qzeros", "I32", {groups, n / 8}, qzeros));
+  shard.push_back(f16_tensor(prefix + ".scales", {groups, n}, s));
+  std::vector<float>& ref = refs[prefix];
+  ref.resize(n * k);
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t i = 0; i < k; ++i)
+      ref[c * k + i] = f32((double(q[c * k + i]) - z[g_idx[i] * n + c]) * s[g_idx[i] * n + c]);
+}
+
+const char* kGptqConfig = R"({"model_type": "llama", "hidden_size": 64,
+  "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": false,
+    "desc_act": true, "checkpoint_format": "gptq",
+    "meta": {"quantizer": ["gptqmodel:4.0.0"]}}})";
+
+References gptq_model(const fs::path& dir) {
+  References refs;
+  std::vector<Tensor> a, b;
+  std::vector<uint16_t> embed(256 * 64);
+  for (size_t i = 0; i < embed.size(); ++i) embed[i] = static_cast<uint16_t>(i * 7);
+  a.push_back(make_tensor("model.embed_tokens.weight", "BF16", {256, 64}, embed));
+  add_gptq_layer(a, refs, "model.layers.0.self_attn.q_proj", 64, 128, 32, true, 1);
+  add_gptq_layer(a, refs, "model.layers.0.mlp.down_proj", 64, 128, 32, false, 2);
+  add_gptq_layer(b, refs, "model.layers.1.self_attn.q_proj", 64, 128, 32, true, 3);
+  b.push_back(make_tensor("model.norm.weight", "F32", {64}, std::vector<float>(64, 1.0f)));
+  write_shards(dir, {a, b});
+  write_text(dir / "config.json", kGptqConfig);
+  write_text(dir / "tokenizer.json", R"({"version": "1.0", "model": {}})");
+  write_text(dir / "generation_config.json", R"({"do_sample": false})");
+  return refs;
+}
+
+struct Log {
+  int layers = 0, tensors = 0, files = 0, cancel_after = -1;
+  uint64_t last_done = 0, total = 0;
+  std::vector<std::string> details;
+};
+int32_t on_event(void* user, int32_t kind, const char* name, const char* detail, uint64_t done,
+                 uint64_t total) {
+  auto* log = static_cast<Log*>(user);
+  EXPECT_GE(done, log->last_done) << name;
+  log->last_done = done;
+  log->total = total;
+  if (kind == HM_CONVERT_EVENT_LAYER) {
+    ++log->layers;
+    log->details.push_back(std::string(name) + " " + (detail ? detail : ""));
+  }
+  if (kind == HM_CONVERT_EVENT_TENSOR) ++log->tensors;
+  if (kind == HM_CONVERT_EVENT_FILE) ++log->files;
+  return log->cancel_after >= 0 && log->layers >= log->cancel_after ? 1 : 0;
+}
+
+hm_convert_model_options_t model_options(Log* log, uint32_t flags = 0, int threads = 2) {
+  hm_convert_model_options_t o;
+  hm_convert_model_options_init(&o);
+  o.flags = flags;
+  o.threads = threads;
+  o.progress = on_event;
+  o.progress_user_data = log;
+  return o;
+}
+
+TEST(ConvertModel, GptqModelFolderWithActOrderAndAsymmetricLayers) {
+  Scratch s("gptq");
+  const References refs = gptq_model(s.in());
+  const std::string before = slurp(s.in() / "model-00001-of-00002.safetensors");
+  Log log;
+  hm_convert_model_options_t o = model_options(&log);
+  hm_convert_model_summary_t sum;
+  hm_convert_model_summary_init(&sum);
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, &sum), HM_SUCCESS)
+      << last_error();
+  EXPECT_EQ(sum.layers, 3);
+  EXPECT_EQ(sum.tensors, 2);
+  EXPECT_EQ(sum.files, 2);
+  EXPECT_EQ(sum.shards, 2);
+  EXPECT_EQ(log.layers, 3);
+  EXPECT_EQ(log.last_done, log.total);
+  check_layers(s.out(), refs);
+  EXPECT_EQ(slurp(s.out() / "tokenizer.json"), slurp(s.in() / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(s.out() / "generation_config.json"));
+  EXPECT_EQ(slurp(s.in() / "model-00001-of-00002.safetensors"), before) << "input modified";
+  const json config = json::parse(slurp(s.out() / "config.json"));
+  EXPECT_EQ(config["model_type"], "llama");
+  EXPECT_EQ(config["quantization_config"]["source"]["meta"]["quantizer"][0], "gptqmodel:4.0.0");
+  const json index = json::parse(slurp(s.out() / "model.safetensors.index.json"));
+  EXPECT_EQ(index["weight_map"]["model.norm.weight"], "model-00002-of-00002.safetensors");
+  EXPECT_EQ(index["weight_map"]["model.layers.0.mlp.down_proj.weight"],
+            "model-00001-of-00002.safetensors");
+  EXPECT_FALSE(index["weight_map"].contains("model.layers.0.mlp.down_proj.qweight"));
+  EXPECT_EQ(s.entries(), (std::vector<std::string>{"in", "out"}));
+
+  // An existing output is refused, and replaced with FORCE; one thread gives the same bytes.
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_ERROR_IO);
+  EXPECT_NE(last_error().find("--force"), std::string::npos) << last_error();
+  const std::string shard = slurp(s.out() / "model-00001-of-00002.safetensors");
+  Log again;
+  hm_convert_model_options_t force = model_options(&again, HM_CONVERT_MODEL_FORCE, 1);
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &force, nullptr), HM_SUCCESS)
+      << last_error();
+  EXPECT_EQ(slurp(s.out() / "model-00001-of-00002.safetensors"), shard);
+  EXPECT_EQ(s.entries(), (std::vector<std::string>{"in", "out"}));
+}
+
+TEST(ConvertModel, DryRunFailuresAndCancellationWriteNothing) {
+  Scratch s("atomic");
+  gptq_model(s.in());
+  Log dry;
+  hm_convert_model_options_t o = model_options(&dry, HM_CONVERT_MODEL_DRY_RUN);
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_SUCCESS)
+      << last_error();
+  EXPECT_EQ(dry.layers, 3);
+  EXPECT_NE(dry.details[0].find("sym=false"), std::string::npos) << dry.details[0];
+  EXPECT_EQ(s.entries(), (std::vector<std::string>{"in"}));
+
+  Log cancel;
+  cancel.cancel_after = 1;
+  o = model_options(&cancel);
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr),
+            HM_ERROR_INVALID_STATE);
+  EXPECT_EQ(s.entries(), (std::vector<std::string>{"in"}));
+
+  // The output inside the input, or the input itself.
+  const std::string inner = (s.in() / "converted").string();
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), inner.c_str(), nullptr, nullptr),
+            HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), s.in().c_str(), nullptr, nullptr),
+            HM_ERROR_INVALID_ARGUMENT);
+
+  // A layer of an asymmetric model without its qzeros: the whole conversion fails, naming the
+  // tensor (through the command line too), and leaves no output.
+  hm::io::SafetensorsFile shard((s.in() / "model-00002-of-00002.safetensors").string());
+  std::vector<Tensor> kept;
+  for (const auto& t : shard.tensors())
+    if (t.name.find("qzeros") == std::string::npos)
+      kept.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes)});
+  hm::io::SafetensorsWriter w;
+  for (const Tensor& t : kept) w.add_borrowed(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
+  w.write((s.in() / "model-00002-of-00002.safetensors.new").string());
+  fs::rename(s.in() / "model-00002-of-00002.safetensors.new",
+             s.in() / "model-00002-of-00002.safetensors");
+  // The index still names the tensor: refused, naming it.
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), nullptr, nullptr), HM_ERROR_PARSE);
+  EXPECT_NE(last_error().find("'model.layers.1.self_attn.q_proj.qzeros'"), std::string::npos)
+      << last_error();
+  json index = json::parse(slurp(s.in() / "model.safetensors.index.json"));
+  index["weight_map"].erase("model.layers.1.self_attn.q_proj.qzeros");
+  write_text(s.in() / "model.safetensors.index.json", index.dump());
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), nullptr, nullptr),
+            HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("'model.layers.1.self_attn.q_proj.qzeros'"), std::string::npos)
+      << last_error();
+  const std::string log_path = (s.root / "cli.log").string();
+  const std::string cmd = std::string(HM_CLI_PATH) + " convert " + s.in().string() + " " +
+                          s.out().string() + " --quiet 2> " + log_path;
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  EXPECT_NE(slurp(log_path).find("model.layers.1.self_attn.q_proj.qzeros"), std::string::npos)
+      << slurp(log_path);
+  fs::remove(log_path);
+  EXPECT_EQ(s.entries(), (std::vector<std::string>{"in"}));
+}
+
+// ---- AWQ --------------------------------------------------------------------------------------
+
+TEST(ConvertModel, AwqFolder) {
+  Scratch s("awq");
+  const int64_t n = 64, k = 128, g = 32, groups = k / g;
+  constexpr int kOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  std::mt19937 rng(5);
+  std::vector<uint32_t> q(n * k), z(groups * n);
+  for (auto& v : q) v = rng() & 15u;
+  for (auto& v : z) v = rng() & 15u;
+  std::vector<double> sc(groups * n);
+  for (auto& v : sc) v = round_to(HM_DTYPE_F16, std::uniform_real_distribution<double>(1e-3, 0.05)(rng));
+  auto pack_row = [&](const std::vector<uint32_t>& row) {  // AutoAWQ's nibble order
+    std::vector<uint32_t> words(n / 8, 0);
+    for (int64_t w = 0; w < n / 8; ++w)
+      for (int j = 0; j < 8; ++j) words[w] |= row[8 * w + kOrder[j]] << (4 * j);
+    return words;
+  };
+  std::vector<uint32_t> qweight, qzeros;
+  for (int64_t i = 0; i < k; ++i) {
+    std::vector<uint32_t> row(n);
+    for (int64_t c = 0; c < n; ++c) row[c] = q[c * k + i];
+    const auto w = pack_row(row);
+    qweight.insert(qweight.end(), w.begin(), w.end());
+  }
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    const auto w = pack_row(std::vector<uint32_t>(z.begin() + gi * n, z.begin() + (gi + 1) * n));
+    qzeros.insert(qzeros.end(), w.begin(), w.end());
+  }
+  const std::string p = "model.layers.0.mlp.gate_proj";
+  write_shards(s.in(), {{make_tensor(p + ".qweight", "I32", {k, n / 8}, qweight),
+                         make_tensor(p + ".qzeros", "I32", {groups, n / 8}, qzeros),
+                         f16_tensor(p + ".scales", {groups, n}, sc)}});
+  fs::rename(s.in() / "model-00001-of-00001.safetensors", s.in() / "model.safetensors");
+  write_text(s.in() / "config.json", R"({"quantization_config": {"quant_method": "awq",
+    "bits": 4, "group_size": 32, "zero_point": true, "version": "gemm"}})");
+  References refs;
+  refs[p].resize(n * k);
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t i = 0; i < k; ++i)
+      refs[p][c * k + i] = f32((double(q[c * k + i]) - z[(i / g) * n + c]) * sc[(i / g) * n + c]);
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), nullptr, nullptr), HM_SUCCESS)
+      << last_error();
+  EXPECT_FALSE(fs::exists(s.out() / "model.safetensors.index.json"));
+  check_layers(s.out(), refs);
+}
+
+// ---- compressed-tensors, a scheme per layer group ---------------------------------------------
+
+TEST(ConvertModel, CompressedTensorsMixedSchemes) {
+  Scratch s("ct");
+  std::mt19937 rng(7);
+  References refs;
+  std::vector<Tensor> shard;
+  const int64_t n = 32, k = 128;
+  // down_proj: int-quantized W8A8, channel scales.
+  {
+    const std::string p = "model.layers.0.mlp.down_proj";
+    std::vector<int8_t> w(n * k);
+    for (auto& v : w) v = static_cast<int8_t>(rng());
+    std::vector<double> sc(n);
+    for (auto& v : sc) v = round_to(HM_DTYPE_BF16, std::uniform_real_distribution<double>(0.001, 0.1)(rng));
+    shard.push_back(make_tensor(p + ".weight", "I8", {n, k}, w));
+    shard.push_back(f16_tensor(p + ".weight_scale", {n, 1}, sc, HM_DTYPE_BF16));
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < k; ++i) refs[p].push_back(f32(double(w[r * k + i]) * sc[r]));
+  }
+  // o_proj: pack-quantized 3-bit asymmetric g32, dense (the config's version is 0.20).
+  // q_proj: pack-quantized 4-bit symmetric g32 (class-name target "Linear").
+  for (const auto& [p, bits, asym] : {std::tuple<std::string, int, bool>{"model.layers.0.self_attn.o_proj", 3, true},
+                                      {"model.layers.0.self_attn.q_proj", 4, false}}) {
+    const int64_t groups = k / 32, mid = 1 << (bits - 1);
+    std::vector<uint32_t> q(n * k), z(n * groups, mid);
+    for (auto& v : q) v = rng() & ((1u << bits) - 1);
+    if (asym)
+      for (auto& v : z) v = rng() & ((1u << bits) - 1);
+    std::vector<double> sc(n * groups);
+    for (auto& v : sc) v = round_to(HM_DTYPE_BF16, std::uniform_real_distribution<double>(0.01, 1)(rng));
+    std::vector<uint32_t> packed;
+    for (int64_t r = 0; r < n; ++r) {
+      const auto w = pack_stream(std::vector<uint32_t>(q.begin() + r * k, q.begin() + (r + 1) * k), bits);
+      packed.insert(packed.end(), w.begin(), w.end());
+    }
+    shard.push_back(make_tensor(p + ".weight_packed", "I32", {n, (k * bits + 31) / 32}, packed));
+    shard.push_back(f16_tensor(p + ".weight_scale", {n, groups}, sc, HM_DTYPE_BF16));
+    shard.push_back(make_tensor(p + ".weight_shape", "I64", {2}, std::vector<int64_t>{n, k}));
+    if (asym) {
+      std::vector<uint32_t> zp(((n * bits + 31) / 32) * groups);
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        std::vector<uint32_t> col(n);
+        for (int64_t r = 0; r < n; ++r) col[r] = z[r * groups + gi];
+        const auto w = pack_stream(col, bits);
+        for (size_t i = 0; i < w.size(); ++i) zp[i * groups + gi] = w[i];
+      }
+      shard.push_back(make_tensor(p + ".weight_zero_point", "I32", {(n * bits + 31) / 32, groups}, zp));
+    }
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < k; ++i)
+        refs[p].push_back(f32((double(q[r * k + i]) - z[r * groups + i / 32]) * sc[r * groups + i / 32]));
+  }
+  std::vector<uint16_t> head(16 * 32, 0x3f80);
+  shard.push_back(make_tensor("lm_head.weight", "BF16", {16, 32}, head));
+  write_shards(s.in(), {shard});
+  write_text(s.in() / "config.json", R"({"quantization_config": {
+    "quant_method": "compressed-tensors", "format": "mixed-precision", "version": "0.20.1",
+    "ignore": ["lm_head"],
+    "config_groups": {
+      "group_0": {"targets": ["re:.*down_proj$"], "format": "int-quantized",
+                  "weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}},
+      "group_1": {"targets": ["re:.*o_proj$"], "format": "pack-quantized",
+                  "weights": {"num_bits": 3, "type": "int", "symmetric": false, "strategy": "group", "group_size": 32}},
+      "group_2": {"targets": ["Linear"], "format": "pack-quantized",
+                  "weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group", "group_size": 32}}}}})");
+  Log log;
+  hm_convert_model_options_t o = model_options(&log);
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_SUCCESS)
+      << last_error();
+  check_layers(s.out(), refs);
+  const std::string all = log.details[0] + log.details[1] + log.details[2];
+  EXPECT_NE(all.find("ct-int8"), std::string::npos) << all;
+  EXPECT_NE(all.find("ct-pack"), std::string::npos) << all;
+}
+
+// ---- FP8 with 128 x 128 block scales ----------------------------------------------------------
+
+TEST(ConvertModel, Fp8BlockFolder) {
+  Scratch s("fp8");
+  const int64_t n = 256, k = 384;
+  std::mt19937 rng(9);
+  std::vector<uint8_t> w(n * k);
+  for (auto& v : w) {
+    v = static_cast<uint8_t>(rng());
+    if ((v & 0x7f) == 0x7f) v ^= 1;  // no NaN codes
+  }
+  std::vector<double> sc(2 * 3);
+  for (auto& v : sc) v = std::ldexp(1.0 + (rng() % 8) / 8.0, -int(rng() % 6));  // exact in bf16
+  const std::string p = "model.layers.0.mlp.up_proj";
+  write_shards(s.in(), {{make_tensor(p + ".weight", "F8_E4M3", {n, k}, w),
+                         f32_tensor(p + ".weight_scale_inv", {2, 3}, sc)}});
+  write_text(s.in() / "config.json", R"({"quantization_config": {"quant_method": "fp8",
+    "activation_scheme": "dynamic", "weight_block_size": [128, 128]}})");
+  References refs;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i)
+      refs[p].push_back(f32(decode(HM_DTYPE_E4M3, w[r * k + i]) * sc[(r / 128) * 3 + i / 128]));
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), nullptr, nullptr), HM_SUCCESS)
+      << last_error();
+  check_layers(s.out(), refs);
+}
+
+}  // namespace
