@@ -140,6 +140,8 @@ std::vector<int32_t> apply_act_order(const io::TensorView* g_idx, std::vector<ui
 
 int64_t derive_group(const Options& options, int64_t k, int64_t groups,
                      const io::TensorView& scales) {
+  if (groups <= 0)  // K / groups below would divide by zero
+    bad_tensor(scales, "has no scale groups (" + std::to_string(groups) + ")");
   if (options.group_size == -1 || (options.group_size == 0 && groups == 1)) {
     if (groups != 1)
       bad_tensor(scales, "has " + std::to_string(groups) + " groups, but group_size -1 means one");
