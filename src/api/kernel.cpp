@@ -118,10 +118,11 @@ HM_API hm_status_t hm_kernel_launch(const hm_kernel_t* kernel, const hm_launch_p
                                    "cached, not launched");
     const int64_t m = params->integer(HM_ARG_M), n = params->integer(HM_ARG_N),
                   k = params->integer(HM_ARG_K);
-    if (m <= 0 || n <= 0 || k <= 0)
-      fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M, HM_ARG_N and HM_ARG_K must be positive, got M=" +
-                                          std::to_string(m) + " N=" + std::to_string(n) +
-                                          " K=" + std::to_string(k));
+    // The limits of humming.h keep the grid arithmetic below from overflowing.
+    if (m <= 0 || n <= 0 || k <= 0 || m > HM_MAX_M || n > HM_MAX_N || k > HM_MAX_K)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "HM_ARG_M, HM_ARG_N and HM_ARG_K must be in [1, HM_MAX_M / HM_MAX_N / HM_MAX_K], got M=" +
+               std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
     uint64_t a = params->pointers[HM_ARG_A], b = params->pointers[HM_ARG_B],
              c = params->pointers[HM_ARG_C];
     if (!a || !b || !c)

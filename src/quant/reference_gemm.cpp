@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 
 namespace hm::quant {
@@ -12,9 +13,13 @@ void check(const In* a, const In* w, const Out* c, int64_t m, int64_t n, int64_t
   HM_REQUIRE(m >= 0 && n >= 0 && k >= 0, HM_ERROR_INVALID_ARGUMENT,
              "m, n, k must be >= 0, got m=" + std::to_string(m) + " n=" + std::to_string(n) +
                  " k=" + std::to_string(k));
-  HM_REQUIRE(m * k == 0 || a != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'a' is NULL");
-  HM_REQUIRE(n * k == 0 || w != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'w' is NULL");
-  HM_REQUIRE(m * n == 0 || c != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'c' is NULL");
+  // Sizes of the three buffers, checked (m * k once wrapped to 0 and let a NULL `a` through).
+  const int64_t a_size = core::size_product({m, k, int64_t{sizeof(In)}}, "the bytes of 'a' (m x k)");
+  const int64_t w_size = core::size_product({n, k, int64_t{sizeof(In)}}, "the bytes of 'w' (n x k)");
+  const int64_t c_size = core::size_product({m, n, int64_t{sizeof(Out)}}, "the bytes of 'c' (m x n)");
+  HM_REQUIRE(a_size == 0 || a != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'a' is NULL");
+  HM_REQUIRE(w_size == 0 || w != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'w' is NULL");
+  HM_REQUIRE(c_size == 0 || c != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'c' is NULL");
 }
 
 // Rows of A and W are both contiguous along K, so each dot product streams two rows. Four
