@@ -51,9 +51,11 @@ HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t* params, int3
                                                 uint64_t device_pointer) {
   return HM_API_CALL({
     require_not_null(params, "params");
-    if (slot < 0 || slot >= hm_launch_params::kPointerSlots)
-      fail(HM_ERROR_INVALID_ARGUMENT, "slot " + std::to_string(slot) +
-                                          " is not a pointer slot (HM_ARG_A .. HM_ARG_WORKSPACE)");
+    if (slot < 0 || slot >= hm_launch_params::kNamedPointerSlots)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "slot " + std::to_string(slot) +
+               " is not a pointer slot (HM_ARG_A .. HM_ARG_WORKSPACE, i.e. 0.." +
+               std::to_string(hm_launch_params::kNamedPointerSlots - 1) + ")");
     params->pointers[slot] = device_pointer;
   });
 }
@@ -62,9 +64,12 @@ HM_API hm_status_t hm_launch_params_set_int(hm_launch_params_t* params, int32_t 
                                             int64_t value) {
   return HM_API_CALL({
     require_not_null(params, "params");
-    if (slot < HM_ARG_M || slot >= HM_ARG_M + hm_launch_params::kIntSlots)
-      fail(HM_ERROR_INVALID_ARGUMENT, "slot " + std::to_string(slot) +
-                                          " is not an integer slot (HM_ARG_M, HM_ARG_N, ...)");
+    if (slot < HM_ARG_M || slot >= HM_ARG_M + hm_launch_params::kNamedIntSlots)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "slot " + std::to_string(slot) +
+               " is not an integer slot (HM_ARG_M .. HM_ARG_WORKSPACE_BYTES, i.e. " +
+               std::to_string(HM_ARG_M) + ".." +
+               std::to_string(HM_ARG_M + hm_launch_params::kNamedIntSlots - 1) + ")");
     params->ints[slot - HM_ARG_M] = value;
   });
 }
