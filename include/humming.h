@@ -210,6 +210,16 @@ typedef struct hm_format hm_format_t;
 #define HM_SCALE_TENSOR 4       /* one f32 per tensor (per expert) */
 #define HM_SCALE_GROUP_TENSOR 5 /* group scales times one f32 global scale per tensor (NVFP4) */
 
+/* Size limits. Within them every size the library computes fits int64 (the largest, E x N x K
+ * codes or E x N x groups f32 scales, stays below 2^63 bytes) and every kernel grid fits its
+ * dimensions. A format beyond them fails validation (rule R2, HM_ERROR_UNSUPPORTED_FORMAT) and
+ * every size query, pack and quantize call (HM_ERROR_INVALID_ARGUMENT); an M beyond HM_MAX_M
+ * fails hm_plan_gemm and hm_kernel_launch (HM_ERROR_INVALID_ARGUMENT). */
+#define HM_MAX_N 16777216     /* 2^24 outputs (rows of W) per expert; also the largest group_n */
+#define HM_MAX_K 16777216     /* 2^24 inputs (columns of W); also the largest group_k */
+#define HM_MAX_EXPERTS 4096   /* 2^12 experts */
+#define HM_MAX_M 2147483647   /* 2^31 - 1 tokens (rows of A) per call */
+
 /* Creates the default format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=0 k=0"; set the shape. */
 HM_API hm_status_t hm_format_create(hm_format_t **out);
 HM_API hm_status_t hm_format_parse(const char *text, hm_format_t **out);
@@ -223,7 +233,11 @@ HM_API int32_t hm_format_equal(const hm_format_t *a, const hm_format_t *b);
 
 HM_API hm_status_t hm_format_set_dtype(hm_format_t *format, int32_t role, hm_dtype_t dtype);
 HM_API hm_status_t hm_format_get_dtype(const hm_format_t *format, int32_t role, hm_dtype_t *out);
-/* group_k applies to GROUP, BLOCK and GROUP_TENSOR; group_n to BLOCK; pass 0 otherwise. */
+/* group_k applies to GROUP, BLOCK and GROUP_TENSOR; group_n to BLOCK; pass 0 otherwise. NONE and
+ * TENSOR have no scale dtype (HM_ROLE_SCALE reads HM_DTYPE_NONE); a kind with one that follows
+ * them starts with f16 (set another with hm_format_set_dtype), and its dtype cannot be set to
+ * HM_DTYPE_NONE (HM_ERROR_INVALID_STATE): every format the setters build prints a string that
+ * hm_format_parse reads back. */
 HM_API hm_status_t hm_format_set_scale(hm_format_t *format, int32_t kind, int32_t group_k,
                                        int32_t group_n);
 HM_API hm_status_t hm_format_get_scale(const hm_format_t *format, int32_t *kind, int32_t *group_k,
@@ -365,7 +379,9 @@ typedef struct hm_context_options {
   /* NULL: HUMMING_CACHE_DIR, else $XDG_CACHE_HOME/humming, else ~/.cache/humming. */
   const char *cache_dir;
   int32_t compiler; /* HM_COMPILER_* */
-  uint32_t flags;   /* HM_CONTEXT_*; HUMMING_DISABLE_JIT=1 in the environment adds DISABLE_JIT */
+  uint32_t flags;   /* HM_CONTEXT_*; HUMMING_DISABLE_JIT on (1, true, yes, on) in the
+                     * environment adds DISABLE_JIT; off is unset, empty, 0, false, no or off
+                     * (any case), and any other value fails hm_context_create */
 } hm_context_options_t;
 HM_API void hm_context_options_init(hm_context_options_t *options);
 
@@ -434,6 +450,8 @@ typedef struct hm_launch_params hm_launch_params_t;
 #define HM_ARG_K 18
 #define HM_ARG_WORKSPACE_BYTES 19
 
+/* Only the slots named above are accepted: set_pointer takes HM_ARG_A .. HM_ARG_WORKSPACE,
+ * set_int HM_ARG_M .. HM_ARG_WORKSPACE_BYTES; any other id is HM_ERROR_INVALID_ARGUMENT. */
 HM_API hm_status_t hm_launch_params_create(hm_launch_params_t **out);
 HM_API void hm_launch_params_destroy(hm_launch_params_t *params);
 HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t *params, int32_t slot,
@@ -715,6 +733,11 @@ HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t *layer,
  * string in the header metadata under "humming.format.<prefix>" (docs/convert.md). Other tensors
  * are copied unchanged. Refuses (HM_ERROR_UNSUPPORTED) a file with quantized tensors it does not
  * understand, before writing anything. options may be NULL. */
+/* The output is written to a new temporary file beside out_path and renamed over it when complete
+ * (fsynced, then the directory), so readers never see a partial file and two conversions to one
+ * path each publish a whole file. An out_path that names the input file (by device and inode:
+ * another spelling, a hard link, a symlink) is HM_ERROR_INVALID_ARGUMENT; an in_path that is not
+ * a regular file (a FIFO, a device) is HM_ERROR_IO, without blocking. */
 HM_API hm_status_t hm_convert_file(const char *scheme, const char *in_path, const char *out_path,
                                    const hm_convert_options_t *options);
 

@@ -5,7 +5,10 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-packages="cmake ninja-build g++ binutils nlohmann-json3-dev libgtest-dev swig golang-go bindgen"
+# clang-14 and libclang-rt-14-dev: libFuzzer for the fuzz targets (tests/fuzz/README.md); without
+# them the targets run their replay driver and the libFuzzer entry reports a skip.
+packages="cmake ninja-build g++ binutils nlohmann-json3-dev libgtest-dev swig golang-go bindgen
+  clang-14 libclang-rt-14-dev"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Humming and runs every test: the whole CTest suite (GPU tests report "skipped" with no
-# GPU), then the host and API suites again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# GPU), then the host, API and fuzz suites again under AddressSanitizer + UndefinedBehaviorSanitizer.
 #   scripts/test.sh            everything
 #   HM_SKIP_SANITIZERS=1 ...   skip the sanitizer build (quicker local loop)
 set -euo pipefail
@@ -19,5 +19,5 @@ if [ "${HM_SKIP_SANITIZERS:-0}" != 1 ]; then
   # The mock driver and fork-based tests run fine under ASan; the python tests load the library
   # into an uninstrumented interpreter, so they run only in the plain build above.
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L 'host|api' -LE python
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L 'host|api|fuzz' -LE python
 fi

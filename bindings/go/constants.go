@@ -70,6 +70,10 @@ const (
 	ScaleBlock                     = C.HM_SCALE_BLOCK
 	ScaleTensor                    = C.HM_SCALE_TENSOR
 	ScaleGroupTensor               = C.HM_SCALE_GROUP_TENSOR
+	MaxN                           = C.HM_MAX_N
+	MaxK                           = C.HM_MAX_K
+	MaxExperts                     = C.HM_MAX_EXPERTS
+	MaxM                           = C.HM_MAX_M
 	CompilerDefault                = C.HM_COMPILER_DEFAULT
 	CompilerNVRTC                  = C.HM_COMPILER_NVRTC
 	CompilerNVCC                   = C.HM_COMPILER_NVCC

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "api/guard.hpp"
+#include "core/env.hpp"
 #include "jit/kernel_sources.hpp"
 #include "runtime/driver.hpp"
 
@@ -43,11 +44,6 @@ void copy_field(char* dst, size_t size, const std::string& src) {
   size_t n = src.size() < size - 1 ? src.size() : size - 1;
   std::memcpy(dst, src.data(), n);
   dst[n] = '\0';
-}
-
-bool jit_disabled_by_environment() {
-  const char* v = std::getenv("HUMMING_DISABLE_JIT");
-  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
 }
 
 hm_context* context_or_throw(hm_context* c, const char* name) {
@@ -113,7 +109,9 @@ HM_API hm_status_t hm_context_create(const hm_context_options_t* options, hm_con
         state->arch_name = target_for_device(core::native_arch(p.cc_major, p.cc_minor), &state->arch);
       }
     }
-    const bool jit_disabled = (options->flags & HM_CONTEXT_DISABLE_JIT) || jit_disabled_by_environment();
+    // Read whatever the flags say, so that a value the parser refuses is reported, not ignored.
+    const bool env_disables_jit = core::env_bool("HUMMING_DISABLE_JIT");
+    const bool jit_disabled = (options->flags & HM_CONTEXT_DISABLE_JIT) || env_disables_jit;
     state->cache = std::make_unique<jit::Cache>(options->cache_dir ? options->cache_dir : "",
                                                 jit_disabled, (options->flags & HM_CONTEXT_NO_CACHE) != 0);
     *out = new hm_context{std::move(state)};

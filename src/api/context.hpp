@@ -65,6 +65,11 @@ std::unique_ptr<hm_kernel> build_kernel(const std::shared_ptr<ContextState>& con
 struct hm_launch_params {
   static constexpr int kPointerSlots = 16;  // HM_ARG_A .. (HM_ARG_M - 1)
   static constexpr int kIntSlots = 16;      // HM_ARG_M ..
+  // Only the slots humming.h names are arguments; the rest of the storage is spare room for new
+  // ones, and setting it is refused (a typo'd slot id would otherwise be silently ignored).
+  static constexpr int kNamedPointerSlots = HM_ARG_WORKSPACE + 1;
+  static constexpr int kNamedIntSlots = HM_ARG_WORKSPACE_BYTES - HM_ARG_M + 1;
+  static_assert(kNamedPointerSlots <= kPointerSlots && kNamedIntSlots <= kIntSlots);
   std::array<uint64_t, kPointerSlots> pointers{};
   std::array<int64_t, kIntSlots> ints{};
   int64_t integer(int32_t slot) const { return ints[slot - HM_ARG_M]; }  // slot >= HM_ARG_M

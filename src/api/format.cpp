@@ -124,6 +124,13 @@ HM_API hm_status_t hm_format_set_dtype(hm_format_t* format, int32_t role, hm_dty
            "the scale kind is " + hm::core::scale_to_string(f) +
                ", which has no scale dtype; call hm_format_set_scale() with a channel, group or "
                "block kind first");
+    // A channel, group or block kind without a dtype has no canonical string ("s=none:g128"
+    // does not parse): no scales at all is a kind of its own.
+    if (role == HM_ROLE_SCALE && d.is_none() && hm::api::scale_kind_uses_dtype(f.scale_kind))
+      fail(HM_ERROR_INVALID_STATE,
+           "the scale kind is " + hm::core::scale_to_string(f) +
+               ", which needs a scale dtype; for no scales call hm_format_set_scale() with "
+               "HM_SCALE_NONE (or HM_SCALE_TENSOR for one f32 scale per tensor)");
     slot = d;
   });
 }
@@ -162,7 +169,10 @@ HM_API hm_status_t hm_format_set_scale(hm_format_t* format, int32_t kind, int32_
     f.scale_kind = static_cast<hm::core::ScaleKind>(kind);
     f.group_k = group_k;
     f.group_n = group_n;
-    if (!hm::api::scale_kind_uses_dtype(f.scale_kind)) f.scale = hm::core::Dtype();
+    if (!hm::api::scale_kind_uses_dtype(f.scale_kind))
+      f.scale = hm::core::Dtype();
+    else if (f.scale.is_none())  // coming from NONE / TENSOR: the default format's scale dtype
+      f.scale = hm::core::Format().scale;
   });
 }
 

@@ -51,9 +51,11 @@ HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t* params, int3
                                                 uint64_t device_pointer) {
   return HM_API_CALL({
     require_not_null(params, "params");
-    if (slot < 0 || slot >= hm_launch_params::kPointerSlots)
-      fail(HM_ERROR_INVALID_ARGUMENT, "slot " + std::to_string(slot) +
-                                          " is not a pointer slot (HM_ARG_A .. HM_ARG_WORKSPACE)");
+    if (slot < 0 || slot >= hm_launch_params::kNamedPointerSlots)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "slot " + std::to_string(slot) +
+               " is not a pointer slot (HM_ARG_A .. HM_ARG_WORKSPACE, i.e. 0.." +
+               std::to_string(hm_launch_params::kNamedPointerSlots - 1) + ")");
     params->pointers[slot] = device_pointer;
   });
 }
@@ -62,9 +64,12 @@ HM_API hm_status_t hm_launch_params_set_int(hm_launch_params_t* params, int32_t 
                                             int64_t value) {
   return HM_API_CALL({
     require_not_null(params, "params");
-    if (slot < HM_ARG_M || slot >= HM_ARG_M + hm_launch_params::kIntSlots)
-      fail(HM_ERROR_INVALID_ARGUMENT, "slot " + std::to_string(slot) +
-                                          " is not an integer slot (HM_ARG_M, HM_ARG_N, ...)");
+    if (slot < HM_ARG_M || slot >= HM_ARG_M + hm_launch_params::kNamedIntSlots)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "slot " + std::to_string(slot) +
+               " is not an integer slot (HM_ARG_M .. HM_ARG_WORKSPACE_BYTES, i.e. " +
+               std::to_string(HM_ARG_M) + ".." +
+               std::to_string(HM_ARG_M + hm_launch_params::kNamedIntSlots - 1) + ")");
     params->ints[slot - HM_ARG_M] = value;
   });
 }
@@ -118,10 +123,11 @@ HM_API hm_status_t hm_kernel_launch(const hm_kernel_t* kernel, const hm_launch_p
                                    "cached, not launched");
     const int64_t m = params->integer(HM_ARG_M), n = params->integer(HM_ARG_N),
                   k = params->integer(HM_ARG_K);
-    if (m <= 0 || n <= 0 || k <= 0)
-      fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M, HM_ARG_N and HM_ARG_K must be positive, got M=" +
-                                          std::to_string(m) + " N=" + std::to_string(n) +
-                                          " K=" + std::to_string(k));
+    // The limits of humming.h keep the grid arithmetic below from overflowing.
+    if (m <= 0 || n <= 0 || k <= 0 || m > HM_MAX_M || n > HM_MAX_N || k > HM_MAX_K)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "HM_ARG_M, HM_ARG_N and HM_ARG_K must be in [1, HM_MAX_M / HM_MAX_N / HM_MAX_K], got M=" +
+               std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
     uint64_t a = params->pointers[HM_ARG_A], b = params->pointers[HM_ARG_B],
              c = params->pointers[HM_ARG_C];
     if (!a || !b || !c)

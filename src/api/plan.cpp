@@ -273,7 +273,10 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
       fail(HM_ERROR_NO_DEVICE, "the plan's context has no device (ahead-of-time context)");
     const core::Format& f = plan->format;
     const int64_t m = params->integer(HM_ARG_M);
-    if (m <= 0) fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M must be positive, got " + std::to_string(m));
+    // One range check keeps the grid arithmetic below from overflowing (HM_MAX_M, humming.h).
+    if (m <= 0 || m > HM_MAX_M)
+      fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M must be in [1, HM_MAX_M = " +
+                                          std::to_string(HM_MAX_M) + "], got " + std::to_string(m));
     if (plan->max_m > 0 && m > plan->max_m)
       fail(HM_ERROR_INVALID_ARGUMENT, "M = " + std::to_string(m) + " exceeds the plan's max_m " +
                                           std::to_string(plan->max_m));
@@ -354,7 +357,9 @@ HM_API hm_status_t hm_plan_describe(const hm_plan_t* plan, int64_t m, char* buf,
                                     size_t* length) {
   return HM_API_CALL({
     require_not_null(plan, "plan");
-    if (m <= 0) fail(HM_ERROR_INVALID_ARGUMENT, "m must be positive");
+    if (m <= 0 || m > HM_MAX_M)
+      fail(HM_ERROR_INVALID_ARGUMENT, "m must be in [1, HM_MAX_M = " + std::to_string(HM_MAX_M) +
+                                          "], got " + std::to_string(m));
     copy_out_string(describe(plan, m), buf, size, length);
   });
 }

@@ -6,6 +6,7 @@
 #include "api/canonical.hpp"
 #include "api/format.hpp"
 #include "api/guard.hpp"
+#include "core/checked.hpp"
 #include "quant/activation.hpp"
 #include "quant/quantize.hpp"
 #include "quant/reference_gemm.hpp"
@@ -84,6 +85,8 @@ void check_activation_args(int64_t m, int64_t k, int32_t group_k) {
              "m and k must be positive, got m=" + std::to_string(m) + " k=" + std::to_string(k));
   HM_REQUIRE(group_k >= 0, HM_ERROR_INVALID_ARGUMENT,
              "group_k must be 0 (per token) or positive, got " + std::to_string(group_k));
+  // The f32 input is the largest buffer: when its size fits, so do the codes' and the scales'.
+  hm::core::size_product({m, k, 4}, "the bytes of 'a' (m x k x 4)");
 }
 
 }  // namespace

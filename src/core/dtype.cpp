@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/quote.hpp"
 
 namespace hm::core {
 namespace {
@@ -423,7 +424,7 @@ bool all_digits(const std::string& s) {
 
 [[noreturn]] void parse_fail(const std::string& text, const std::string& why) {
   fail(HM_ERROR_PARSE,
-       "cannot parse dtype '" + text + "'" + (why.empty() ? "" : ": " + why) +
+       "cannot parse dtype " + core::quoted(text) + (why.empty() ? "" : ": " + why) +
            ". Accepted: f16, bf16, f32; intN, uintN (N = 1..8); uintNbB with B = 2^(N-1) "
            "(uint4b8, uint8b128, ...); eXmY with X >= 1, X + Y <= 7 (e2m1, e4m3, e5m2, e3m2, "
            "e2m3, ...), with suffix fn / ieee / finite for 8-bit variants; e0m3; ue8m0; none; "

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/quote.hpp"
 
@@ -140,13 +141,6 @@ class Parser {
   const std::string& text_;
 };
 
-uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
-  uint64_t out = 0;
-  if (__builtin_mul_overflow(a, b, &out))
-    fail(HM_ERROR_INVALID_ARGUMENT, std::string("the number of ") + what + " does not fit 64 bits");
-  return out;
-}
-
 }  // namespace
 
 std::string scale_to_string(const Format& f) {
@@ -198,6 +192,21 @@ int64_t Format::groups_n() const {
   return n / group_n + (n % group_n != 0 ? 1 : 0);
 }
 
+std::string shape_limit_problem(const Format& f) {
+  std::string out;
+  auto over = [&](const char* name, int64_t value, int64_t limit) {
+    if (value <= limit) return;
+    out += (out.empty() ? "" : ", ") + std::string(name) + "=" + std::to_string(value) +
+           " (limit " + std::to_string(limit) + ")";
+  };
+  over("n", f.n, HM_MAX_N);
+  over("k", f.k, HM_MAX_K);
+  over("e", f.experts, HM_MAX_EXPERTS);
+  if (f.has_group_scales()) over("group_k", f.group_k, HM_MAX_K);
+  if (f.scale_kind == ScaleKind::kBlock) over("group_n", f.group_n, HM_MAX_N);
+  return out;
+}
+
 CanonicalCounts canonical_counts(const Format& f) {
   HM_REQUIRE(f.n >= 0 && f.k >= 0, HM_ERROR_INVALID_ARGUMENT,
              "the shape n=" + std::to_string(f.n) + " k=" + std::to_string(f.k) + " is negative");
@@ -207,22 +216,27 @@ CanonicalCounts canonical_counts(const Format& f) {
              "the scale kind " + scale_to_string(f) + " needs a group size group_k > 0");
   HM_REQUIRE(f.scale_kind != ScaleKind::kBlock || f.group_n > 0, HM_ERROR_INVALID_ARGUMENT,
              "block scales need a block size group_n > 0, got " + std::to_string(f.group_n));
-  const auto e = static_cast<uint64_t>(f.experts);
+  const std::string limits = shape_limit_problem(f);
+  HM_REQUIRE(limits.empty(), HM_ERROR_INVALID_ARGUMENT,
+             "the format is beyond the size limits of humming.h: " + limits +
+                 " (its buffer sizes would not fit 64 bits)");
+  // Within the limits these products are far below 2^63; they are checked all the same.
+  const int64_t e = f.experts;
   CanonicalCounts c;
-  c.codes = checked_mul(checked_mul(e, static_cast<uint64_t>(f.n), "codes"), static_cast<uint64_t>(f.k), "codes");
+  c.codes = static_cast<uint64_t>(size_product({e, f.n, f.k}, "the number of codes"));
   switch (f.scale_kind) {
     case ScaleKind::kNone:
     case ScaleKind::kTensor:
       c.scales = 0;
       break;
     case ScaleKind::kChannel:
-      c.scales = checked_mul(e, static_cast<uint64_t>(f.n), "scales");
+      c.scales = static_cast<uint64_t>(size_product({e, f.n}, "the number of scales"));
       break;
     case ScaleKind::kGroup:
     case ScaleKind::kBlock:
     case ScaleKind::kGroupTensor:
-      c.scales = checked_mul(checked_mul(e, static_cast<uint64_t>(f.groups_n()), "scales"),
-                             static_cast<uint64_t>(f.groups_k()), "scales");
+      c.scales = static_cast<uint64_t>(
+          size_product({e, f.groups_n(), f.groups_k()}, "the number of scales"));
       break;
   }
   c.zero_points = f.has_zero_point() ? c.scales : 0;

@@ -70,8 +70,14 @@ struct CanonicalCounts {
   uint64_t global_scale = 0;
 };
 // Throws HM_ERROR_INVALID_ARGUMENT for a negative shape, experts < 1, a group size <= 0 where the
-// scale kind uses one, or counts that do not fit 64 bits. Does not apply the support rules.
+// scale kind uses one, or a shape beyond the size limits (shape_limit_problem). Does not apply
+// the support rules.
 CanonicalCounts canonical_counts(const Format& format);
+
+// The size limits of humming.h (HM_MAX_N, HM_MAX_K, HM_MAX_EXPERTS, and group sizes within
+// them), the one check of them: "" when `format` is within them, else the offending values
+// ("n=33554432 (limit 16777216)"). Rule R2 and every size function apply it.
+std::string shape_limit_problem(const Format& format);
 
 // The scale field of the canonical string: "none", "f16:channel", "f16:g128", "f32:b128x128",
 // "tensor", "e4m3:g16+tensor".

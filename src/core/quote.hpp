@@ -7,6 +7,9 @@
 
 namespace hm::core {
 
+// Paths are quoted whole up to this many bytes (cache entries run to ~150).
+constexpr size_t kQuotedPathBytes = 400;
+
 // 'text' with printable ASCII kept and every other byte written as \xNN, cut after max_bytes.
 inline std::string quoted(const std::string& text, size_t max_bytes = 60) {
   static const char kHex[] = "0123456789abcdef";

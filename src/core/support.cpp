@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/quote.hpp"
 
 namespace hm::core {
 namespace {
@@ -41,12 +42,14 @@ bool shape_positive(const Format& f, const Arch*, std::string& d) {
   return true;
 }
 
-bool shape_32bit(const Format& f, const Arch*, std::string& d) {
-  const int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (f.n <= kMax && f.k <= kMax) return false;
-  d = "n=" + str(f.n) + " k=" + str(f.k) + ", the limit is " + str(kMax);
-  return true;
+bool shape_limits(const Format& f, const Arch*, std::string& d) {
+  d = shape_limit_problem(f);
+  return !d.empty();
 }
+
+// The rule's sentence quotes the limits from humming.h, their one definition.
+#define HM_STRINGIFY_(x) #x
+#define HM_STRINGIFY(x) HM_STRINGIFY_(x)
 
 bool activation_dtype(const Format& f, const Arch*, std::string& d) {
   if (find_activation(f.activation)) return false;
@@ -246,7 +249,7 @@ constexpr hm_status_t kArch = HM_ERROR_UNSUPPORTED_ARCH;
 // clang-format off
 const Entry kEntries[] = {
   {{"R1", "shape-positive", "n, k and the number of experts are positive: a layer has at least one output, one input and one expert (set them with n=, k=, e= or hm_format_set_shape).", kFmt}, shape_positive},
-  {{"R2", "shape-32bit", "n and k are at most 2^31 - 1: the kernels index rows and columns with 32-bit integers.", kFmt}, shape_32bit},
+  {{"R2", "shape-limits", "n and group_n are at most HM_MAX_N = " HM_STRINGIFY(HM_MAX_N) ", k and group_k at most HM_MAX_K = " HM_STRINGIFY(HM_MAX_K) ", e at most HM_MAX_EXPERTS = " HM_STRINGIFY(HM_MAX_EXPERTS) " (humming.h): the kernels index rows and columns with 32-bit integers, and within these limits every buffer size fits 64 bits.", kFmt}, shape_limits},
   {{"R3", "activation-dtype", "The activation dtype is one the tensor cores multiply, a row of the support matrix (other inputs are quantized to one of them first).", kFmt}, activation_dtype},
   {{"R4", "output-dtype", "The output dtype is f16 or bf16: the epilogue converts the f32 results to a 16-bit float.", kFmt}, output_dtype},
   {{"R5", "accumulator-dtype", "The accumulator is f32, or f16 with f16, e4m3 or e5m2 activations: only those MMA forms accumulate in f16 (bf16 and fp4 accumulate in f32, integers in s32).", kFmt}, accumulator_dtype},
@@ -400,7 +403,7 @@ const std::vector<Rule>& support_rules() {
 const Rule& support_rule(const std::string& id) {
   for (const Rule& r : support_rules())
     if (id == r.id) return r;
-  fail(HM_ERROR_INVALID_ARGUMENT, "no support rule has the id '" + id + "'");
+  fail(HM_ERROR_INVALID_ARGUMENT, "no support rule has the id " + core::quoted(id));
 }
 
 std::vector<Violation> check(const Format& format, const std::optional<Arch>& arch) {

@@ -12,8 +12,11 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
+#include "core/file.hpp"
 #include "core/quote.hpp"
 
 namespace hm::io {
@@ -40,13 +43,6 @@ uint64_t read_le64(const uint8_t* p) {
   return v;
 }
 
-// a * b, or false when it overflows 64 bits.
-bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
-  if (a != 0 && b > std::numeric_limits<uint64_t>::max() / a) return false;
-  *out = a * b;
-  return true;
-}
-
 TensorView parse_entry(const std::string& name, const nlohmann::json& entry, uint64_t data_size,
                        const std::string& what) {
   const std::string where = what + ": tensor " + q(name, 120);
@@ -70,7 +66,7 @@ TensorView parse_entry(const std::string& name, const nlohmann::json& entry, uin
       parse_error(where, "has a shape entry that is not a non-negative integer: " + d.dump());
     const uint64_t v = d.get<uint64_t>();
     if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-        !checked_mul(count, v, &count))
+        !core::checked_mul(count, v, &count))
       parse_error(where, "has a shape whose element count overflows 64 bits");
     t.shape.push_back(static_cast<int64_t>(v));
   }
@@ -88,7 +84,7 @@ TensorView parse_entry(const std::string& name, const nlohmann::json& entry, uin
                            " of the data section, which has only " + std::to_string(data_size) +
                            " bytes");
   uint64_t expected = 0;
-  if (!checked_mul(count, static_cast<uint64_t>(elem), &expected) || expected != end - begin)
+  if (!core::checked_mul(count, static_cast<uint64_t>(elem), &expected) || expected != end - begin)
     parse_error(where, "holds " + std::to_string(end - begin) + " bytes, but dtype " + t.dtype +
                            " x shape " + t.shape_text() + " needs " +
                            (expected || count == 0 ? std::to_string(expected)
@@ -111,9 +107,8 @@ int dtype_size(const std::string& d) {
 }
 
 int64_t TensorView::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  // 0 when any dimension is 0, whatever the others are.
+  return core::size_product(shape, "tensor " + q(name, 120) + ": its element count");
 }
 
 std::string TensorView::shape_text() const {
@@ -135,8 +130,36 @@ Header parse_header(const uint8_t* data, uint64_t size, const std::string& what)
                           " bytes, but only " + std::to_string(size - 8) + " follow it");
   const char* text = reinterpret_cast<const char*>(data + 8);
   nlohmann::json json;
+  // nlohmann keeps the last of repeated keys; a repeated tensor name (or field) is ambiguous, so
+  // the callback sees every key and refuses repeats, naming the object they repeat in.
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::vector<std::string> owner;           // the key each open object is the value of
+  std::string last_key;
+  auto on_event = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) {
+      keys.emplace_back();
+      owner.push_back(last_key);
+    } else if (event == Event::object_end) {
+      keys.pop_back();
+      owner.pop_back();
+    } else if (event == Event::key) {
+      last_key = parsed.get<std::string>();
+      if (!keys.back().insert(last_key).second) {
+        if (keys.size() == 1)
+          parse_error(what, (last_key == "__metadata__" ? std::string("'__metadata__'")
+                                                        : "tensor " + q(last_key, 120)) +
+                                " appears more than once");
+        parse_error(what, "key " + q(last_key) + " appears more than once in " +
+                              q(owner.back(), 120));
+      }
+    } else if (event == Event::array_start) {
+      last_key.clear();
+    }
+    return true;
+  };
   try {
-    json = nlohmann::json::parse(text, text + header_bytes);
+    json = nlohmann::json::parse(text, text + header_bytes, on_event);
   } catch (const nlohmann::json::exception& e) {
     parse_error(what, std::string("the JSON header does not parse: ") + e.what());
   }
@@ -156,34 +179,33 @@ Header parse_header(const uint8_t* data, uint64_t size, const std::string& what)
     }
     header.tensors.push_back(parse_entry(it.key(), *it, data_size, what));
   }
-  // File order, and no two tensors may share bytes (a writer bug or a crafted file).
+  // File order (ties by size, then name, so the order is deterministic), and no two tensors may
+  // share bytes (a writer bug or a crafted file). A zero-byte tensor owns no bytes and overlaps
+  // nothing, wherever its offset points: writers put it where the next tensor starts.
   auto begin_of = [](const TensorView& t) { return reinterpret_cast<uintptr_t>(t.data); };
   std::sort(header.tensors.begin(), header.tensors.end(),
-            [&](const TensorView& a, const TensorView& b) { return begin_of(a) < begin_of(b); });
-  for (size_t i = 1; i < header.tensors.size(); ++i) {
-    const TensorView& prev = header.tensors[i - 1];
-    if (prev.bytes > 0 && begin_of(header.tensors[i]) < begin_of(prev) + prev.bytes)
-      parse_error(what + ": tensor " + q(header.tensors[i].name, 120),
-                  "overlaps the bytes of tensor " + q(prev.name, 120));
+            [&](const TensorView& a, const TensorView& b) {
+              if (begin_of(a) != begin_of(b)) return begin_of(a) < begin_of(b);
+              if (a.bytes != b.bytes) return a.bytes < b.bytes;
+              return a.name < b.name;
+            });
+  const TensorView* last = nullptr;  // the non-empty tensor that ends last so far
+  for (const TensorView& t : header.tensors) {
+    if (t.bytes == 0) continue;
+    if (last && begin_of(t) < begin_of(*last) + last->bytes)
+      parse_error(what + ": tensor " + q(t.name, 120),
+                  "overlaps the bytes of tensor " + q(last->name, 120));
+    last = &t;
   }
   for (TensorView& t : header.tensors) t.data = data + data_offset + begin_of(t);
   return header;
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(HM_ERROR_IO, "cannot open " + q(path, 200) + ": " + errno_text());
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const std::string err = errno_text();
-    ::close(fd);
-    fail(HM_ERROR_IO, "cannot stat " + q(path, 200) + ": " + err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(HM_ERROR_IO, q(path, 200) + " is not a regular file");
-  }
-  size_ = static_cast<uint64_t>(st.st_size);
+  // Only regular files: a FIFO would block the open, a device would map or read without end.
+  std::string error;
+  const int fd = core::open_regular_file(path, &size_, &id_, &error);
+  if (fd < 0) fail(HM_ERROR_IO, error);
   if (size_ > 0) {
     map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map_ == MAP_FAILED) {
@@ -226,13 +248,11 @@ void SafetensorsWriter::add(Entry e) {
   const int elem = dtype_size(e.dtype);
   HM_REQUIRE(elem > 0, HM_ERROR_INVALID_ARGUMENT,
              "tensor " + q(e.name, 120) + " has the unknown dtype " + q(e.dtype));
-  uint64_t count = 1;
-  for (int64_t d : e.shape) {
-    HM_REQUIRE(d >= 0, HM_ERROR_INVALID_ARGUMENT,
-               "tensor " + q(e.name, 120) + " has a negative dimension");
-    count *= static_cast<uint64_t>(d);
-  }
-  HM_REQUIRE(count * static_cast<uint64_t>(elem) == e.bytes, HM_ERROR_INVALID_ARGUMENT,
+  std::vector<int64_t> factors = e.shape;
+  factors.push_back(elem);
+  const auto bytes = static_cast<uint64_t>(
+      core::size_product(factors, "tensor " + q(e.name, 120) + ": the bytes of its shape"));
+  HM_REQUIRE(bytes == e.bytes, HM_ERROR_INVALID_ARGUMENT,
              "tensor " + q(e.name, 120) + ": " + std::to_string(e.bytes) +
                  " bytes do not match dtype " + e.dtype + " and its shape");
   entries_.push_back(std::move(e));
@@ -299,65 +319,34 @@ std::vector<uint8_t> SafetensorsWriter::to_bytes() const {
 }
 
 void SafetensorsWriter::write(const std::string& path, const Progress& progress) const {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(HM_ERROR_IO, "cannot create " + q(tmp, 200) + ": " + errno_text());
-  auto io_fail = [&](const std::string& what) {
-    const std::string err = errno_text();
-    std::fclose(f);
-    std::remove(tmp.c_str());
-    fail(HM_ERROR_IO, "writing " + q(tmp, 200) + " (" + what + "): " + err);
-  };
+  core::OutputFile out(path);  // published by commit(); removed if anything below throws
   const std::string header = header_json();
   uint8_t len[8];
   for (int i = 0; i < 8; ++i)
     len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
-  if (std::fwrite(len, 1, 8, f) != 8 ||
-      std::fwrite(header.data(), 1, header.size(), f) != header.size())
-    io_fail("header");
+  out.write_at(0, len, 8, "the header length");
+  out.write_at(8, header.data(), header.size(), "the header");
   uint64_t total = 0, done = 0;
   for (const Entry& e : entries_) total += e.bytes;
+  const uint64_t data_start = 8 + header.size();
   for (const Entry& e : entries_) {
-    if (e.bytes && std::fwrite(e.data, 1, e.bytes, f) != e.bytes) io_fail("tensor " + e.name);
+    out.write_at(data_start + done, e.data, e.bytes, "tensor " + q(e.name, 120));
     done += e.bytes;
     if (progress) progress(e.name, done, total);
   }
-  if (std::fflush(f) != 0) io_fail("flush");
-  if (std::fclose(f) != 0) {
-    std::remove(tmp.c_str());
-    fail(HM_ERROR_IO, "closing " + q(tmp, 200) + ": " + errno_text());
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = errno_text();
-    std::remove(tmp.c_str());
-    fail(HM_ERROR_IO, "cannot rename " + q(tmp, 200) + " to " + q(path, 200) + ": " + err);
-  }
+  out.commit();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Streaming writer
 
 SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path, uint64_t reserve)
-    : path_(path), tmp_(path + ".tmp") {
+    : path_(path), file_(std::make_unique<core::OutputFile>(path)) {
   reserve_ = reserve + 16;
   while ((reserve_ + 8) % 8 != 0) ++reserve_;
-  file_ = std::fopen(tmp_.c_str(), "wb");
-  if (!file_) fail(HM_ERROR_IO, "cannot create " + q(tmp_, 200) + ": " + errno_text());
-  if (std::fseek(file_, static_cast<long>(8 + reserve_), SEEK_SET) != 0) {
-    const std::string err = errno_text();
-    std::fclose(file_);
-    file_ = nullptr;
-    std::remove(tmp_.c_str());
-    fail(HM_ERROR_IO, "cannot seek in " + q(tmp_, 200) + ": " + err);
-  }
 }
 
-SafetensorsStreamWriter::~SafetensorsStreamWriter() {
-  if (file_) {
-    std::fclose(file_);
-    std::remove(tmp_.c_str());
-  }
-}
+SafetensorsStreamWriter::~SafetensorsStreamWriter() = default;  // an unfinished file is removed
 
 uint64_t SafetensorsStreamWriter::entry_bound(const std::string& name, size_t ndim) {
   // "name":{"dtype":"F8_E4M3","shape":[d,...],"data_offsets":[a,b]},
@@ -372,16 +361,16 @@ void SafetensorsStreamWriter::append(const std::string& name, const std::string&
                                      const std::vector<int64_t>& shape, const void* data,
                                      uint64_t bytes) {
   HM_REQUIRE(file_, HM_ERROR_INVALID_STATE, "the writer for " + q(path_, 200) + " is finished");
-  uint64_t count = static_cast<uint64_t>(dtype_size(dtype));
-  for (int64_t d : shape) count *= static_cast<uint64_t>(d);
+  std::vector<int64_t> factors = shape;
+  factors.push_back(dtype_size(dtype));
+  const auto count = static_cast<uint64_t>(
+      core::size_product(factors, "tensor " + q(name, 120) + ": the bytes of its shape"));
   HM_REQUIRE(
       count == bytes, HM_ERROR_INTERNAL,
       "tensor " + q(name, 120) + ": " + std::to_string(bytes) + " bytes do not match " + dtype);
   for (const Entry& e : entries_)
     HM_REQUIRE(e.name != name, HM_ERROR_INTERNAL, "tensor " + q(name, 120) + " is written twice");
-  if (bytes && std::fwrite(data, 1, bytes, file_) != bytes)
-    fail(HM_ERROR_IO,
-         "writing " + q(tmp_, 200) + " (tensor " + q(name, 120) + "): " + errno_text());
+  file_->write_at(8 + reserve_ + offset_, data, bytes, "tensor " + q(name, 120));
   entries_.push_back({name, dtype, shape, offset_, offset_ + bytes});
   offset_ += bytes;
 }
@@ -408,21 +397,10 @@ void SafetensorsStreamWriter::finish() {
   header.resize(reserve_, ' ');
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(reserve_ >> (8 * i));
-  const bool ok = std::fflush(file_) == 0 && std::fseek(file_, 0, SEEK_SET) == 0 &&
-                  std::fwrite(len, 1, 8, file_) == 8 &&
-                  std::fwrite(header.data(), 1, header.size(), file_) == header.size();
-  const std::string err = ok ? "" : errno_text();
-  const bool closed = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (!ok || !closed) {
-    std::remove(tmp_.c_str());
-    fail(HM_ERROR_IO, "writing the header of " + q(tmp_, 200) + ": " + (ok ? errno_text() : err));
-  }
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    const std::string e = errno_text();
-    std::remove(tmp_.c_str());
-    fail(HM_ERROR_IO, "cannot rename " + q(tmp_, 200) + " to " + q(path_, 200) + ": " + e);
-  }
+  file_->write_at(0, len, 8, "the header length");
+  file_->write_at(8, header.data(), header.size(), "the header");
+  file_->commit();
+  file_.reset();
 }
 
 }  // namespace hm::io

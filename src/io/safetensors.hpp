@@ -3,7 +3,8 @@
 // the tensor bytes. The reader maps the file read-only and checks every offset, size, dtype and
 // shape before handing out a pointer, so a malformed or truncated file fails with HM_ERROR_PARSE
 // (bad header) or HM_ERROR_IO (cannot read) naming the tensor, never with an out-of-bounds read.
-// The writer streams tensors to a temporary file and renames it into place when complete.
+// The writers write a temporary file of their own beside the output and rename it into place when
+// complete (core::OutputFile), so no reader ever sees a partial file.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "core/file.hpp"
 
 namespace hm::io {
 
@@ -42,7 +45,8 @@ Header parse_header(const uint8_t* data, uint64_t size, const std::string& what)
 // A safetensors file mapped read-only. Views stay valid while the object lives.
 class SafetensorsFile {
  public:
-  // Throws HM_ERROR_IO (cannot open / map) or HM_ERROR_PARSE (malformed), naming the path.
+  // Throws HM_ERROR_IO (cannot open / map, or not a regular file: a FIFO or a device is refused
+  // without blocking) or HM_ERROR_PARSE (malformed), naming the path.
   explicit SafetensorsFile(const std::string& path);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
@@ -54,11 +58,14 @@ class SafetensorsFile {
   // nullptr when absent.
   const TensorView* find(const std::string& name) const;
   uint64_t file_size() const { return size_; }
+  // The device and inode of the file that was opened (to refuse writing over it).
+  const core::FileId& file_id() const { return id_; }
 
  private:
   std::string path_;
   void* map_ = nullptr;
   uint64_t size_ = 0;
+  core::FileId id_;
   Header header_;
   std::map<std::string, size_t> index_;
 };
@@ -77,7 +84,8 @@ class SafetensorsWriter {
 
   // Called after each tensor with (name, bytes written so far, total bytes).
   using Progress = std::function<void(const std::string&, uint64_t, uint64_t)>;
-  // Writes `path` (through path + ".tmp", renamed at the end). HM_ERROR_IO names the path.
+  // Writes `path` (through a temporary file beside it, renamed at the end: core::OutputFile).
+  // HM_ERROR_IO names the path.
   void write(const std::string& path, const Progress& progress = nullptr) const;
   // The whole file image in memory (tests).
   std::vector<uint8_t> to_bytes() const;
@@ -97,10 +105,10 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes a file whose tensors are not all in memory at once: the data section is streamed to
-// path + ".tmp" behind a reserved header area, and finish() writes the header (padded with
-// spaces, which the format allows) and renames the file into place. Nothing is left behind on
-// failure (the destructor removes an unfinished temporary file).
+// Writes a file whose tensors are not all in memory at once: the data section is streamed to a
+// temporary file beside `path` (core::OutputFile) behind a reserved header area, and finish()
+// writes the header (padded with spaces, which the format allows) and renames the file into
+// place. Nothing is left behind on failure (the destructor removes an unfinished temporary file).
 class SafetensorsStreamWriter {
  public:
   // reserve: bytes kept for the JSON header (rounded up so the data starts 8-byte aligned);
@@ -122,8 +130,8 @@ class SafetensorsStreamWriter {
   static uint64_t metadata_bound(const std::string& key, const std::string& value);
 
  private:
-  std::string path_, tmp_;
-  FILE* file_ = nullptr;
+  std::string path_;
+  std::unique_ptr<core::OutputFile> file_;  // null once finished
   uint64_t reserve_ = 0, offset_ = 0;
   struct Entry {
     std::string name, dtype;

@@ -18,7 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
+#include "core/quote.hpp"
 #include "humming.h"
 #include "jit/cache_entry.hpp"
 #include "jit/file_util.hpp"
@@ -29,6 +31,11 @@ namespace hm::jit {
 namespace {
 
 namespace fs = std::filesystem;
+
+// User text in messages is quoted (control bytes escaped): the cache directory comes from the
+// environment or the caller, kernel names from the caller.
+std::string qp(const std::string& path) { return core::quoted(path, core::kQuotedPathBytes); }
+std::string qn(const std::string& name) { return core::quoted(name, 120); }
 
 std::string version_string() {
   return std::to_string(HM_VERSION_MAJOR) + "." + std::to_string(HM_VERSION_MINOR) + "." +
@@ -53,7 +60,9 @@ class KeyLock {
   KeyLock(const std::string& path, std::chrono::milliseconds patience) {
     std::error_code ec;
     fs::create_directories(fs::path(path).parent_path(), ec);
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // O_NOFOLLOW: a symlink planted at the lock path is not followed (it would create or
+    // lock a file elsewhere); such a lock is just not taken.
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd_ < 0) return;
     const auto deadline = std::chrono::steady_clock::now() + patience;
     auto pause = std::chrono::milliseconds(1);
@@ -155,7 +164,7 @@ CacheKey make_cache_key(std::map<std::string, std::string> components) {
 
 Cache::Cache(std::string dir, bool jit_disabled, bool no_cache)
     : dir_(dir.empty() ? default_dir() : std::move(dir)),
-      jit_disabled_(jit_disabled || env_flag("HUMMING_DISABLE_JIT")),
+      jit_disabled_(core::env_bool("HUMMING_DISABLE_JIT") || jit_disabled),
       no_cache_(no_cache) {
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
 }
@@ -190,7 +199,7 @@ CacheKey Cache::key(const CompileRequest& request, const Compiler& compiler) con
       {"source_sha256", sha256_hex(request.source)},
       {"compiler", compiler.id()},
       {"compiler_options", json_text(compiler.builtin_options(request.arch), "a compiler option")},
-      {"options", json_text(request.options, "a compile option of kernel '" + request.name + "'")},
+      {"options", json_text(request.options, "a compile option of kernel " + qn(request.name))},
       {"arch", request.arch},
       {"name", request.name},
   });
@@ -209,7 +218,7 @@ CompiledKernel Cache::get_or_compile(const CompileRequest& request, const Compil
   if (no_cache_) {
     HM_REQUIRE(
         !jit_disabled_, HM_ERROR_JIT_DISABLED,
-        "kernel '" + request.name + "' cannot be built: the disk cache is off (no_cache) and " +
+        "kernel " + qn(request.name) + " cannot be built: the disk cache is off (no_cache) and " +
             "JIT compilation is disabled, so no kernel can ever be loaded; allow one of them");
     return compiler.compile(request);
   }
@@ -248,7 +257,7 @@ CompiledKernel Cache::get_or_compile(const CompileRequest& request, const Compil
   kernel = compiler.compile(request);
   r.outcome = state == EntryState::kCorrupt ? Outcome::kRebuiltCorrupt : Outcome::kCompiled;
   if (state == EntryState::kCorrupt)
-    r.note = "cache entry " + entry + " was corrupt (" + corrupt_reason + ") and was rebuilt";
+    r.note = "cache entry " + qp(entry) + " was corrupt (" + corrupt_reason + ") and was rebuilt";
   try {
     std::string published_note;
     publish(entry, r.key, request, compiler, &kernel, &published_note);
@@ -267,12 +276,12 @@ void Cache::fail_without_jit(const CompileRequest& request, const Compiler& comp
                              const std::string& corrupt_reason) const {
   if (!corrupt_reason.empty())
     fail(HM_ERROR_CACHE_CORRUPT,
-         "cache entry " + entry + " for kernel '" + request.name + "' (" + request.arch +
+         "cache entry " + qp(entry) + " for kernel " + qn(request.name) + " (" + request.arch +
              ") is corrupt: " + corrupt_reason +
              ". JIT compilation is disabled, so it cannot be rebuilt; delete the entry and fill "
              "the cache again (`humming compile`), or enable JIT.");
   fail(HM_ERROR_JIT_DISABLED,
-       "kernel '" + request.name + "' for " + request.arch + " is not in the kernel cache " + dir_ +
+       "kernel " + qn(request.name) + " for " + request.arch + " is not in the kernel cache " + qp(dir_) +
            " and JIT compilation is disabled (HUMMING_DISABLE_JIT or HM_CONTEXT_DISABLE_JIT).\n"
            "Wanted " +
            key.describe() + "\nWhy it missed: " + explain_miss(request, compiler) +
@@ -285,11 +294,11 @@ void Cache::publish(const std::string& entry, const CacheKey& key, const Compile
   const std::string tmp_dir = dir_ + "/tmp";
   std::error_code ec;
   fs::create_directories(tmp_dir, ec);
-  if (ec) fail(HM_ERROR_IO, "creating cache directory '" + tmp_dir + "' failed: " + ec.message());
+  if (ec) fail(HM_ERROR_IO, "creating cache directory " + qp(tmp_dir) + " failed: " + ec.message());
   fs::create_directories(fs::path(entry).parent_path(), ec);
   if (ec)
-    fail(HM_ERROR_IO, "creating cache directory '" + fs::path(entry).parent_path().string() +
-                          "' failed: " + ec.message());
+    fail(HM_ERROR_IO, "creating cache directory " + qp(fs::path(entry).parent_path().string()) +
+                          " failed: " + ec.message());
   prune_stale_scratch(tmp_dir);
 
   const std::string staging = make_temp_directory(tmp_dir, key.hex.substr(0, 16) + ".");
@@ -310,7 +319,7 @@ void Cache::publish(const std::string& entry, const CacheKey& key, const Compile
     const int err = errno;
     if (err != EEXIST && err != ENOTEMPTY && err != ENOTDIR) {
       remove_tree(staging);
-      fail(HM_ERROR_IO, "publishing cache entry '" + entry + "' failed: " + std::strerror(err));
+      fail(HM_ERROR_IO, "publishing cache entry " + qp(entry) + " failed: " + std::strerror(err));
     }
     CompiledKernel theirs;
     std::string reason;
@@ -323,8 +332,8 @@ void Cache::publish(const std::string& entry, const CacheKey& key, const Compile
     discard_entry(entry, tmp_dir);
   }
   remove_tree(staging);
-  fail(HM_ERROR_IO, "publishing cache entry '" + entry +
-                        "' failed: the path stayed occupied by an invalid entry after 4 attempts");
+  fail(HM_ERROR_IO, "publishing cache entry " + qp(entry) +
+                        " failed: the path stayed occupied by an invalid entry after 4 attempts");
 }
 
 std::string Cache::explain_miss(const CompileRequest& request, const Compiler& compiler) const {
@@ -334,7 +343,7 @@ std::string Cache::explain_miss(const CompileRequest& request, const Compiler& c
   std::string reason;
   switch (read_entry(entry_dir(wanted), wanted, &unused, &reason)) {
     case EntryState::kValid:
-      return "no miss: entry " + entry_dir(wanted) + " is valid";
+      return "no miss: entry " + qp(entry_dir(wanted)) + " is valid";
     case EntryState::kCorrupt:
       return "the entry with this exact key exists but is corrupt: " + reason;
     case EntryState::kMissing:
@@ -361,8 +370,8 @@ std::string Cache::explain_miss(const CompileRequest& request, const Compiler& c
         same_arch.push_back({entry.string(), differences(components, wanted.components)});
       }
   if (same_arch.empty()) {
-    std::string out = "no entry for this kernel name ('" + request.name + "') and arch " +
-                      request.arch + " in " + dir_;
+    std::string out = "no entry for this kernel name (" + qn(request.name) + ") and arch " +
+                      request.arch + " in " + qp(dir_);
     if (!other_archs.empty()) {
       out += "; entries for this kernel exist for:";
       for (const std::string& a : other_archs) out += " " + a;
@@ -372,10 +381,10 @@ std::string Cache::explain_miss(const CompileRequest& request, const Compiler& c
   std::sort(same_arch.begin(), same_arch.end(),
             [](const Candidate& a, const Candidate& b) { return a.diffs.size() < b.diffs.size(); });
   std::string out = std::to_string(same_arch.size()) + " entr" +
-                    (same_arch.size() == 1 ? "y" : "ies") + " for kernel '" + request.name +
-                    "' and " + request.arch + " differ from the request:";
+                    (same_arch.size() == 1 ? "y" : "ies") + " for kernel " + qn(request.name) +
+                    " and " + request.arch + " differ from the request:";
   for (size_t i = 0; i < same_arch.size() && i < 3; ++i) {
-    out += "\n  " + same_arch[i].dir + ":";
+    out += "\n  " + qp(same_arch[i].dir) + ":";
     for (const std::string& d : same_arch[i].diffs) out += "\n    " + d;
   }
   if (same_arch.size() > 3) out += "\n  (" + std::to_string(same_arch.size() - 3) + " more)";

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "core/error.hpp"
+#include "core/quote.hpp"
 #include "jit/file_util.hpp"
 #include "jit/kernel_sources.hpp"
 
@@ -23,8 +24,8 @@ void require_valid_arch(const std::string& arch) {
   const std::string suffix = rest.substr(digits);
   const bool ok = digits >= 2 && digits <= 3 && (suffix.empty() || suffix == "a" || suffix == "f");
   HM_REQUIRE(ok, HM_ERROR_INVALID_ARGUMENT,
-             "target arch '" + arch +
-                 "' is malformed: expected sm_<cc> or compute_<cc> with an optional 'a' or 'f' "
+             "target arch " + core::quoted(arch, 40) +
+                 " is malformed: expected sm_<cc> or compute_<cc> with an optional 'a' or 'f' "
                  "suffix, e.g. sm_80, sm_90a, compute_90");
 }
 
@@ -38,7 +39,7 @@ std::unique_ptr<Compiler> make_compiler(int which) {
   if (choice == "nvrtc") return make_nvrtc_compiler();
   if (choice == "nvcc") return make_nvcc_compiler();
   HM_REQUIRE(choice.empty(), HM_ERROR_INVALID_ARGUMENT,
-             "HUMMING_COMPILER is '" + choice + "': set it to 'nvrtc' or 'nvcc', or unset it");
+             "HUMMING_COMPILER is " + core::quoted(choice) + ": set it to 'nvrtc' or 'nvcc', or unset it");
   std::string nvrtc_error;
   try {
     return make_nvrtc_compiler();

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -12,7 +11,10 @@
 #include <system_error>
 #include <vector>
 
+#include "core/env.hpp"
 #include "core/error.hpp"
+#include "core/file.hpp"
+#include "core/quote.hpp"
 
 namespace hm::jit {
 namespace {
@@ -20,7 +22,8 @@ namespace {
 std::string errno_text(int err) { return std::strerror(err); }
 
 [[noreturn]] void fail_io(const std::string& what, const std::string& path, int err) {
-  fail(HM_ERROR_IO, what + " '" + path + "' failed: " + errno_text(err));
+  fail(HM_ERROR_IO, what + " " + core::quoted(path, core::kQuotedPathBytes) + " failed: " +
+                        errno_text(err));
 }
 
 // Writes all of `data` to fd, retrying short writes and EINTR.
@@ -56,43 +59,26 @@ void write_file_impl(const std::string& path, const std::string& data, bool dura
 
 }  // namespace
 
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? std::string(value) : std::string();
-}
-
-bool env_flag(const char* name) {
-  std::string value = env_or_empty(name);
-  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return !(value.empty() || value == "0" || value == "false" || value == "no" || value == "off");
-}
+std::string env_or_empty(const char* name) { return core::env_text(name); }
 
 bool try_read_file(const std::string& path, std::string* out, std::string* error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *error = "cannot open '" + path + "': " + errno_text(errno);
-    return false;
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    *error = "cannot stat '" + path + "': " + errno_text(errno);
-    ::close(fd);
-    return false;
-  }
-  out->clear();
-  out->reserve(static_cast<size_t>(st.st_size));
-  char chunk[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
-    if (n == 0) break;
+  uint64_t size = 0;
+  const int fd = core::open_regular_file(path, &size, nullptr, error);
+  if (fd < 0) return false;
+  out->assign(static_cast<size_t>(size), '\0');
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, &(*out)[done], static_cast<size_t>(size - done));
+    if (n == 0) break;  // shrank since fstat: what is there is what it has (callers check it)
     if (n < 0) {
       if (errno == EINTR) continue;
-      *error = "cannot read '" + path + "': " + errno_text(errno);
+      *error = "cannot read " + core::quoted(path, core::kQuotedPathBytes) + ": " + errno_text(errno);
       ::close(fd);
       return false;
     }
-    out->append(chunk, static_cast<size_t>(n));
+    done += static_cast<uint64_t>(n);
   }
+  out->resize(static_cast<size_t>(done));
   ::close(fd);
   return true;
 }

@@ -6,14 +6,14 @@
 
 namespace hm::jit {
 
-// The variable's value, or "" when it is unset.
+// The variable's value, or "" when it is unset (core::env_text; boolean variables are read with
+// core::env_bool, the one parser of them).
 std::string env_or_empty(const char* name);
 
-// True when the variable is set to anything but "", "0", "false", "no" or "off" (any case).
-bool env_flag(const char* name);
-
-// Reads a whole file. Returns false (and says why in *error) instead of throwing, because the
-// cache treats unreadable entries as corrupt rather than as failures.
+// Reads a whole regular file, no more than the size it claims when opened (a FIFO or a device is
+// refused without blocking: core::open_regular_file). Returns false (and says why in *error)
+// instead of throwing, because the cache treats unreadable entries as corrupt rather than as
+// failures.
 bool try_read_file(const std::string& path, std::string* out, std::string* error);
 
 // Writes `data` to a new file and fsyncs it, so a published cache entry survives a crash.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/quote.hpp"
 #include "jit/embedded_sources.hpp"
 #include "jit/file_util.hpp"
 #include "jit/sha256.hpp"
@@ -60,8 +61,8 @@ KernelSources KernelSources::embedded() {
 KernelSources KernelSources::from_directory(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    fail(HM_ERROR_IO, "kernel source directory '" + dir +
-                          "' is not a directory (check HUMMING_KERNEL_DIR; unset it to use the "
+    fail(HM_ERROR_IO, "kernel source directory " + core::quoted(dir, core::kQuotedPathBytes) +
+                          " is not a directory (check HUMMING_KERNEL_DIR; unset it to use the "
                           "kernels embedded in the library)");
   std::map<std::string, std::string> files;
   fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec);
@@ -69,11 +70,11 @@ KernelSources KernelSources::from_directory(const std::string& dir) {
     if (!it->is_regular_file(ec) || !is_kernel_file(it->path())) continue;
     std::string contents, error;
     if (!try_read_file(it->path().string(), &contents, &error))
-      fail(HM_ERROR_IO, "reading kernel sources from '" + dir + "': " + error);
+      fail(HM_ERROR_IO, "reading kernel sources from " + core::quoted(dir, core::kQuotedPathBytes) + ": " + error);
     files.emplace(it->path().lexically_relative(dir).generic_string(), std::move(contents));
   }
   if (ec)
-    fail(HM_ERROR_IO, "listing kernel source directory '" + dir + "' failed: " + ec.message());
+    fail(HM_ERROR_IO, "listing kernel source directory " + core::quoted(dir, core::kQuotedPathBytes) + " failed: " + ec.message());
   const size_t n = files.size();
   return KernelSources(std::move(files), "directory " + dir + " (" + count_text(n) + ")");
 }

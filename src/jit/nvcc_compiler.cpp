@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/quote.hpp"
 #include "jit/compiler.hpp"
 #include "jit/file_util.hpp"
 #include "jit/kernel_sources.hpp"
@@ -36,7 +37,7 @@ bool find_nvcc(std::string* path, std::string* error) {
     }
   }
   std::string tried;
-  for (const std::string& c : candidates) tried += "\n  " + c;
+  for (const std::string& c : candidates) tried += "\n  " + core::quoted(c, core::kQuotedPathBytes);
   const bool forced = !env_or_empty("HUMMING_NVCC").empty();
   *error = std::string("NVCC was not found") + (forced ? " at HUMMING_NVCC" : "") +
            "; tried:" + tried +

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/quote.hpp"
 #include "jit/compiler.hpp"
 #include "jit/file_util.hpp"
 #include "jit/kernel_sources.hpp"
@@ -89,7 +90,7 @@ bool load_nvrtc(NvrtcApi* api, std::string* error) {
     void* handle = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       const char* why = ::dlerror();
-      tried += "\n  " + candidate + ": " + (why ? why : "dlopen failed");
+      tried += "\n  " + core::quoted(candidate, core::kQuotedPathBytes) + ": " + (why ? why : "dlopen failed");
       continue;
     }
     std::string missing;
@@ -105,12 +106,12 @@ bool load_nvrtc(NvrtcApi* api, std::string* error) {
     resolve(handle, "nvrtcGetPTXSize", &api->get_ptx_size, &missing);
     resolve(handle, "nvrtcGetPTX", &api->get_ptx, &missing);
     if (!missing.empty()) {
-      tried += "\n  " + candidate + ": loaded, but lacks " + missing;
+      tried += "\n  " + core::quoted(candidate, core::kQuotedPathBytes) + ": loaded, but lacks " + missing;
       ::dlclose(handle);
       continue;
     }
     if (api->version(&api->major, &api->minor) != kNvrtcSuccess) {
-      tried += "\n  " + candidate + ": loaded, but nvrtcVersion failed";
+      tried += "\n  " + core::quoted(candidate, core::kQuotedPathBytes) + ": loaded, but nvrtcVersion failed";
       ::dlclose(handle);
       continue;
     }

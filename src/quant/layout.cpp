@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "quant/scalar_codec.hpp"
 
@@ -363,23 +364,30 @@ PackedShape packed_shape(const Format& f) {
   const bool grouped = f.has_group_scales();
   // K is padded to a whole number of chunks and of scale groups, so every padded k has a group.
   const int64_t k_unit = grouped ? kPadK / gcd64(kPadK, f.group_k) * f.group_k : kPadK;
-  s.k_padded = round_up(f.k, k_unit);
+  s.k_padded = round_up(f.k, k_unit);  // k, k_unit <= 64 x HM_MAX_K: no overflow
   s.strips = s.n_padded / kChunkRows;
   s.k_chunks = s.k_padded / kChunkK;
   s.code_xor = f.weight.kind() == core::DtypeKind::kSignedInt ? 1u << (s.weight_bits - 1) : 0u;
   s.pad_code = padding_code(f);
-  s.weight_bytes = uint64_t(s.experts) * uint64_t(s.n_padded) * uint64_t(s.k_padded) *
-                   uint64_t(s.weight_bits) / 8;
+  // n, k and the group sizes are within the limits (canonical_shape checked them), so the
+  // padding cannot overflow; the products below are checked all the same (a group size that is
+  // not a multiple of 16 can pad K to 64 x group_k).
+  // Bits per row of chunks are a whole number of bytes: k_padded is a multiple of 64.
+  s.weight_bytes = static_cast<uint64_t>(core::size_product(
+      {s.experts, s.n_padded, s.k_padded / 8, s.weight_bits}, "the packed weight's bytes"));
   if (has_row_scales(f)) {
     s.groups = grouped ? s.k_padded / f.group_k : 1;
     s.scale_columns =
         f.scale_kind == ScaleKind::kBlock ? (s.n_padded + f.group_n - 1) / f.group_n : s.n_padded;
     s.scale_element_bytes = element_bytes(f.scale, "scale");
-    s.scale_bytes = uint64_t(s.experts * s.groups * s.scale_columns) * s.scale_element_bytes;
+    s.scale_bytes = static_cast<uint64_t>(
+        core::size_product({s.experts, s.groups, s.scale_columns, s.scale_element_bytes},
+                           "the packed scales' bytes"));
     if (f.has_zero_point()) {
       s.zero_point_element_bytes = element_bytes(f.zero_point, "zero-point");
-      s.zero_point_bytes =
-          uint64_t(s.experts * s.groups * s.scale_columns) * s.zero_point_element_bytes;
+      s.zero_point_bytes = static_cast<uint64_t>(
+          core::size_product({s.experts, s.groups, s.scale_columns, s.zero_point_element_bytes},
+                             "the packed zero points' bytes"));
     }
   }
   if (f.has_global_scale()) s.global_scale_bytes = uint64_t(s.experts) * 4;

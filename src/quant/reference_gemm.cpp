@@ -2,19 +2,26 @@
 
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 
 namespace hm::quant {
 namespace {
 
+// Returns false when C is empty (nothing to compute: m x 0 would still loop m times).
 template <typename In, typename Out>
-void check(const In* a, const In* w, const Out* c, int64_t m, int64_t n, int64_t k) {
+bool check(const In* a, const In* w, const Out* c, int64_t m, int64_t n, int64_t k) {
   HM_REQUIRE(m >= 0 && n >= 0 && k >= 0, HM_ERROR_INVALID_ARGUMENT,
              "m, n, k must be >= 0, got m=" + std::to_string(m) + " n=" + std::to_string(n) +
                  " k=" + std::to_string(k));
-  HM_REQUIRE(m * k == 0 || a != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'a' is NULL");
-  HM_REQUIRE(n * k == 0 || w != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'w' is NULL");
-  HM_REQUIRE(m * n == 0 || c != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'c' is NULL");
+  // Sizes of the three buffers, checked (m * k once wrapped to 0 and let a NULL `a` through).
+  const int64_t a_size = core::size_product({m, k, int64_t{sizeof(In)}}, "the bytes of 'a' (m x k)");
+  const int64_t w_size = core::size_product({n, k, int64_t{sizeof(In)}}, "the bytes of 'w' (n x k)");
+  const int64_t c_size = core::size_product({m, n, int64_t{sizeof(Out)}}, "the bytes of 'c' (m x n)");
+  HM_REQUIRE(a_size == 0 || a != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'a' is NULL");
+  HM_REQUIRE(w_size == 0 || w != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'w' is NULL");
+  HM_REQUIRE(c_size == 0 || c != nullptr, HM_ERROR_INVALID_ARGUMENT, "argument 'c' is NULL");
+  return c_size > 0;
 }
 
 // Rows of A and W are both contiguous along K, so each dot product streams two rows. Four
@@ -49,14 +56,12 @@ void gemm(const T* a, const T* w, const T* bias, T* c, int64_t m, int64_t n, int
 
 void reference_gemm_f32(const float* a, const float* w, const float* bias, float* c, int64_t m,
                         int64_t n, int64_t k) {
-  check(a, w, c, m, n, k);
-  gemm(a, w, bias, c, m, n, k);
+  if (check(a, w, c, m, n, k)) gemm(a, w, bias, c, m, n, k);
 }
 
 void reference_gemm_f64(const double* a, const double* w, const double* bias, double* c,
                         int64_t m, int64_t n, int64_t k) {
-  check(a, w, c, m, n, k);
-  gemm(a, w, bias, c, m, n, k);
+  if (check(a, w, c, m, n, k)) gemm(a, w, bias, c, m, n, k);
 }
 
 }  // namespace hm::quant

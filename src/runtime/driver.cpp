@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/error.hpp"
+#include "core/quote.hpp"
 
 namespace hm::runtime {
 namespace {
@@ -146,7 +147,7 @@ std::shared_ptr<const Driver> Driver::shared() {
     }
     if (!tried.empty()) tried += "; ";
     tried +=
-        path + (from_variable ? std::string(" (from ") + kPathVariable + ")" : "") + ": " + error;
+        core::quoted(path, core::kQuotedPathBytes) + (from_variable ? std::string(" (from ") + kPathVariable + ")" : "") + ": " + error;
   }
   fail(HM_ERROR_DRIVER_NOT_FOUND,
        "no CUDA driver library could be loaded; tried " + tried +
@@ -159,7 +160,7 @@ std::shared_ptr<const Driver> Driver::load(const std::string& path) {
   std::string error;
   void* handle = open_library(path, &error);
   if (handle == nullptr)
-    fail(HM_ERROR_DRIVER_NOT_FOUND, "cannot load the CUDA driver library; tried " + path + ": " +
+    fail(HM_ERROR_DRIVER_NOT_FOUND, "cannot load the CUDA driver library; tried " + core::quoted(path, core::kQuotedPathBytes) + ": " +
                                         error + ". Check that the file is the driver library");
   return initialize(handle, path);
 }

@@ -1,6 +1,7 @@
 // The scheme registry: names, tensor roles, and dispatch to the per-scheme converters.
 #include "schema/convert.hpp"
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/quote.hpp"
 #include "schema/common.hpp"
@@ -158,7 +159,7 @@ Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors,
     uint64_t bytes = static_cast<uint64_t>(elem);
     for (int64_t d : t.shape) {
       if (d < 0) bad_tensor(t, "has a negative dimension");
-      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+      if (!core::checked_mul(bytes, static_cast<uint64_t>(d), &bytes))
         bad_tensor(t, "is too large");
     }
     if (bytes != t.bytes)

@@ -95,8 +95,10 @@ Layer convert_ct_pack(const LayerTensors& t, const Options& options) {
   int64_t k = 0;
   if (shape) {
     const std::vector<int64_t> s = read_integers(*shape);
-    if (s.size() != 2 || s[0] != n || s[1] <= 0)
-      bad_tensor(*shape, "must be [N, K] with N = " + std::to_string(n));
+    // K is data, not a shape: bounded before (k + f - 1) / f below can overflow.
+    if (s.size() != 2 || s[0] != n || s[1] <= 0 || s[1] > HM_MAX_K)
+      bad_tensor(*shape, "must be [N, K] with N = " + std::to_string(n) +
+                             " and 0 < K <= HM_MAX_K (" + std::to_string(HM_MAX_K) + ")");
     k = s[1];
   }
   const int bits = derive_ct_bits(options, packed, k, shape != nullptr);

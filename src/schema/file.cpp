@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "core/file.hpp"
 #include "core/quote.hpp"
 #include "quant/layout.hpp"
 #include "schema/common.hpp"
@@ -177,9 +178,16 @@ const char* const kOutputSuffixes[6] = {".weight",       ".weight_scale", ".weig
 
 FileResult convert_file(Scheme scheme, const std::string& in_path, const std::string& out_path,
                         const Options& options, FileProgress progress, void* user) {
-  HM_REQUIRE(in_path != out_path, HM_ERROR_INVALID_ARGUMENT,
-             "the output path is the input path; write a new file");
   const io::SafetensorsFile file(in_path);
+  // The same file under another name (./m.safetensors, a hard link, a symlink) is found by its
+  // device and inode, not by comparing strings: renaming the output over it would replace the
+  // checkpoint being read.
+  core::FileId out_id;
+  if (core::file_id(out_path, &out_id) && out_id == file.file_id())
+    fail(HM_ERROR_INVALID_ARGUMENT, "the output " + core::quoted(out_path, core::kQuotedPathBytes) +
+                                        " is the input file " +
+                                        core::quoted(in_path, core::kQuotedPathBytes) +
+                                        " (the same file under another name); write a new file");
   std::set<const io::TensorView*> claimed;
   const std::vector<FoundLayer> layers = find_layers(scheme, file, claimed);
 

@@ -37,6 +37,12 @@ LayerTensors::LayerTensors(Scheme scheme, const std::vector<io::TensorView>& ten
   const SchemeRoles& r = scheme_roles(scheme);
   const io::TensorView* prefix_from = nullptr;
   for (const io::TensorView& t : tensors) {
+    // A layer tensor without elements is never valid, and its dimensions are not bounded by its
+    // bytes ([2^31, 0] holds nothing): refused here, before any converter divides by a dimension
+    // or allocates from one. Every dimension of what remains is at most its element count.
+    if (t.numel() == 0)
+      fail(HM_ERROR_INVALID_ARGUMENT, tensor_label(t) + " (" + t.dtype + " " + t.shape_text() +
+                                          ") has no elements; a layer's tensors are never empty");
     const std::string* match = nullptr;
     for (const std::string& role : r.roles)
       if (ends_with_role(t.name, role, r.separator) && (!match || role.size() > match->size()))

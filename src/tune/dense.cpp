@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/quote.hpp"
 #include <humming/gemm/params.h>
 
 namespace hm::tune {
@@ -125,6 +126,31 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
   };
 }
 
+namespace {
+
+// An integer field of a tuning entry within [min, max], or `fallback` when absent. JSON numbers
+// are 64-bit here; a value outside the range is refused, never truncated to the field's type
+// (4294967312 used to become a block_m of 16).
+int64_t integer_field(const nlohmann::json& e, const char* key, int64_t fallback, int64_t min,
+                      int64_t max, const std::string& where) {
+  const auto it = e.find(key);
+  if (it == e.end()) return fallback;
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  bool in_range = false;
+  if (it->is_number_unsigned()) {
+    const uint64_t v = it->get<uint64_t>();
+    in_range = v <= static_cast<uint64_t>(max) && static_cast<int64_t>(v) >= min;
+  } else if (it->is_number_integer()) {
+    const int64_t v = it->get<int64_t>();
+    in_range = v >= min && v <= max;
+  }
+  HM_REQUIRE(in_range, HM_ERROR_PARSE,
+             where + "." + key + " is " + it->dump() + ", outside the range " + range);
+  return it->get<int64_t>();
+}
+
+}  // namespace
+
 std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
   nlohmann::json j;
   try {
@@ -168,20 +194,23 @@ std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
       HM_REQUIRE(key == "max_m" || key == "block_m" || key == "warps" || key == "warp_strips" ||
                      key == "stages" || key == "blocks_per_sm",
                  HM_ERROR_PARSE,
-                 where + ": unknown key \"" + key +
-                     "\" (max_m, kernel, block_m, warps, warp_strips, stages, pipeline, copy, "
+                 where + ": unknown key " + core::quoted(key) +
+                     " (max_m, kernel, block_m, warps, warp_strips, stages, pipeline, copy, "
                      "dequant_ahead, producer, split, blocks_per_sm)");
       HM_REQUIRE(it->is_number_integer(), HM_ERROR_PARSE, where + "." + key + " must be an integer");
     }
     DenseRange r{INT64_MAX, {}};
     const bool wg = e.value("kernel", std::string("mma")) == "wgmma";
-    if (e.contains("max_m")) r.max_m = e["max_m"].get<int64_t>();
+    // Wide ranges here, only to keep each value within its type; the checks below say which
+    // values each kernel takes.
+    r.max_m = integer_field(e, "max_m", INT64_MAX, 1, INT64_MAX, where);
     r.tile.kernel = wg ? DenseKernel::kWgmma : DenseKernel::kMma;
-    r.tile.block_m = e.value("block_m", 16);
-    r.tile.warps = e.value("warps", 4);
-    r.tile.warp_strips = e.value("warp_strips", 1);
-    r.tile.stages = e.value("stages", wg ? 4 : 0);
-    r.tile.blocks_per_sm = e.value("blocks_per_sm", wg ? 1 : 16);
+    r.tile.block_m = static_cast<int>(integer_field(e, "block_m", 16, 1, 4096, where));
+    r.tile.warps = static_cast<int>(integer_field(e, "warps", 4, 1, 64, where));
+    r.tile.warp_strips = static_cast<int>(integer_field(e, "warp_strips", 1, 1, 64, where));
+    r.tile.stages = static_cast<int>(integer_field(e, "stages", wg ? 4 : 0, 0, 64, where));
+    r.tile.blocks_per_sm =
+        static_cast<int>(integer_field(e, "blocks_per_sm", wg ? 1 : 16, 1, 1024, where));
     r.tile.decoupled = e.value("pipeline", std::string("barrier")) == "mbarrier";
     r.tile.dequant_ahead = e.value("dequant_ahead", false);
     r.tile.tma = e.value("copy", std::string("cp.async")) == "tma";

@@ -207,6 +207,25 @@ TEST_F(PlanApi, GemmChecksItsArguments) {
   hm_plan_destroy(p);
 }
 
+// M is bounded (HM_MAX_M in humming.h) so that the grid arithmetic cannot overflow: M = INT64_MAX
+// used to wrap the number of token blocks negative, pass the 65535 check and launch.
+TEST_F(PlanApi, GemmRefusesAnMBeyondTheLimit) {
+  hm_plan_t* p = plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  GemmArguments args(ctx_);
+  ASSERT_NO_FATAL_FAILURE(args.set_all(p, 64));
+  hm::test::MockControl mock;
+  for (const int64_t m : {INT64_MAX, INT64_MAX - 7, int64_t{1} << 62, int64_t{1} << 40}) {
+    mock.reset();
+    hm_launch_params_set_int(args.params(), HM_ARG_M, m);
+    EXPECT_NE(hm_plan_gemm(p, args.params(), nullptr), HM_SUCCESS) << m;
+    EXPECT_NE(last_error().find(std::to_string(m)), std::string::npos) << last_error();
+    EXPECT_FALSE(mock.last_launch().has_value()) << "M = " << m << " launched";
+  }
+  hm_plan_destroy(p);
+}
+
 // A wgmma tile that copies with TMA: the call encodes the activation and weight tensor maps
 // (the mock driver checks their arguments as the real one documents them) and launches.
 TEST_F(PlanApi, TmaTilesEncodeTheirTensorMapsPerCall) {

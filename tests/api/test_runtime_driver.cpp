@@ -82,7 +82,7 @@ TEST(RuntimeDriver, MissingFileIsNotFoundWithThePathAndDlerror) {
   const std::string path = "/nonexistent/humming/libcuda.so.1";
   const Error e = error_of([&] { Driver::load(path); });
   EXPECT_EQ(e.status(), HM_ERROR_DRIVER_NOT_FOUND);
-  EXPECT_TRUE(contains(e.message(), "tried " + path + ": ")) << e.message();
+  EXPECT_TRUE(contains(e.message(), "tried '" + path + "': ")) << e.message();
   EXPECT_TRUE(contains(e.message(), "No such file")) << e.message();
 }
 
@@ -121,9 +121,9 @@ TEST(RuntimeDriver, SharedLoadsOnlyTheConfiguredPathAndCachesSuccess) {
     } catch (const Error& e) {
       CHILD_EXPECT(e.status() == HM_ERROR_DRIVER_NOT_FOUND);
       CHILD_EXPECT(contains(e.message(),
-                            "tried /nonexistent/libcuda.so.1 (from "
+                            "tried '/nonexistent/libcuda.so.1' (from "
                             "HUMMING_CUDA_DRIVER_PATH): "));
-      CHILD_EXPECT(!contains(e.message(), "; libcuda.so"));  // only the configured path
+      CHILD_EXPECT(!contains(e.message(), "; 'libcuda.so"));  // only the configured path
     }
     // A failure is not cached: the next call with a good path succeeds, and then sticks.
     setenv("HUMMING_CUDA_DRIVER_PATH", mock_driver_path().c_str(), 1);
@@ -142,8 +142,8 @@ TEST(RuntimeDriver, SharedTriesEveryDefaultNameAndListsThemAll) {
       Driver::shared();  // a machine with a driver: nothing more to check here
     } catch (const Error& e) {
       if (e.status() != HM_ERROR_DRIVER_NOT_FOUND) return 0;  // found, but it failed to start
-      CHILD_EXPECT(contains(e.message(), "tried libcuda.so.1: "));
-      CHILD_EXPECT(contains(e.message(), "; libcuda.so: "));
+      CHILD_EXPECT(contains(e.message(), "tried 'libcuda.so.1': "));
+      CHILD_EXPECT(contains(e.message(), "; 'libcuda.so': "));
       CHILD_EXPECT(contains(e.message(), "HUMMING_CUDA_DRIVER_PATH"));
     }
     return 0;

@@ -89,6 +89,26 @@ const std::vector<Corruption>& corruptions() {
          for (const auto& f : fs::directory_iterator(e)) fs::remove(f.path());
        },
        "meta.json is unreadable"},
+      // Not regular files (issue 16): a FIFO would block a reader forever, a device would be
+      // read without end. Both are refused before reading.
+      {"image is a FIFO",
+       [](const std::string& e) {
+         fs::remove(e + "/kernel.cubin");
+         ASSERT_EQ(::mkfifo((e + "/kernel.cubin").c_str(), 0600), 0);
+       },
+       "not a regular file"},
+      {"meta is a FIFO",
+       [](const std::string& e) {
+         fs::remove(e + "/meta.json");
+         ASSERT_EQ(::mkfifo((e + "/meta.json").c_str(), 0600), 0);
+       },
+       "not a regular file"},
+      {"image is a device",
+       [](const std::string& e) {
+         fs::remove(e + "/kernel.cubin");
+         fs::create_symlink("/dev/zero", e + "/kernel.cubin");
+       },
+       "not a regular file"},
       {"file instead of directory",
        [](const std::string& e) {
          fs::remove_all(e);

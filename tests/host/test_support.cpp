@@ -39,7 +39,7 @@ struct RuleCase {
 // clang-format off
 const RuleCase kCases[] = {
   {"R1", "", "n=1 k=1", {"n=0 k=4096", "n=4096 k=0", "n=0 k=0 e=3"}},
-  {"R2", "", "n=2147483647 k=16", {"n=2147483648 k=16", "n=16 k=4294967296"}},
+  {"R2", "", "n=16777216 k=16777216 e=4096 s=f16:g16777216", {"n=16777217 k=16", "n=16 k=16777217", "n=16 k=16 e=4097", "n=16 k=64 s=f16:g16777232", "n=16 k=64 s=f32:b128x16777232"}},
   {"R3", "", "w=e4m3 a=e4m3 s=f32:channel", {"a=e3m2 w=e3m2 s=f32:channel", "a=e4m3ieee w=e4m3 s=f32:channel", "a=f32 w=int4 s=f32:channel", "a=uint8 s=f32:channel"}},
   {"R4", "", "c=bf16", {"c=f32", "c=e4m3", "c=int8"}},
   {"R5", "", "acc=f16 a=f16", {"acc=int8", "acc=bf16", "acc=f16 a=bf16 c=bf16 s=bf16:g128", "acc=f16 a=int8 w=int4 s=f32:channel"}},

@@ -79,7 +79,7 @@ TEST(Compilers, NvrtcPathIsTheOnlyCandidateWhenSet) {
     EXPECT_NE(e.message().find("/nonexistent/libnvrtc.so.99"), std::string::npos) << e.message();
     EXPECT_EQ(e.message().find("/usr/local/cuda/lib64"), std::string::npos)
         << "a named library must not be silently replaced: " << e.message();
-    EXPECT_EQ(e.message().find("\n  libnvrtc.so.13"), std::string::npos) << e.message();
+    EXPECT_EQ(e.message().find("\n  'libnvrtc.so.13"), std::string::npos) << e.message();
   }
   const CompilerProbe probe = probe_nvrtc();
   EXPECT_FALSE(probe.found);

@@ -2,13 +2,25 @@
 // (include/humming.h), so it exercises exactly what users get.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "core/quote.hpp"  // header-only: the library's own quoting of user text in messages
 #include "humming.h"
 
 namespace cli {
+
+// User text in a message, with control bytes escaped (paths and values may hold anything).
+inline std::string quoted(const std::string& text) {
+  return hm::core::quoted(text, hm::core::kQuotedPathBytes);
+}
+
+// `text` as a decimal integer in [min, max]; anything else (not a number, trailing text, out of
+// range) throws a Failure naming --option and the range: values are never truncated.
+int64_t parse_integer(const std::string& text, const std::string& option, int64_t min,
+                      int64_t max);
 
 // The calling thread's last library error message.
 inline std::string last_error() {

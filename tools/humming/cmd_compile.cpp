@@ -22,7 +22,7 @@ int cmd_compile(Args& args) {
   if (!cache.empty()) options.cache_dir = cache.c_str();
   if (compiler == "nvrtc") options.compiler = HM_COMPILER_NVRTC;
   else if (compiler == "nvcc") options.compiler = HM_COMPILER_NVCC;
-  else if (!compiler.empty()) throw Failure{"--compiler must be nvrtc or nvcc"};
+  else if (!compiler.empty()) throw Failure{"--compiler must be nvrtc or nvcc, got " + quoted(compiler)};
   hm_context_t* ctx = nullptr;
   check(hm_context_create(&options, &ctx), "creating the context");
 
@@ -42,7 +42,8 @@ int cmd_compile(Args& args) {
       hm_context_destroy(ctx);
       throw Failure{std::string("preparing a plan: ") + hm_status_name(s) + ": " + err};
     }
-    std::printf("plan for '%s' on %s: prepared in %.1f ms\n", format_text.c_str(), arch.c_str(), ms);
+    std::printf("plan for %s on %s: prepared in %.1f ms\n", quoted(format_text).c_str(),
+                arch.c_str(), ms);
   }
 
   // The reference GEMM for every (input, output) pair it supports.

@@ -39,16 +39,8 @@ hm_dtype_t parse_dtype(const std::string& text, const char* option) {
   if (text.empty()) return HM_DTYPE_NONE;
   hm_dtype_t d = HM_DTYPE_NONE;
   if (hm_dtype_parse(text.c_str(), &d) != HM_SUCCESS)
-    throw Failure{std::string("--") + option + ": " + last_error()};
+    throw Failure{std::string("--") + option + ": " + last_error()};  // the library quotes text
   return d;
-}
-
-int parse_int(const std::string& text, const char* option) {
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0')
-    throw Failure{std::string("--") + option + " takes an integer, got '" + text + "'"};
-  return static_cast<int>(v);
 }
 
 std::vector<int64_t> parse_rows(const std::string& text) {
@@ -56,7 +48,7 @@ std::vector<int64_t> parse_rows(const std::string& text) {
   size_t start = 0;
   while (start <= text.size() && !text.empty()) {
     const size_t comma = text.find(',', start);
-    rows.push_back(parse_int(text.substr(start, comma - start), "shard-rows"));
+    rows.push_back(parse_integer(text.substr(start, comma - start), "shard-rows", 1, INT64_MAX));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -160,8 +152,9 @@ int cmd_convert(Args& args) {
   hm_convert_options_init(&options);
   options.activation = parse_dtype(act, "act");
   options.output = parse_dtype(output, "output-dtype");
-  options.bits = parse_int(bits, "bits");
-  options.group_size = parse_int(group, "group-size");
+  // The option structs take int32; the converters check the values they accept.
+  options.bits = static_cast<int32_t>(parse_integer(bits, "bits", 0, INT32_MAX));
+  options.group_size = static_cast<int32_t>(parse_integer(group, "group-size", -1, INT32_MAX));
   if (v2) options.flags |= HM_CONVERT_GPTQ_V2;
   if (split) options.flags |= HM_CONVERT_SPLIT_GATE_UP;
   if (keep) options.flags |= HM_CONVERT_KEEP_K_ORDER;
@@ -172,7 +165,7 @@ int cmd_convert(Args& args) {
   else if (global == "divide")
     options.global_scale_convention = HM_GLOBAL_SCALE_DIVIDE;
   else if (!global.empty())
-    throw Failure{"--global-scale must be multiply or divide"};
+    throw Failure{"--global-scale must be multiply or divide, got " + quoted(global)};
   const std::vector<int64_t> rows = parse_rows(shard_rows);
   options.shard_rows = rows.empty() ? nullptr : rows.data();
   options.shard_count = static_cast<int32_t>(rows.size());
@@ -221,8 +214,8 @@ int cmd_convert(Args& args) {
   check(hm_convert_file(scheme.c_str(), in.c_str(), out.c_str(), &options), "converting");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet)
-    std::printf("wrote %s (%s layers, standard layout) in %.2f s\n", out.c_str(), scheme.c_str(),
-                s);
+    std::printf("wrote %s (%s layers, standard layout) in %.2f s\n", quoted(out).c_str(),
+                quoted(scheme).c_str(), s);
   return 0;
 }
 

@@ -206,10 +206,9 @@ int cmd_demo(Args& args) {
   const std::string text =
       args.get("format", "w=uint4b8 a=f16 c=f16 s=f16:g128 zp=none n=4096 k=4096");
   const std::string arch = args.get("arch", "sm_90a");
-  const int64_t m = std::stoll(args.get("m", "16"));
-  const unsigned seed = static_cast<unsigned>(std::stoul(args.get("seed", "1")));
+  const int64_t m = parse_integer(args.get("m", "16"), "m", 1, HM_MAX_M);
+  const auto seed = static_cast<unsigned>(parse_integer(args.get("seed", "1"), "seed", 0, UINT32_MAX));
   args.finish();
-  if (m <= 0) throw Failure{"--m must be positive"};
 
   FormatHandle format;
   check(hm_format_parse(text.c_str(), &format.f), "parsing --format");

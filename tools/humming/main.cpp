@@ -1,5 +1,7 @@
 // `humming`: the command-line face of the library.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "cli.hpp"
@@ -15,7 +17,7 @@ Args::Args(int argc, char** argv, int first) {
         positionals_.push_back(a);
         continue;
       }
-      throw Failure{"unexpected argument '" + a + "' (options start with --)"};
+      throw Failure{"unexpected argument " + quoted(a) + " (options start with --)"};
     }
     a = a.substr(2);
     auto eq = a.find('=');
@@ -50,12 +52,25 @@ bool Args::flag(const std::string& name) {
 
 void Args::finish() const {
   if (!positionals_taken_ && !positionals_.empty())
-    throw Failure{"unexpected argument '" + positionals_[0] + "' (options start with --)"};
+    throw Failure{"unexpected argument " + quoted(positionals_[0]) + " (options start with --)"};
   for (auto& [k, v] : options_) {
     bool ok = false;
     for (auto& n : known_) ok |= (n == k);
-    if (!ok) throw Failure{"unknown option --" + k};
+    if (!ok) throw Failure{"unknown option " + quoted("--" + k)};
   }
+}
+
+int64_t parse_integer(const std::string& text, const std::string& option, int64_t min,
+                      int64_t max) {
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0')
+    throw Failure{"--" + option + " takes an integer in " + range + ", got " + quoted(text)};
+  if (errno == ERANGE || v < min || v > max)
+    throw Failure{"--" + option + " is " + quoted(text) + ", outside the range " + range};
+  return v;
 }
 
 }  // namespace cli
@@ -101,11 +116,11 @@ int main(int argc, char** argv) {
       std::printf("humming %s (ABI %u)\n", hm_version_string(), hm_abi_version());
       return 0;
     }
-    std::fprintf(stderr, "humming: unknown command '%s'\n\n", cmd.c_str());
+    std::fprintf(stderr, "humming: unknown command %s\n\n", cli::quoted(cmd).c_str());
     usage(stderr);
     return 2;
   } catch (const cli::Failure& f) {
-    std::fprintf(stderr, "humming %s: %s\n", cmd.c_str(), f.message.c_str());
+    std::fprintf(stderr, "humming %s: %s\n", cli::quoted(cmd).c_str(), f.message.c_str());
     return 1;
   }
 }

@@ -1,0 +1,34 @@
+// Fuzz target: the safetensors header parser and every converter. The input is a safetensors
+// image; when it parses, its tensors are handed to each scheme's converter as one layer (as
+// hm_convert_file would), which must return or throw hm::Error, never crash, and never allocate
+// more than a small multiple of the input (each converter's buffers are bounded by the bytes of
+// the tensors it reads; the check below runs in a process capped by the fuzzer's -rss_limit_mb).
+#include <vector>
+
+#include "core/error.hpp"
+#include "fuzz_target.hpp"
+#include "io/safetensors.hpp"
+#include "schema/convert.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  hm::io::Header header;
+  try {
+    header = hm::io::parse_header(data, size, "fuzz input");
+  } catch (const hm::Error&) {
+    return 0;
+  }
+  for (const hm::io::TensorView& t : header.tensors) {
+    HM_FUZZ_CHECK(t.data >= data && t.data + t.bytes <= data + size, "a view outside the input");
+    HM_FUZZ_CHECK(t.numel() * hm::io::dtype_size(t.dtype) == static_cast<int64_t>(t.bytes),
+                  "bytes match dtype x shape");
+  }
+  if (header.tensors.empty() || header.tensors.size() > 16) return 0;
+  for (int32_t s = HM_SCHEME_GPTQ; s <= HM_SCHEME_BITNET; ++s) {
+    hm::schema::Options options;
+    try {
+      hm::schema::convert_layer(hm::schema::scheme_from_int(s), header.tensors, options);
+    } catch (const hm::Error&) {
+    }
+  }
+  return 0;
+}
