@@ -179,7 +179,7 @@ int cmd_convert(Args& args) {
     mo.scheme = scheme.empty() ? nullptr : scheme.c_str();
     mo.layer_options = &options;
     mo.flags = (force ? HM_CONVERT_MODEL_FORCE : 0u) | (dry_run ? HM_CONVERT_MODEL_DRY_RUN : 0u);
-    mo.threads = parse_int(threads, "threads");
+    mo.threads = static_cast<int32_t>(parse_integer(threads, "threads", 0, 1024));
     mo.progress = on_model_progress;
     mo.progress_user_data = &mp;
     hm_convert_model_summary_t sum;
