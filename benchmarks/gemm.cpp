@@ -316,6 +316,7 @@ struct Row {
   double bytes = 0, flops = 0;
   std::string plan;
   std::string note;  // anything unusual about how this row was measured
+  double host_us = -1;  // host time of one hm_plan_gemm call (enqueue only), median; -1: not run
 };
 
 struct Run {
@@ -360,6 +361,8 @@ void print_table(const Run& r) {
                 cell(us / cb, "%.2f").c_str(), row.plan.c_str());
     if (!row.hm.ok) std::printf("        humming failed: %s\n", row.hm.error.c_str());
     if (!row.note.empty()) std::printf("        note: %s\n", row.note.c_str());
+    if (row.host_us >= 0)
+      std::printf("        host: %.2f us per hm_plan_gemm call (enqueue, median)\n", row.host_us);
     if (!row.cb.ok && !row.cb.error.empty())
       std::printf("        cuBLAS failed: %s\n", row.cb.error.c_str());
   }
@@ -437,6 +440,7 @@ void write_json(const Run& r) {
          ", \"kernel\": " + json_string(row.plan) +
          ", \"error\": " + (row.hm.ok ? "null" : json_string(row.hm.error)) +
          ", \"note\": " + (row.note.empty() ? "null" : json_string(row.note)) +
+         ", \"host_us\": " + (row.host_us >= 0 ? json_number(row.host_us) : "null") +
          ", \"cublas_error\": " + (row.cb.error.empty() ? "null" : json_string(row.cb.error)) + "}" +
          (i + 1 < r.rows.size() ? ",\n" : "\n");
   }
@@ -802,6 +806,22 @@ int bench(Run& run, const std::vector<int64_t>& ms) {
       const std::string err = hm_call();
       if (!err.empty()) die(err);
       HM_CU_CHECK(cu, cuStreamSynchronize(stream));
+    }
+    // The host's share of a call (argument checks, pointer queries, tensor maps, the launch), as
+    // an engine that does not use graphs pays it: each call timed alone on the host clock, the
+    // GPU left to run behind (few enough calls that the launch queue never fills).
+    {
+      std::vector<double> host;
+      for (int i = 0; i < 101; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const hm_status_t st = hm_plan_gemm(plan, p, stream);
+        const auto t1 = std::chrono::steady_clock::now();
+        if (st != HM_SUCCESS) die(hm_failure("hm_plan_gemm", st));
+        host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+      HM_CU_CHECK(cu, cuStreamSynchronize(stream));
+      std::nth_element(host.begin(), host.begin() + 50, host.end());
+      row.host_us = host[50];
     }
     CUgraphExec hm_exec = nullptr;
     if (o.graph) {

@@ -11,11 +11,11 @@
 #include "api/device_check.hpp"
 #include "api/format.hpp"
 #include "api/guard.hpp"
+#include "gemm/dense_launch.hpp"
 #include "gemm/family.hpp"
 #include "core/support.hpp"
 #include "quant/layout.hpp"
 #include "runtime/launch.hpp"
-#include "runtime/tensor_map.hpp"
 #include "tune/dense.hpp"
 #include <humming/gemm/params.h>
 
@@ -93,15 +93,9 @@ void check_cluster_splits(const hm_plan* plan, size_t r, const hm_kernel& kernel
 
 std::string describe(const hm_plan* plan, int64_t m) {
   const tune::DenseTile& tile = tune::tile_for(plan->ranges, m);
-  const auto launch = tune::plan_dense_launch(tile, plan->format, m, plan->shape.n_padded,
-                                              plan->shape.k_padded, multiprocessors(plan));
-  return std::string(tile.kernel == tune::DenseKernel::kWgmma ? "dense_wgmma " : "dense_mma ") +
-         tile.name() + (plan->aligned_k ? "" : " unaligned-k") + " grid " +
-         std::to_string(launch.grid_x) + "x" + std::to_string(launch.grid_y) + "x" +
-         std::to_string(launch.splits) + (launch.cluster ? " (cluster split-K " : " (split-K ") +
-         std::to_string(launch.splits) + " x " + std::to_string(launch.k_chunks_per_split) +
-         " chunks of 64), workspace " +
-         std::to_string(tune::dense_workspace_bytes(launch, m, plan->shape.n_padded)) + " bytes";
+  return gemm::describe_dense(
+      tile, gemm::dense_geometry(tile, plan->format, plan->shape, m, multiprocessors(plan)),
+      plan->aligned_k);
 }
 
 }  // namespace
@@ -109,51 +103,6 @@ std::string describe(const hm_plan* plan, int64_t m) {
 
 using namespace hm;
 using namespace hm::api;
-
-namespace {
-
-// The TMA descriptors of a wgmma tile that copies with TMA (gemm/dense_wgmma.cuh): activations
-// [m][k] as 16-bit elements in boxes of [block_m][64] with the 128B swizzle the wgmma descriptor
-// reads; the weight as [strips][k_chunks * chunk words] of 32-bit words in boxes of one chunk of
-// each of the tile's strips (docs/layout.md: a strip's chunks are contiguous); the codes below.
-void encode_tma(const runtime::Device& device, const core::Format& f, const tune::DenseTile& tile,
-                const quant::PackedShape& shape, gemm::DenseParams& p) {
-  static_assert(sizeof(gemm::DenseParams::TensorMap) == sizeof(runtime::CUtensorMap));
-  auto encode = [&](const runtime::TensorMap2d& tensor, gemm::DenseParams::TensorMap& out,
-                    const char* what) {
-    runtime::CUtensorMap map;
-    runtime::encode_tensor_map(device, tensor, &map, what);
-    std::memcpy(&out, &map, sizeof map);
-  };
-  encode({p.a, 2, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
-          static_cast<uint64_t>(f.k) * 2, static_cast<uint32_t>(tile.block_m), 64, true},
-         p.tma_a, "HM_ARG_A");
-  const uint64_t chunk_bytes = static_cast<uint64_t>(quant::chunk_bytes(f.weight.bits()));
-  const uint64_t k_chunks = static_cast<uint64_t>(shape.k_padded) / 64;
-  encode({p.w, 4, static_cast<uint64_t>(shape.n_padded) / 16, k_chunks * chunk_bytes / 4,
-          k_chunks * chunk_bytes, static_cast<uint32_t>(tile.warps),
-          static_cast<uint32_t>(chunk_bytes / 4), false},
-         p.tma_w, "HM_ARG_B");
-  // Scale and zero-point codes [groups][columns], in boxes of [slots][block channels], when a
-  // chunk's slots are consecutive group rows (the kernel asks the same question).
-  const int group_k = f.has_group_scales() ? f.group_k : 0;
-  if (!gemm::dense_group_slots_consecutive(group_k)) return;
-  auto encode_codes = [&](const void* codes, int bytes, gemm::DenseParams::TensorMap& out,
-                          const char* what) {
-    encode({codes, bytes, static_cast<uint64_t>(shape.groups),
-            static_cast<uint64_t>(shape.scale_columns),
-            static_cast<uint64_t>(shape.scale_columns) * bytes,
-            static_cast<uint32_t>(gemm::dense_group_slots(group_k)),
-            static_cast<uint32_t>(tile.block_n()), false},
-           out, what);
-  };
-  if (p.scales != nullptr && f.has_group_scales())
-    encode_codes(p.scales, shape.scale_element_bytes, p.tma_s, "HM_ARG_SCALES");
-  if (p.zeros != nullptr)
-    encode_codes(p.zeros, shape.zero_point_element_bytes, p.tma_z, "HM_ARG_ZEROS");
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -251,11 +200,10 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t* plan, int64_t max_m, 
       fail(HM_ERROR_INVALID_ARGUMENT, "max_m above 2^24 is not supported by the size query");
     uint64_t most = 0;
     for (int64_t m = 1; m <= max_m; ++m) {
-      const auto launch = tune::plan_dense_launch(tune::tile_for(plan->ranges, m), plan->format, m,
-                                                  plan->shape.n_padded, plan->shape.k_padded,
-                                                  multiprocessors(plan));
-      if (launch.splits <= 1 && m > 4096) break;  // larger M never splits K (more tiles)
-      most = std::max(most, tune::dense_workspace_bytes(launch, m, plan->shape.n_padded));
+      const auto g = gemm::dense_geometry(tune::tile_for(plan->ranges, m), plan->format,
+                                          plan->shape, m, multiprocessors(plan));
+      if (g.launch.splits <= 1 && m > 4096) break;  // larger M never splits K (more tiles)
+      most = std::max(most, g.workspace_bytes);
     }
     *bytes = most;
   });
@@ -308,48 +256,22 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     const size_t r = range_index(plan, m);
     const tune::DenseTile& tile = plan->ranges[r].tile;
     const hm_kernel& kernel = *plan->kernels[plan->kernel_of_range[r]];
-    const auto launch = tune::plan_dense_launch(tile, f, m, plan->shape.n_padded,
-                                                plan->shape.k_padded,
-                                                ctx.device->properties().multiprocessors);
-    const uint64_t need = tune::dense_workspace_bytes(launch, m, plan->shape.n_padded);
-    if (need > 0) {
-      const uint64_t ws = params->pointers[HM_ARG_WORKSPACE];
+    const auto geometry = gemm::dense_geometry(tile, f, plan->shape, m, multiprocessors(plan));
+    const uint64_t ws = params->pointers[HM_ARG_WORKSPACE];
+    if (geometry.workspace_bytes > 0) {
       const int64_t have = params->integer(HM_ARG_WORKSPACE_BYTES);
-      if (ws == 0 || have < static_cast<int64_t>(need))
+      if (ws == 0 || have < static_cast<int64_t>(geometry.workspace_bytes))
         fail(HM_ERROR_INVALID_ARGUMENT,
              "M = " + std::to_string(m) + " needs a zero-initialized workspace of " +
-                 std::to_string(need) + " bytes (HM_ARG_WORKSPACE / HM_ARG_WORKSPACE_BYTES; " +
+                 std::to_string(geometry.workspace_bytes) +
+                 " bytes (HM_ARG_WORKSPACE / HM_ARG_WORKSPACE_BYTES; " +
                  "hm_plan_workspace_size gives the size for a largest M), got " +
                  std::to_string(have) + " bytes");
       require_aligned(ws, 16, "HM_ARG_WORKSPACE");
-      p.counters = reinterpret_cast<int32_t*>(ws);
-      p.partials = reinterpret_cast<float*>(ws + tune::kSplitCounterBytes);
     }
-    if (launch.grid_y > 65535)
-      fail(HM_ERROR_UNSUPPORTED, "M = " + std::to_string(m) + " needs more than 65535 token blocks");
     check_launch_device(*ctx.device, *params, static_cast<runtime::CUstream>(stream));
-    p.m = m;
-    p.n = f.n;
-    p.k = f.k;
-    p.n_pad = plan->shape.n_padded;
-    p.k_pad = plan->shape.k_padded;
-    p.scale_cols = plan->shape.scale_columns;
-    p.k_chunks_per_split = launch.k_chunks_per_split;
-    p.splits = launch.splits;
-    if (tile.tma) encode_tma(*ctx.device, f, tile, plan->shape, p);
-    void* args[] = {&p};
-    const runtime::Dim3 grid{static_cast<uint32_t>(launch.grid_x),
-                             static_cast<uint32_t>(launch.grid_y),
-                             static_cast<uint32_t>(launch.splits)};
-    const runtime::Dim3 block{launch.threads, 1, 1};
-    if (launch.cluster)
-      runtime::launch_with_cluster(*ctx.device, kernel.function, grid, block,
-                                   runtime::Dim3{1, 1, grid.z}, launch.smem_bytes,
-                                   static_cast<runtime::CUstream>(stream), args,
-                                   kernel.entry.c_str());
-    else
-      runtime::launch(*ctx.device, kernel.function, grid, block, launch.smem_bytes,
-                      static_cast<runtime::CUstream>(stream), args, kernel.entry.c_str());
+    gemm::launch_dense(*ctx.device, kernel.function, kernel.entry, f, plan->shape, tile, geometry,
+                       p, ws, m, static_cast<runtime::CUstream>(stream));
   });
 }
 

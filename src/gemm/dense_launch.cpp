@@ -1,0 +1,109 @@
+#include "gemm/dense_launch.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "runtime/launch.hpp"
+#include "runtime/tensor_map.hpp"
+
+namespace hm::gemm {
+namespace {
+
+// The TMA descriptors of a wgmma tile that copies with TMA (gemm/dense_wgmma.cuh): activations
+// [m][k] as 16-bit elements in boxes of [block_m][64] with the 128B swizzle the wgmma descriptor
+// reads; the weight as [strips][k_chunks * chunk words] of 32-bit words in boxes of one chunk of
+// each of the tile's strips (docs/layout.md: a strip's chunks are contiguous); the codes below.
+void encode_tma(const runtime::Device& device, const core::Format& f, const tune::DenseTile& tile,
+                const quant::PackedShape& shape, gemm::DenseParams& p) {
+  static_assert(sizeof(gemm::DenseParams::TensorMap) == sizeof(runtime::CUtensorMap));
+  auto encode = [&](const runtime::TensorMap2d& tensor, gemm::DenseParams::TensorMap& out,
+                    const char* what) {
+    runtime::CUtensorMap map;
+    runtime::encode_tensor_map(device, tensor, &map, what);
+    std::memcpy(&out, &map, sizeof map);
+  };
+  encode({p.a, 2, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
+          static_cast<uint64_t>(f.k) * 2, static_cast<uint32_t>(tile.block_m), 64, true},
+         p.tma_a, "HM_ARG_A");
+  const uint64_t chunk_bytes = static_cast<uint64_t>(quant::chunk_bytes(f.weight.bits()));
+  const uint64_t k_chunks = static_cast<uint64_t>(shape.k_padded) / 64;
+  encode({p.w, 4, static_cast<uint64_t>(shape.n_padded) / 16, k_chunks * chunk_bytes / 4,
+          k_chunks * chunk_bytes, static_cast<uint32_t>(tile.warps),
+          static_cast<uint32_t>(chunk_bytes / 4), false},
+         p.tma_w, "HM_ARG_B");
+  // Scale and zero-point codes [groups][columns], in boxes of [slots][block channels], when a
+  // chunk's slots are consecutive group rows (the kernel asks the same question).
+  const int group_k = f.has_group_scales() ? f.group_k : 0;
+  if (!gemm::dense_group_slots_consecutive(group_k)) return;
+  auto encode_codes = [&](const void* codes, int bytes, gemm::DenseParams::TensorMap& out,
+                          const char* what) {
+    encode({codes, bytes, static_cast<uint64_t>(shape.groups),
+            static_cast<uint64_t>(shape.scale_columns),
+            static_cast<uint64_t>(shape.scale_columns) * bytes,
+            static_cast<uint32_t>(gemm::dense_group_slots(group_k)),
+            static_cast<uint32_t>(tile.block_n()), false},
+           out, what);
+  };
+  if (p.scales != nullptr && f.has_group_scales())
+    encode_codes(p.scales, shape.scale_element_bytes, p.tma_s, "HM_ARG_SCALES");
+  if (p.zeros != nullptr)
+    encode_codes(p.zeros, shape.zero_point_element_bytes, p.tma_z, "HM_ARG_ZEROS");
+}
+
+}  // namespace
+
+DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& f,
+                             const quant::PackedShape& shape, int64_t m, int multiprocessors) {
+  DenseGeometry g{tune::plan_dense_launch(tile, f, m, shape.n_padded, shape.k_padded,
+                                          multiprocessors),
+                  0};
+  g.workspace_bytes = tune::dense_workspace_bytes(g.launch, m, shape.n_padded);
+  return g;
+}
+
+std::string describe_dense(const tune::DenseTile& tile, const DenseGeometry& g, bool aligned_k) {
+  const tune::DenseLaunch& launch = g.launch;
+  return std::string(tile.kernel == tune::DenseKernel::kWgmma ? "dense_wgmma " : "dense_mma ") +
+         tile.name() + (aligned_k ? "" : " unaligned-k") + " grid " +
+         std::to_string(launch.grid_x) + "x" + std::to_string(launch.grid_y) + "x" +
+         std::to_string(launch.splits) + (launch.cluster ? " (cluster split-K " : " (split-K ") +
+         std::to_string(launch.splits) + " x " + std::to_string(launch.k_chunks_per_split) +
+         " chunks of 64), workspace " + std::to_string(g.workspace_bytes) + " bytes";
+}
+
+void launch_dense(const runtime::Device& device, runtime::CUfunction function,
+                  const std::string& entry, const core::Format& f,
+                  const quant::PackedShape& shape, const tune::DenseTile& tile,
+                  const DenseGeometry& g, DenseParams& p, uint64_t workspace, int64_t m,
+                  runtime::CUstream stream) {
+  const tune::DenseLaunch& launch = g.launch;
+  if (launch.grid_y > 65535)
+    fail(HM_ERROR_UNSUPPORTED, "M = " + std::to_string(m) + " needs more than 65535 token blocks");
+  if (g.workspace_bytes > 0) {
+    // The layout of tune/dense.hpp: counters at a fixed place first, then the f32 partials.
+    p.counters = reinterpret_cast<int32_t*>(workspace);
+    p.partials = reinterpret_cast<float*>(workspace + tune::kSplitCounterBytes);
+  }
+  p.m = m;
+  p.n = f.n;
+  p.k = f.k;
+  p.n_pad = shape.n_padded;
+  p.k_pad = shape.k_padded;
+  p.scale_cols = shape.scale_columns;
+  p.k_chunks_per_split = launch.k_chunks_per_split;
+  p.splits = launch.splits;
+  if (tile.tma) encode_tma(device, f, tile, shape, p);
+  void* args[] = {&p};
+  const runtime::Dim3 grid{static_cast<uint32_t>(launch.grid_x),
+                           static_cast<uint32_t>(launch.grid_y),
+                           static_cast<uint32_t>(launch.splits)};
+  const runtime::Dim3 block{launch.threads, 1, 1};
+  if (launch.cluster)
+    runtime::launch_with_cluster(device, function, grid, block, runtime::Dim3{1, 1, grid.z},
+                                 launch.smem_bytes, stream, args, entry.c_str());
+  else
+    runtime::launch(device, function, grid, block, launch.smem_bytes, stream, args,
+                    entry.c_str());
+}
+
+}  // namespace hm::gemm
