@@ -451,10 +451,7 @@ typedef struct hm_launch_params hm_launch_params_t;
 #define HM_ARG_WORKSPACE_BYTES 19
 
 /* Only the slots named above are accepted: set_pointer takes HM_ARG_A .. HM_ARG_WORKSPACE,
- * set_int HM_ARG_M .. HM_ARG_WORKSPACE_BYTES; any other id is HM_ERROR_INVALID_ARGUMENT.
- * A params object is one thread's at a time: besides the arguments it keeps the TMA tensor maps
- * of its last hm_plan_gemm call, which the next call reuses while the pointers and M that made
- * them stay the same (reuse one params object per layer and thread to save the encoding). */
+ * set_int HM_ARG_M .. HM_ARG_WORKSPACE_BYTES; any other id is HM_ERROR_INVALID_ARGUMENT. */
 HM_API hm_status_t hm_launch_params_create(hm_launch_params_t **out);
 HM_API void hm_launch_params_destroy(hm_launch_params_t *params);
 HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t *params, int32_t slot,

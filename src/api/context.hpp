@@ -14,7 +14,6 @@
 #include "jit/codegen.hpp"
 #include "jit/compiler.hpp"
 #include "runtime/device.hpp"
-#include "gemm/dense_launch.hpp"
 #include "runtime/module.hpp"
 
 namespace hm::api {
@@ -74,7 +73,4 @@ struct hm_launch_params {
   std::array<uint64_t, kPointerSlots> pointers{};
   std::array<int64_t, kIntSlots> ints{};
   int64_t integer(int32_t slot) const { return ints[slot - HM_ARG_M]; }  // slot >= HM_ARG_M
-  // Not an argument: the tensor maps of the last TMA call made with these params, reused while
-  // the kernel, pointers and M stay the same (gemm/dense_launch.hpp).
-  mutable hm::gemm::DenseMapCache dense_maps;
 };

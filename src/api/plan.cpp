@@ -271,7 +271,7 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     }
     check_launch_device(*ctx.device, *params, static_cast<runtime::CUstream>(stream));
     gemm::launch_dense(*ctx.device, kernel.function, kernel.entry, f, plan->shape, tile, geometry,
-                       p, ws, m, static_cast<runtime::CUstream>(stream), &params->dense_maps);
+                       p, ws, m, static_cast<runtime::CUstream>(stream));
   });
 }
 

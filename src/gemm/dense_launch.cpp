@@ -75,7 +75,7 @@ void launch_dense(const runtime::Device& device, runtime::CUfunction function,
                   const std::string& entry, const core::Format& f,
                   const quant::PackedShape& shape, const tune::DenseTile& tile,
                   const DenseGeometry& g, DenseParams& p, uint64_t workspace, int64_t m,
-                  runtime::CUstream stream, DenseMapCache* maps) {
+                  runtime::CUstream stream) {
   const tune::DenseLaunch& launch = g.launch;
   if (launch.grid_y > 65535)
     fail(HM_ERROR_UNSUPPORTED, "M = " + std::to_string(m) + " needs more than 65535 token blocks");
@@ -92,35 +92,7 @@ void launch_dense(const runtime::Device& device, runtime::CUfunction function,
   p.scale_cols = shape.scale_columns;
   p.k_chunks_per_split = launch.k_chunks_per_split;
   p.splits = launch.splits;
-  if (tile.tma) {
-    // Everything encode_tma reads: pointers, M and K, the packed shape, the tile's boxes.
-    const std::array<uint64_t, 16> key = {
-        reinterpret_cast<uint64_t>(p.a),
-        reinterpret_cast<uint64_t>(p.w),
-        reinterpret_cast<uint64_t>(p.scales),
-        reinterpret_cast<uint64_t>(p.zeros),
-        static_cast<uint64_t>(m),
-        static_cast<uint64_t>(f.k),
-        static_cast<uint64_t>(shape.k_padded),
-        static_cast<uint64_t>(shape.n_padded),
-        static_cast<uint64_t>(shape.groups),
-        static_cast<uint64_t>(shape.scale_columns),
-        static_cast<uint64_t>(shape.scale_element_bytes),
-        static_cast<uint64_t>(shape.zero_point_element_bytes),
-        static_cast<uint64_t>(f.weight.bits()),
-        static_cast<uint64_t>(f.has_group_scales() ? f.group_k : 0),
-        static_cast<uint64_t>(tile.block_m),
-        static_cast<uint64_t>(tile.warps)};  // block_n = 16 * warps for wgmma tiles
-    if (maps != nullptr && maps->valid && maps->key == key) {
-      p.tma_a = maps->a;
-      p.tma_w = maps->w;
-      p.tma_s = maps->s;
-      p.tma_z = maps->z;
-    } else {
-      encode_tma(device, f, tile, shape, p);
-      if (maps != nullptr) *maps = DenseMapCache{true, key, p.tma_a, p.tma_w, p.tma_s, p.tma_z};
-    }
-  }
+  if (tile.tma) encode_tma(device, f, tile, shape, p);
   void* args[] = {&p};
   const runtime::Dim3 grid{static_cast<uint32_t>(launch.grid_x),
                            static_cast<uint32_t>(launch.grid_y),

@@ -4,7 +4,6 @@
 // here; this file owns how the kernels of gemm/dense_mma.cuh and gemm/dense_wgmma.cuh are fed.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 
@@ -31,24 +30,13 @@ DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& fo
 std::string describe_dense(const tune::DenseTile& tile, const DenseGeometry& geometry,
                            bool aligned_k);
 
-// The TMA maps of the last TMA launch made through one set of launch params, and what they were
-// encoded from: a call whose maps would be encoded from the same inputs reuses them instead of
-// encoding two to four maps again (each a driver call). Owned by the caller's launch params,
-// which are one thread's at a time (humming.h), so it needs no lock.
-struct DenseMapCache {
-  bool valid = false;
-  std::array<uint64_t, 16> key{};
-  DenseParams::TensorMap a{}, w{}, s{}, z{};
-};
-
 // Completes `p` (whose tensor pointers the caller has set and checked) for M = m and launches
 // `function` on `stream`: shapes, splits, the workspace's counters and partials (at `workspace`,
-// at least geometry.workspace_bytes, 16-byte aligned), the TMA maps of a TMA tile (from `maps`
-// when it holds this call's, else encoded and kept there; `maps` may be null).
+// at least geometry.workspace_bytes, 16-byte aligned), the TMA maps of a TMA tile.
 void launch_dense(const runtime::Device& device, runtime::CUfunction function,
                   const std::string& entry, const core::Format& format,
                   const quant::PackedShape& shape, const tune::DenseTile& tile,
                   const DenseGeometry& geometry, DenseParams& p, uint64_t workspace, int64_t m,
-                  runtime::CUstream stream, DenseMapCache* maps);
+                  runtime::CUstream stream);
 
 }  // namespace hm::gemm

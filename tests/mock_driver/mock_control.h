@@ -47,9 +47,6 @@ typedef int64_t (*hm_mock_newer_abi_calls_fn)(void);
  * its primary one (as cuCtxCreate makes). Needs no current context: a test makes "a stream of
  * another context" with it. Returns 0, or -1 (not initialized, bad ordinal, context not live). */
 typedef int (*hm_mock_stream_create_fn)(int ordinal, int own_context, void **out);
-/* Successful cuTensorMapEncodeTiled calls since the reset; the last one's global address goes to
- * *last_address (when not NULL). */
-typedef int64_t (*hm_mock_tensor_map_encodes_fn)(uint64_t *last_address);
 /* The last image given to cuModuleLoadData(Ex): copies up to `size` bytes, returns its length. */
 typedef int64_t (*hm_mock_last_image_fn)(void *buf, int64_t size);
 

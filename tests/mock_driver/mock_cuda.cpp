@@ -388,8 +388,6 @@ HM_MOCK_EXPORT void hm_mock_reset(void) {
   s.last_launch = hm_mock_launch_t{};
   s.last_image.clear();
   s.launches = s.proc_address_calls = s.attribute_sets = s.newer_abi_calls = 0;
-  s.tensor_map_encodes = 0;
-  s.last_tensor_map_address = 0;
 }
 
 HM_MOCK_EXPORT int hm_mock_last_launch(hm_mock_launch_t* out) {
@@ -439,12 +437,6 @@ HM_MOCK_EXPORT int64_t hm_mock_func_attribute_sets(void) {
 HM_MOCK_EXPORT int64_t hm_mock_newer_abi_calls(void) {
   std::lock_guard<std::mutex> lock(state().mutex);
   return state().newer_abi_calls;
-}
-
-HM_MOCK_EXPORT int64_t hm_mock_tensor_map_encodes(uint64_t* last_address) {
-  std::lock_guard<std::mutex> lock(state().mutex);
-  if (last_address != nullptr) *last_address = state().last_tensor_map_address;
-  return state().tensor_map_encodes;
 }
 
 HM_MOCK_EXPORT int hm_mock_stream_create(int ordinal, int own_context, void** out) {

@@ -314,11 +314,5 @@ HM_MOCK_OPTIONAL CUresult cuTensorMapEncodeTiled(CUtensorMap* map, int data_type
     map->opaque[4 + i] = box_dim[i];
   }
   if (rank > 1) map->opaque[6] = global_strides[0];
-  {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.mutex);
-    ++s.tensor_map_encodes;
-    s.last_tensor_map_address = reinterpret_cast<uintptr_t>(global_address);
-  }
   return CUDA_SUCCESS;
 }

@@ -57,10 +57,6 @@ class MockControl {
   int64_t func_attribute_sets() const {
     return get<hm_mock_func_attribute_sets_fn>("hm_mock_func_attribute_sets")();
   }
-  // cuTensorMapEncodeTiled calls since the reset, and the address the last one encoded.
-  int64_t tensor_map_encodes(uint64_t* last_address = nullptr) const {
-    return get<hm_mock_tensor_map_encodes_fn>("hm_mock_tensor_map_encodes")(last_address);
-  }
   int64_t newer_abi_calls() const {
     return get<hm_mock_newer_abi_calls_fn>("hm_mock_newer_abi_calls")();
   }

@@ -105,9 +105,6 @@ struct State {
   hm_mock_launch_t last_launch{};
   std::string last_image;
   int64_t launches = 0, proc_address_calls = 0, attribute_sets = 0, newer_abi_calls = 0;
-  // Successful cuTensorMapEncodeTiled calls since the reset, and the address of the last one.
-  int64_t tensor_map_encodes = 0;
-  uint64_t last_tensor_map_address = 0;
 };
 
 inline State& state() {
