@@ -116,6 +116,29 @@ if want sanitize racecheck_cluster; then
   done
 fi
 
+if want racecheck_lanes; then
+  # The experiment behind NOTES v18's racecheck reports: the same tile with every lane, not only
+  # lane 0 after __syncwarp, arriving on a stage's `empty` mbarrier (headers patched in a copy,
+  # read through HUMMING_KERNEL_DIR). If racecheck is then quiet, its reports stem from not
+  # following __syncwarp's ordering between a warp's lanes, which the PTX memory model gives.
+  echo "== racecheck: empty-barrier arrivals by lane 0 vs by every lane (global split)"
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  rm -rf /tmp/kexp && cp -r kernels /tmp/kexp
+  sed -i 's/ptx::mbarrier_init(empty0 + 8 \* s, kWarps);/ptx::mbarrier_init(empty0 + 8 * s, kWarps * 32);/; s/if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 \* s);/ptx::mbarrier_arrive(empty0 + 8 * s);/' \
+    /tmp/kexp/humming/gemm/dense_wgmma.cuh
+  grep -c "kWarps \* 32" /tmp/kexp/humming/gemm/dense_wgmma.cuh
+  for v in lane0 lanes; do
+    kdir=""; [ $v = lanes ] && kdir=/tmp/kexp
+    HUMMING_KERNEL_DIR=$kdir HUMMING_CACHE_DIR=/tmp/cache_$v timeout 150 "$CS" --tool racecheck \
+      --racecheck-report all --print-limit 6 ./build-gpu/benchmarks/bench_gemm \
+      --format "w=uint4b8 a=f16 c=f16 s=f16:g64 bias=1 n=208 k=1344" --ms 40 --iters 1 --warmup 0 \
+      --no-graph --no-flush --no-cublas --tuning benchmarks/tuning/racecheck/bm40_global.json \
+      > "$OUT/sanitize_lanes_$v.txt" 2>&1
+    echo "-- arrivals by $v: exit $?"
+    grep -E "RACECHECK SUMMARY|ERROR SUMMARY|Race reported|hazard" "$OUT/sanitize_lanes_$v.txt" | head -8
+  done
+fi
+
 if want all profile; then
   echo "== profile (ncu)"
   if command -v ncu >/dev/null; then
