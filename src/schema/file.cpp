@@ -60,6 +60,18 @@ std::vector<std::string> companions(Scheme scheme) {
 
 }  // namespace
 
+std::string unclaimed_quantized(const io::SafetensorsFile& file,
+                                const std::set<const io::TensorView*>& claimed) {
+  std::vector<std::string> refused;
+  for (const io::TensorView& t : file.tensors())
+    if (!claimed.count(&t) && looks_quantized(t))
+      refused.push_back(core::quoted(t.name, 120) + " (" + t.dtype + ")");
+  std::string list;
+  for (size_t i = 0; i < refused.size() && i < 5; ++i) list += (i ? ", " : "") + refused[i];
+  if (refused.size() > 5) list += " and " + std::to_string(refused.size() - 5) + " more";
+  return list;
+}
+
 std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& file,
                                     std::set<const io::TensorView*>& claimed) {
   const SchemeRoles& r = scheme_roles(scheme);
@@ -191,14 +203,7 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
   std::set<const io::TensorView*> claimed;
   const std::vector<FoundLayer> layers = find_layers(scheme, file, claimed);
 
-  std::vector<std::string> refused;
-  for (const io::TensorView& t : file.tensors())
-    if (!claimed.count(&t) && looks_quantized(t))
-      refused.push_back(core::quoted(t.name, 120) + " (" + t.dtype + ")");
-  if (!refused.empty()) {
-    std::string list;
-    for (size_t i = 0; i < refused.size() && i < 5; ++i) list += (i ? ", " : "") + refused[i];
-    if (refused.size() > 5) list += " and " + std::to_string(refused.size() - 5) + " more";
+  if (const std::string list = unclaimed_quantized(file, claimed); !list.empty()) {
     fail(HM_ERROR_UNSUPPORTED,
          core::quoted(in_path, 200) + " holds quantized tensors that the " + scheme_name(scheme) +
              " scheme does not describe: " + list +

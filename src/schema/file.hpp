@@ -26,6 +26,11 @@ std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& fi
 // A tensor only a quantized checkpoint has (refused when no layer claims it).
 bool looks_quantized(const io::TensorView& t);
 
+// The quantized-looking tensors of `file` that no layer claimed, listed for a message (the first
+// five, then a count), or "" when there are none.
+std::string unclaimed_quantized(const io::SafetensorsFile& file,
+                                const std::set<const io::TensorView*>& claimed);
+
 // The output tensor names of a layer are its prefix plus these.
 extern const char* const kOutputSuffixes[6];
 

@@ -115,14 +115,7 @@ ShardPlan plan_shard(const std::string& dir, const std::string& name, const Mode
       by_prefix[prefix] = {std::move(l), rule};
     }
   }
-  std::vector<std::string> refused;
-  for (const io::TensorView& t : file.tensors())
-    if (!claimed.count(&t) && looks_quantized(t))
-      refused.push_back(core::quoted(t.name, 120) + " (" + t.dtype + ")");
-  if (!refused.empty()) {
-    std::string list;
-    for (size_t i = 0; i < refused.size() && i < 5; ++i) list += (i ? ", " : "") + refused[i];
-    if (refused.size() > 5) list += " and " + std::to_string(refused.size() - 5) + " more";
+  if (const std::string list = unclaimed_quantized(file, claimed); !list.empty()) {
     fail(HM_ERROR_UNSUPPORTED,
          core::quoted(name, 120) + " holds quantized tensors that no layer of the config (" +
              quant.source + ") claims: " + list +
