@@ -116,6 +116,13 @@ if want sanitize racecheck_cluster; then
   done
 fi
 
+if want convert; then
+  # Model-folder conversion throughput on this host's cores (issue 19): 1 thread and every core.
+  echo "== bench: convert model folder"
+  timeout 240 ./build-gpu/benchmarks/bench_convert_model --layers 32 --shards 4 --repeat 2 \
+    --dir /tmp/convert-bench --json "$OUT/convert_model.json"
+fi
+
 if want racecheck_lanes; then
   # The experiment behind NOTES v18's racecheck reports: the same tile with every lane, not only
   # lane 0 after __syncwarp, arriving on a stage's `empty` mbarrier (headers patched in a copy,
