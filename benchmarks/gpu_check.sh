@@ -146,6 +146,21 @@ if want racecheck_lanes; then
   done
 fi
 
+if want arrive_lanes_bench; then
+  # The cost of every lane arriving on the `empty` barriers (the racecheck_lanes variant), 8192²
+  # at the M whose default tiles use the mbarrier pipeline, against the embedded kernels.
+  echo "== bench: empty-barrier arrivals by lane 0 (embedded) vs every lane (patched)"
+  rm -rf /tmp/kexp && cp -r kernels /tmp/kexp
+  sed -i 's/ptx::mbarrier_init(empty0 + 8 \* s, kWarps);/ptx::mbarrier_init(empty0 + 8 * s, kWarps * 32);/; s/if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 \* s);/ptx::mbarrier_arrive(empty0 + 8 * s);/' \
+    /tmp/kexp/humming/gemm/dense_wgmma.cuh
+  for v in lane0 lanes; do
+    kdir=""; [ $v = lanes ] && kdir=/tmp/kexp
+    HUMMING_KERNEL_DIR=$kdir HUMMING_CACHE_DIR=/tmp/cache_$v timeout 100 ./build-gpu/benchmarks/bench_gemm \
+      --ms 1,16,64,128,512,2048,16384 --no-cublas --label "arrive_$v" --json "$OUT/arrive_$v.json" |
+      grep -E "^ +[0-9]+ " | sed "s/^/$v /"
+  done
+fi
+
 if want all profile; then
   echo "== profile (ncu)"
   if command -v ncu >/dev/null; then
