@@ -86,10 +86,12 @@ if want sanitize; then
   timeout 120 $T --gtest_filter='DenseGemm*:PlanGpu.*' >/dev/null 2>&1
   # memcheck over everything; racecheck / synccheck slow kernels down by orders of magnitude, so
   # they take the tests that run each default tile once (DenseGemm*) and the workspace test.
+  # SANITIZE_TOOLS picks some of the three (default all).
   for spec in "memcheck:*:150" \
               "racecheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:130" \
               "synccheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:100"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest##*:}; filter=${rest%:*}
+    case " ${SANITIZE_TOOLS:-memcheck racecheck synccheck} " in *" $tool "*) ;; *) continue ;; esac
     timeout "$limit" "$CS" --tool "$tool" --error-exitcode 86 --print-limit 40 \
       $T --gtest_filter="$filter" > "$OUT/sanitize_$tool.txt" 2>&1
     rc=$?
