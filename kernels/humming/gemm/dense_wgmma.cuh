@@ -420,9 +420,10 @@ struct DenseWgmma {
           }
           ptx::wgmma_wait<0>();
           keep_until_here(cur);
-          // Every lane arrives, not lane 0 after a __syncwarp: the same ordering by the PTX
-          // memory model, but compute-sanitizer racecheck follows only the barrier, and reported
-          // each refill against the other lanes' reads (NOTES v18: measured at no cost).
+          __syncwarp();
+          // Every lane arrives, not only lane 0 after the __syncwarp: the same ordering by the
+          // PTX memory model, but compute-sanitizer racecheck follows only the barrier, and
+          // reported each refill against the other lanes' reads (NOTES v18: no measured cost).
           ptx::mbarrier_arrive(empty0 + 8 * s);
           s = next;
           phase = next_phase;
