@@ -169,7 +169,6 @@ std::string kernel_line(const Row& r, const KernelFamiliesOf& kernels) {
   Format f = base_format(r.act->dtype);
   f.weight = !r.ints.empty() ? r.ints.back() : !r.floats.empty() ? r.floats.front() : Dtype();
   std::vector<std::string> names;                    // families, in first-seen order
-  std::vector<std::vector<std::string>> targets;     // per family, the targets it runs
   std::vector<std::vector<bool>> runs;               // per family, per known arch
   const std::vector<Arch>& archs = known_archs();
   for (size_t i = 0; i < archs.size(); ++i) {

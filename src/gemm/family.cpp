@@ -23,8 +23,8 @@ std::string dense_wgmma_gap(const core::Format& f, const core::Arch& arch) {
 
 const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
-      {"dense_wgmma", "humming/gemm/dense_wgmma.cuh", dense_wgmma_gap},
-      {"dense_mma", "humming/gemm/dense_mma.cuh", dense_mma_gap},
+      {tune::dense_family_name(tune::DenseKernel::kWgmma), dense_wgmma_gap},
+      {tune::dense_family_name(tune::DenseKernel::kMma), dense_mma_gap},
   };
   return kFamilies;
 }
@@ -49,21 +49,21 @@ std::vector<std::string> families_running(const core::Format& f,
     require_kernel(f, *arch);
     return family_names(f, *arch);
   }
+  // Any target where the format is valid, families in registry order.
   std::vector<std::string> names;
   std::optional<core::Arch> first_valid;
-  for (const core::Arch& a : core::known_archs()) {
-    if (!core::check(f, a).empty()) continue;
-    if (!first_valid) first_valid = a;
-    for (const std::string& name : family_names(f, a))
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  for (const Family& family : families()) {
+    for (const core::Arch& a : core::known_archs()) {
+      if (!core::check(f, a).empty()) continue;
+      if (!first_valid) first_valid = a;
+      if (family.gap(f, a).empty()) {
+        names.push_back(family.name);
+        break;
+      }
+    }
   }
   if (names.empty() && first_valid) require_kernel(f, *first_valid);
-  // Registry order, whatever order the targets found them in.
-  std::vector<std::string> ordered;
-  for (const Family& family : families())
-    if (std::find(names.begin(), names.end(), family.name) != names.end())
-      ordered.push_back(family.name);
-  return ordered;
+  return names;
 }
 
 std::string kernel_gap(const core::Format& f, const core::Arch& arch) {

@@ -13,9 +13,9 @@
 
 namespace hm::gemm {
 
+// A family's device template is kernels/humming/gemm/<name>.cuh.
 struct Family {
-  const char* name;    // "dense_mma": also the prefix of its kernels' entry names
-  const char* header;  // its device template, under kernels/
+  const char* name;  // "dense_mma": also the prefix of its kernels' entry names
   // Why the family cannot run `format` (valid for `arch`) on `arch`, or "" when it can.
   std::string (*gap)(const core::Format& format, const core::Arch& arch);
 };

@@ -69,6 +69,26 @@ std::string wgmma_op_source(const std::string& name, int n, bool f16, bool acc_f
   return s.str();
 }
 
+namespace {
+
+// The scale codes the kernel decodes as a small eXmY float (its exponent and mantissa widths go
+// into the generated Config).
+constexpr const char* kScaleCodeSmallFloat = "::hm::gemm::kScaleCodeSmallFloat";
+
+// How the dense kernels read a scale code of dtype `sd` (not none) next to activations `act`:
+// the kScaleCode* constant, or nullptr when they cannot.
+const char* dense_scale_code(const core::Dtype& sd, const core::Dtype& act) {
+  if (sd == act) return "::hm::gemm::kScaleCodeAct";
+  if (sd.code() == HM_DTYPE_F32) return "::hm::gemm::kScaleCodeF32";
+  if (sd.code() == HM_DTYPE_F16) return "::hm::gemm::kScaleCodeF16";
+  if (sd.code() == HM_DTYPE_BF16) return "::hm::gemm::kScaleCodeBf16";
+  if (sd.code() == HM_DTYPE_UE8M0) return "::hm::gemm::kScaleCodeUe8m0";
+  if (sd.kind() == core::DtypeKind::kFloat && sd.bits() <= 8) return kScaleCodeSmallFloat;
+  return nullptr;
+}
+
+}  // namespace
+
 std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
                            const core::Arch& arch) {
   using core::Dtype;
@@ -84,11 +104,8 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
     return "f16 accumulation needs f16 activations (rule R5)";
   if (w.bits() > 8 || !(w.is_integer() || w.kind() == core::DtypeKind::kFloat))
     return "the dense kernels take weights of 1..8 bits, not " + w.name();
-  const bool scale_ok = sd.is_none() || sd == act || sd.code() == HM_DTYPE_F32 ||
-                        sd.code() == HM_DTYPE_F16 || sd.code() == HM_DTYPE_BF16 ||
-                        sd.code() == HM_DTYPE_UE8M0 ||
-                        (sd.kind() == core::DtypeKind::kFloat && sd.bits() <= 8);
-  if (!scale_ok) return "scale dtype " + sd.name() + " has no dense kernel";
+  if (!sd.is_none() && dense_scale_code(sd, act) == nullptr)
+    return "scale dtype " + sd.name() + " has no dense kernel";
   if (out.code() != HM_DTYPE_F16 && out.code() != HM_DTYPE_BF16)
     return "output dtype " + out.name() + " has no dense kernel (f16 or bf16)";
   if (kernel == tune::DenseKernel::kWgmma && !tune::wgmma_covers(f, arch))
@@ -112,13 +129,8 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
   int scale_exp = 0, scale_man = 0;
   const Dtype sd = f.scale;
   if (!sd.is_none()) {
-    if (sd == f.activation) scale_code = "::hm::gemm::kScaleCodeAct";
-    else if (sd.code() == HM_DTYPE_F32) scale_code = "::hm::gemm::kScaleCodeF32";
-    else if (sd.code() == HM_DTYPE_F16) scale_code = "::hm::gemm::kScaleCodeF16";
-    else if (sd.code() == HM_DTYPE_BF16) scale_code = "::hm::gemm::kScaleCodeBf16";
-    else if (sd.code() == HM_DTYPE_UE8M0) scale_code = "::hm::gemm::kScaleCodeUe8m0";
-    else if (sd.kind() == core::DtypeKind::kFloat && sd.bits() <= 8) {
-      scale_code = "::hm::gemm::kScaleCodeSmallFloat";
+    scale_code = dense_scale_code(sd, f.activation);  // not null: the gap check passed
+    if (scale_code == kScaleCodeSmallFloat) {
       scale_exp = sd.exponent_bits();
       scale_man = sd.mantissa_bits();
     }
@@ -180,7 +192,7 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
   const std::string config = prelude + c.str();
   GeneratedKernel k;
   // The entry name carries a short hash of the configuration: readable prefix, unique suffix.
-  const std::string family = wg ? "dense_wgmma_" : "dense_mma_";
+  const std::string family = std::string(tune::dense_family_name(tile.kernel)) + "_";
   k.entry = "hm_" + family + tile.name() + "_" + sha256_hex(config).substr(0, 12);
   k.request.name = family + w.name() + "_" + f.activation.name() + "_" + tile.name() +
                    (aligned_k ? "" : "_unaligned");

@@ -10,6 +10,10 @@
 
 namespace hm::tune {
 
+const char* dense_family_name(DenseKernel kernel) {
+  return kernel == DenseKernel::kWgmma ? "dense_wgmma" : "dense_mma";
+}
+
 std::string DenseTile::name() const {
   if (kernel == DenseKernel::kWgmma)
     return "wg_bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_st" +

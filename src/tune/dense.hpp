@@ -16,6 +16,10 @@ namespace hm::tune {
 // Hopper's warpgroup MMA (sm_90a only, gemm/dense_wgmma.cuh).
 enum class DenseKernel { kMma, kWgmma };
 
+// The kernel family a tile runs on, by name: "dense_mma" or "dense_wgmma" (the registry in
+// src/gemm, hm_plan_describe and the prefix of the kernels' entry names).
+const char* dense_family_name(DenseKernel kernel);
+
 struct DenseTile {
   DenseKernel kernel = DenseKernel::kMma;
   int block_m = 16;     // tokens per block (multiple of 8)

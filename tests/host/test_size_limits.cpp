@@ -46,20 +46,28 @@ TEST(SizeLimits, TheIssuesFormatIsRefusedByValidationAndBySizeQueries) {
   EXPECT_NE(last_error().find("e=17627204 (limit 4096)"), std::string::npos) << last_error();
 }
 
+// hm_pack of canonical codes and scales into a packed weight and packed scales.
+hm_status_t pack(const Format& f, uint8_t* codes, float* scales, void* weight,
+                 void* packed_scales) {
+  hm_canonical_weight_t in;
+  hm_canonical_weight_init(&in);
+  in.codes = codes;
+  in.scales = scales;
+  hm_packed_weight_t out;
+  hm_packed_weight_init(&out);
+  out.weight = weight;
+  out.scales = packed_scales;
+  return hm_pack(f.f, &in, &out);
+}
+
 TEST(SizeLimits, PackRefusesWhatItCannotSize) {
   // hm_pack trusted packed_shape: with the wrapped size it wrote past the caller's buffers.
   const Format f(kIssueFormat);
   std::vector<uint8_t> codes(64), packed(1 << 17);
   std::vector<float> scales(64);
-  hm_canonical_weight_t in;
-  hm_canonical_weight_init(&in);
-  in.codes = codes.data();
-  in.scales = scales.data();
-  hm_packed_weight_t out;
-  hm_packed_weight_init(&out);
-  out.weight = packed.data();
-  out.scales = packed.data();
-  EXPECT_EQ(hm_pack(f.f, &in, &out), HM_ERROR_INVALID_ARGUMENT) << last_error();
+  EXPECT_EQ(pack(f, codes.data(), scales.data(), packed.data(), packed.data()),
+            HM_ERROR_INVALID_ARGUMENT)
+      << last_error();
 }
 
 TEST(SizeLimits, PackWithBuffersOfTheReportedSizesStaysInThem) {
@@ -75,15 +83,8 @@ TEST(SizeLimits, PackWithBuffersOfTheReportedSizesStaysInThem) {
   ASSERT_LT(c.codes + 4 * c.scales, uint64_t{1} << 30) << "the test would need too much memory";
   std::vector<uint8_t> codes(c.codes), weight(p.weight), packed_scales(p.scales);
   std::vector<float> scales(c.scales, 1.0f);
-  hm_canonical_weight_t in;
-  hm_canonical_weight_init(&in);
-  in.codes = codes.data();
-  in.scales = scales.data();
-  hm_packed_weight_t out;
-  hm_packed_weight_init(&out);
-  out.weight = weight.data();
-  out.scales = packed_scales.data();
-  EXPECT_NE(hm_pack(f.f, &in, &out), HM_SUCCESS) << "sizes " << p.weight << ", " << p.scales;
+  EXPECT_NE(pack(f, codes.data(), scales.data(), weight.data(), packed_scales.data()), HM_SUCCESS)
+      << "sizes " << p.weight << ", " << p.scales;
 }
 
 TEST(SizeLimits, HugeShapesNeverWrap) {
