@@ -63,7 +63,7 @@ DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& f,
 
 std::string describe_dense(const tune::DenseTile& tile, const DenseGeometry& g, bool aligned_k) {
   const tune::DenseLaunch& launch = g.launch;
-  return std::string(tune::dense_family_name(tile.kernel)) + " " + tile.name() + (aligned_k ? "" : " unaligned-k") + " grid " +
+  return tile.name() + (aligned_k ? "" : " unaligned-k") + " grid " +
          std::to_string(launch.grid_x) + "x" + std::to_string(launch.grid_y) + "x" +
          std::to_string(launch.splits) + (launch.cluster ? " (cluster split-K " : " (split-K ") +
          std::to_string(launch.splits) + " x " + std::to_string(launch.k_chunks_per_split) +

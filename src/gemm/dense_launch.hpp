@@ -25,8 +25,8 @@ struct DenseGeometry {
 DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& format,
                              const quant::PackedShape& shape, int64_t m, int multiprocessors);
 
-// "dense_wgmma wg_bm16_w4_st8_b4_mb_tma_pw_cs grid 64x1x8 (cluster split-K 8 x 8 chunks of 64),
-// workspace 0 bytes" (hm_plan_describe).
+// "wg_bm16_w4_st8_b4_mb_tma_pw_cs grid 64x1x8 (cluster split-K 8 x 8 chunks of 64), workspace
+// 0 bytes" (hm_plan_describe, after the family's name).
 std::string describe_dense(const tune::DenseTile& tile, const DenseGeometry& geometry,
                            bool aligned_k);
 

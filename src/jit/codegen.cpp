@@ -170,23 +170,12 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
     << "  static constexpr int kGroupN = " << (f.scale_kind == ScaleKind::kBlock ? f.group_n : 1) << ";\n"
     << "  static constexpr bool kHasBias = " << (f.has_bias ? "true" : "false") << ";\n"
     << "  static constexpr bool kAlignedK = " << (aligned_k ? "true" : "false") << ";\n"
-    << "  static constexpr int kBlockM = " << tile.block_m << ";\n"
-    << "  static constexpr int kWarps = " << tile.warps << ";\n"
-    << "  static constexpr int kWarpStrips = " << tile.warp_strips << ";\n";
+    << tile.config();
   const bool wg = tile.kernel == tune::DenseKernel::kWgmma;
   std::string prelude;
   if (wg) {
     prelude = wgmma_op_source("WgmmaOp", tile.block_m, act_f16, acc_f16) + "\n";
-    c << "  static constexpr int kStages = " << tile.stages << ";\n"
-      << "  static constexpr int kMinBlocks = " << tile.blocks_per_sm << ";\n"
-      << "  static constexpr bool kDecoupled = " << (tile.decoupled ? "true" : "false") << ";\n"
-      << "  static constexpr bool kDequantAhead = " << (tile.dequant_ahead ? "true" : "false")
-      << ";\n"
-      << "  static constexpr bool kTma = " << (tile.tma ? "true" : "false") << ";\n"
-      << "  static constexpr bool kProducer = " << (tile.producer ? "true" : "false") << ";\n"
-      << "  static constexpr bool kClusterSplit = " << (tile.cluster_split ? "true" : "false")
-      << ";\n"
-      << "  using Wgmma = WgmmaOp;\n";
+    c << "  using Wgmma = WgmmaOp;\n";
   }
   c << "};\n";
   const std::string config = prelude + c.str();

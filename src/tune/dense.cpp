@@ -14,14 +14,79 @@ const char* dense_family_name(DenseKernel kernel) {
   return kernel == DenseKernel::kWgmma ? "dense_wgmma" : "dense_mma";
 }
 
+const std::vector<DenseTileField>& dense_tile_fields() {
+  using F = DenseTileField;
+  // Order: the tile name's and the generated Config's. Ranges per kernel: {min, max, step,
+  // default, compiled into the kernel}.
+  static const std::vector<F> kFields = {
+      {"block_m", "kBlockM", "bm", &DenseTile::block_m, nullptr,
+       {8, 128, 8, 16, true}, {8, 256, 8, 16, true}},
+      {"warps", "kWarps", "w", &DenseTile::warps, nullptr,
+       {1, 16, 1, 4, true}, {4, 16, 4, 4, true}},
+      {"warp_strips", "kWarpStrips", "s", &DenseTile::warp_strips, nullptr,
+       {1, 4, 1, 1, true}, {1, 1, 1, 1, true}},
+      {"stages", "kStages", "st", &DenseTile::stages, nullptr,
+       {0, 0, 1, 0, false}, {2, 16, 1, 4, true}},
+      // The wgmma kernel's __launch_bounds__ minimum; the mma.sync kernel's code ignores it
+      // (only its split-K sizing reads it).
+      {"blocks_per_sm", "kMinBlocks", "b", &DenseTile::blocks_per_sm, nullptr,
+       {1, 32, 1, 16, false}, {1, 32, 1, 1, true}},
+      {"pipeline", "kDecoupled", "mb", nullptr, &DenseTile::decoupled,
+       {}, {0, 1, 1, 0, true}, "barrier", "mbarrier"},
+      {"dequant_ahead", "kDequantAhead", "da", nullptr, &DenseTile::dequant_ahead,
+       {}, {0, 1, 1, 0, true}},
+      {"copy", "kTma", "tma", nullptr, &DenseTile::tma, {}, {0, 1, 1, 0, true}, "cp.async", "tma"},
+      {"producer", "kProducer", "pw", nullptr, &DenseTile::producer, {}, {0, 1, 1, 0, true}},
+      {"split", "kClusterSplit", "cs", nullptr, &DenseTile::cluster_split,
+       {}, {0, 1, 1, 0, true}, "global", "cluster"},
+  };
+  return kFields;
+}
+
+bool operator==(const DenseTile& a, const DenseTile& b) {
+  if (a.kernel != b.kernel) return false;
+  for (const DenseTileField& f : dense_tile_fields()) {
+    if (f.value && a.*f.value != b.*f.value) return false;
+    if (f.flag && a.*f.flag != b.*f.flag) return false;
+  }
+  return true;
+}
+
 std::string DenseTile::name() const {
-  if (kernel == DenseKernel::kWgmma)
-    return "wg_bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_st" +
-           std::to_string(stages) + "_b" + std::to_string(blocks_per_sm) +
-           (decoupled ? "_mb" : "") + (dequant_ahead ? "_da" : "") +
-           (tma ? "_tma" : "") + (producer ? "_pw" : "") + (cluster_split ? "_cs" : "");
-  return "bm" + std::to_string(block_m) + "_w" + std::to_string(warps) + "_s" +
-         std::to_string(warp_strips);
+  // Every field compiled into the kernel that is not fixed for it.
+  std::string name = kernel == DenseKernel::kWgmma ? "wg" : "";
+  for (const DenseTileField& f : dense_tile_fields()) {
+    const DenseTileField::Range& r = f.range(kernel);
+    if (!r.compiled || r.min == r.max) continue;
+    if (f.value) name += std::string("_") + f.short_name + std::to_string(this->*f.value);
+    else if (this->*f.flag) name += std::string("_") + f.short_name;
+  }
+  return name[0] == '_' ? name.substr(1) : name;
+}
+
+std::string DenseTile::json() const {
+  nlohmann::json j;
+  j["kernel"] = kernel == DenseKernel::kWgmma ? "wgmma" : "mma";
+  for (const DenseTileField& f : dense_tile_fields()) {
+    const DenseTileField::Range& r = f.range(kernel);
+    if (r.min == r.max && !f.flag) continue;  // fixed for this kernel (mma: stages)
+    if (f.value) j[f.key] = this->*f.value;
+    else if (kernel == DenseKernel::kWgmma) {
+      if (f.on) j[f.key] = this->*f.flag ? f.on : f.off;
+      else j[f.key] = this->*f.flag;
+    }
+  }
+  return j.dump();
+}
+
+std::string DenseTile::config() const {
+  std::string c;
+  for (const DenseTileField& f : dense_tile_fields()) {
+    if (!f.range(kernel).compiled) continue;
+    c += std::string("  static constexpr ") + (f.value ? "int " : "bool ") + f.config + " = " +
+         (f.value ? std::to_string(this->*f.value) : (this->*f.flag ? "true" : "false")) + ";\n";
+  }
+  return c;
 }
 
 bool wgmma_covers(const core::Format& f, const core::Arch& arch) {
@@ -72,7 +137,13 @@ DenseTile wgmma(int block_m, int warps, int stages, int blocks_per_sm, unsigned 
 }  // namespace
 
 std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::Arch& arch) {
-  if (wgmma_covers(f, arch)) {
+  return default_dense_ranges(f, arch,
+                              wgmma_covers(f, arch) ? DenseKernel::kWgmma : DenseKernel::kMma);
+}
+
+std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::Arch& arch,
+                                             DenseKernel kernel) {
+  if (kernel == DenseKernel::kWgmma) {
     // Measured on the H200 (benchmarks/NOTES.md, sweeps v6-v12, int4 g128 8192^2). Up to
     // M = 256 a tile holds every token of the call, so each weight is dequantized once, and a
     // copying warp feeds it by TMA (the computing warps only wait, dequantize and issue); K
@@ -130,161 +201,76 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
   };
 }
 
-namespace {
 
-// An integer field of a tuning entry within [min, max], or `fallback` when absent. JSON numbers
-// are 64-bit here; a value outside the range is refused, never truncated to the field's type
-// (4294967312 used to become a block_m of 16).
-int64_t integer_field(const nlohmann::json& e, const char* key, int64_t fallback, int64_t min,
-                      int64_t max, const std::string& where) {
-  const auto it = e.find(key);
-  if (it == e.end()) return fallback;
-  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  bool in_range = false;
-  if (it->is_number_unsigned()) {
-    const uint64_t v = it->get<uint64_t>();
-    in_range = v <= static_cast<uint64_t>(max) && static_cast<int64_t>(v) >= min;
-  } else if (it->is_number_integer()) {
-    const int64_t v = it->get<int64_t>();
-    in_range = v >= min && v <= max;
+DenseTile parse_dense_tile(const nlohmann::json& e, DenseKernel kernel, const std::string& where) {
+  const bool wg = kernel == DenseKernel::kWgmma;
+  const char* kernel_name = wg ? "wgmma" : "mma";
+  DenseTile t;
+  t.kernel = kernel;
+  std::string keys = "max_m, kernel";
+  for (const DenseTileField& f : dense_tile_fields()) keys += std::string(", ") + f.key;
+  for (auto it = e.begin(); it != e.end(); ++it) {
+    if (it.key() == "max_m" || it.key() == "kernel") continue;
+    const auto field = std::find_if(dense_tile_fields().begin(), dense_tile_fields().end(),
+                                    [&](const DenseTileField& f) { return it.key() == f.key; });
+    HM_REQUIRE(field != dense_tile_fields().end(), HM_ERROR_PARSE,
+               where + ": unknown key " + core::quoted(it.key()) + " (" + keys + ")");
   }
-  HM_REQUIRE(in_range, HM_ERROR_PARSE,
-             where + "." + key + " is " + it->dump() + ", outside the range " + range);
-  return it->get<int64_t>();
-}
-
-}  // namespace
-
-std::vector<DenseRange> parse_dense_ranges(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    fail(HM_ERROR_PARSE, std::string("tuning JSON is not valid JSON: ") + e.what());
-  }
-  HM_REQUIRE(j.is_object() && j.contains("dense") && j["dense"].is_array() && !j["dense"].empty(),
-             HM_ERROR_PARSE, "tuning JSON must be an object with a non-empty array \"dense\"");
-  std::vector<DenseRange> out;
-  for (size_t i = 0; i < j["dense"].size(); ++i) {
-    const auto& e = j["dense"][i];
-    const std::string where = "tuning JSON dense[" + std::to_string(i) + "]";
-    HM_REQUIRE(e.is_object(), HM_ERROR_PARSE, where + " must be an object");
-    for (auto it = e.begin(); it != e.end(); ++it) {
-      const std::string& key = it.key();
-      if (key == "kernel") {
-        HM_REQUIRE(it->is_string() && (*it == "mma" || *it == "wgmma"), HM_ERROR_PARSE,
-                   where + ".kernel must be \"mma\" or \"wgmma\"");
-        continue;
+  for (const DenseTileField& f : dense_tile_fields()) {
+    const DenseTileField::Range& r = f.range(kernel);
+    const auto it = e.find(f.key);
+    const std::string what = where + "." + f.key;
+    if (f.flag) {
+      if (it == e.end()) continue;
+      HM_REQUIRE(wg, HM_ERROR_PARSE, what + " applies to wgmma only");
+      if (f.on) {
+        HM_REQUIRE(it->is_string() && (*it == f.on || *it == f.off), HM_ERROR_PARSE,
+                   what + " must be \"" + f.off + "\" or \"" + f.on + "\"");
+        t.*f.flag = *it == f.on;
+      } else {
+        HM_REQUIRE(it->is_boolean(), HM_ERROR_PARSE, what + " must be true or false");
+        t.*f.flag = it->get<bool>();
       }
-      if (key == "pipeline") {
-        HM_REQUIRE(it->is_string() && (*it == "barrier" || *it == "mbarrier"), HM_ERROR_PARSE,
-                   where + ".pipeline must be \"barrier\" or \"mbarrier\"");
-        continue;
-      }
-      if (key == "copy") {
-        HM_REQUIRE(it->is_string() && (*it == "cp.async" || *it == "tma"), HM_ERROR_PARSE,
-                   where + ".copy must be \"cp.async\" or \"tma\"");
-        continue;
-      }
-      if (key == "dequant_ahead" || key == "producer") {
-        HM_REQUIRE(it->is_boolean(), HM_ERROR_PARSE, where + "." + key + " must be true or false");
-        continue;
-      }
-      if (key == "split") {
-        HM_REQUIRE(it->is_string() && (*it == "global" || *it == "cluster"), HM_ERROR_PARSE,
-                   where + ".split must be \"global\" or \"cluster\"");
-        continue;
-      }
-      HM_REQUIRE(key == "max_m" || key == "block_m" || key == "warps" || key == "warp_strips" ||
-                     key == "stages" || key == "blocks_per_sm",
-                 HM_ERROR_PARSE,
-                 where + ": unknown key " + core::quoted(key) +
-                     " (max_m, kernel, block_m, warps, warp_strips, stages, pipeline, copy, "
-                     "dequant_ahead, producer, split, blocks_per_sm)");
-      HM_REQUIRE(it->is_number_integer(), HM_ERROR_PARSE, where + "." + key + " must be an integer");
+      continue;
     }
-    DenseRange r{INT64_MAX, {}};
-    const bool wg = e.value("kernel", std::string("mma")) == "wgmma";
-    // Wide ranges here, only to keep each value within its type; the checks below say which
-    // values each kernel takes.
-    r.max_m = integer_field(e, "max_m", INT64_MAX, 1, INT64_MAX, where);
-    r.tile.kernel = wg ? DenseKernel::kWgmma : DenseKernel::kMma;
-    r.tile.block_m = static_cast<int>(integer_field(e, "block_m", 16, 1, 4096, where));
-    r.tile.warps = static_cast<int>(integer_field(e, "warps", 4, 1, 64, where));
-    r.tile.warp_strips = static_cast<int>(integer_field(e, "warp_strips", 1, 1, 64, where));
-    r.tile.stages = static_cast<int>(integer_field(e, "stages", wg ? 4 : 0, 0, 64, where));
-    r.tile.blocks_per_sm =
-        static_cast<int>(integer_field(e, "blocks_per_sm", wg ? 1 : 16, 1, 1024, where));
-    r.tile.decoupled = e.value("pipeline", std::string("barrier")) == "mbarrier";
-    r.tile.dequant_ahead = e.value("dequant_ahead", false);
-    r.tile.tma = e.value("copy", std::string("cp.async")) == "tma";
-    r.tile.producer = e.value("producer", false);
-    r.tile.cluster_split = e.value("split", std::string("global")) == "cluster";
-    HM_REQUIRE(r.max_m > 0, HM_ERROR_PARSE, where + ".max_m must be positive");
-    HM_REQUIRE(r.tile.blocks_per_sm >= 1 && r.tile.blocks_per_sm <= 32, HM_ERROR_PARSE,
-               where + ".blocks_per_sm must be in [1, 32]");
-    if (wg) {
-      HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 256 && r.tile.block_m % 8 == 0,
-                 HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 256] for wgmma");
-      HM_REQUIRE(r.tile.warps == 4 || r.tile.warps == 8 || r.tile.warps == 12 || r.tile.warps == 16,
-                 HM_ERROR_PARSE,
-                 where + ".warps must be 4, 8, 12 or 16 (one to four warpgroups) for wgmma");
-      HM_REQUIRE(r.tile.warp_strips == 1, HM_ERROR_PARSE,
-                 where + ".warp_strips must be 1 for wgmma (a warp owns one strip)");
-      HM_REQUIRE(r.tile.stages >= 2 && r.tile.stages <= 16, HM_ERROR_PARSE,
-                 where + ".stages must be in [2, 16]");
-      HM_REQUIRE(!r.tile.dequant_ahead || r.tile.decoupled || r.tile.stages >= 3, HM_ERROR_PARSE,
-                 where + ".dequant_ahead with the barrier pipeline needs stages >= 3");
-      HM_REQUIRE(!r.tile.tma || r.tile.decoupled, HM_ERROR_PARSE,
-                 where + ".copy \"tma\" needs \"pipeline\": \"mbarrier\" (TMA completes on "
-                         "the stages' mbarriers)");
-      HM_REQUIRE(!r.tile.producer || r.tile.tma, HM_ERROR_PARSE,
-                 where + ".producer needs \"copy\": \"tma\" (the copying warp issues TMA)");
-    } else {
-      HM_REQUIRE(r.tile.block_m >= 8 && r.tile.block_m <= 128 && r.tile.block_m % 8 == 0,
-                 HM_ERROR_PARSE, where + ".block_m must be a multiple of 8 in [8, 128]");
-      HM_REQUIRE(r.tile.warps >= 1 && r.tile.warps <= 16, HM_ERROR_PARSE,
-                 where + ".warps must be in [1, 16]");
-      HM_REQUIRE(r.tile.warp_strips >= 1 && r.tile.warp_strips <= 4, HM_ERROR_PARSE,
-                 where + ".warp_strips must be in [1, 4]");
-      HM_REQUIRE(r.tile.stages == 0, HM_ERROR_PARSE,
-                 where + ".stages applies to wgmma only (mma.sync double-buffers)");
-      HM_REQUIRE(!e.contains("pipeline"), HM_ERROR_PARSE,
-                 where + ".pipeline applies to wgmma only");
-      HM_REQUIRE(!e.contains("dequant_ahead"), HM_ERROR_PARSE,
-                 where + ".dequant_ahead applies to wgmma only");
-      HM_REQUIRE(!e.contains("copy"), HM_ERROR_PARSE, where + ".copy applies to wgmma only");
-      HM_REQUIRE(!e.contains("producer"), HM_ERROR_PARSE, where + ".producer applies to wgmma only");
-      HM_REQUIRE(!e.contains("split"), HM_ERROR_PARSE, where + ".split applies to wgmma only");
+    if (it == e.end()) {
+      t.*f.value = r.fallback;
+      continue;
     }
-    HM_REQUIRE(out.empty() || r.max_m > out.back().max_m, HM_ERROR_PARSE,
-               where + ".max_m must be larger than the previous entry's");
-    out.push_back(r);
+    // JSON numbers are 64-bit here; a value outside the range is refused, never truncated to
+    // the field's type (4294967312 used to become a block_m of 16).
+    HM_REQUIRE(it->is_number_integer(), HM_ERROR_PARSE, what + " must be an integer");
+    const bool in_range =
+        it->is_number_unsigned()
+            ? it->get<uint64_t>() <= static_cast<uint64_t>(r.max) &&
+                  static_cast<int64_t>(it->get<uint64_t>()) >= r.min
+            : it->get<int64_t>() >= r.min && it->get<int64_t>() <= r.max;
+    const std::string range = r.min == r.max ? std::to_string(r.min)
+                              : "[" + std::to_string(r.min) + ", " + std::to_string(r.max) + "]" +
+                                    (r.step > 1 ? " in steps of " + std::to_string(r.step) : "");
+    HM_REQUIRE(in_range && (it->get<int64_t>() - r.min) % r.step == 0, HM_ERROR_PARSE,
+               what + " is " + it->dump() + ", outside the range " + range + " for " +
+                   kernel_name);
+    t.*f.value = static_cast<int>(it->get<int64_t>());
   }
-  out.back().max_m = INT64_MAX;
-  return out;
+  if (wg) {
+    HM_REQUIRE(!t.dequant_ahead || t.decoupled || t.stages >= 3, HM_ERROR_PARSE,
+               where + ".dequant_ahead with the barrier pipeline needs stages >= 3");
+    HM_REQUIRE(!t.tma || t.decoupled, HM_ERROR_PARSE,
+               where + ".copy \"tma\" needs \"pipeline\": \"mbarrier\" (TMA completes on "
+                       "the stages' mbarriers)");
+    HM_REQUIRE(!t.producer || t.tma, HM_ERROR_PARSE,
+               where + ".producer needs \"copy\": \"tma\" (the copying warp issues TMA)");
+  }
+  return t;
 }
 
-void check_dense_ranges(const std::vector<DenseRange>& ranges, const core::Format& f,
-                        const core::Arch& arch) {
-  for (const DenseRange& r : ranges) {
-    if (r.tile.kernel == DenseKernel::kWgmma && !wgmma_covers(f, arch))
-      fail(HM_ERROR_UNSUPPORTED,
-           "tile " + r.tile.name() + " asks for the wgmma kernel, which needs sm_90a (this plan: " +
-               arch.name() + "), K a multiple of 8 (K = " + std::to_string(f.k) +
-               ") and no block scales; use \"kernel\": \"mma\" for this format");
-    if (r.tile.producer && !producer_covers(f))
-      fail(HM_ERROR_UNSUPPORTED,
-           "tile " + r.tile.name() + " has a copying warp, which copies scale codes as TMA boxes: "
-           "the group size must be a multiple or a divisor of 64 (" + f.to_string() + " has " +
-               std::to_string(f.group_k) + ")");
-  }
-}
-
-const DenseTile& tile_for(const std::vector<DenseRange>& ranges, int64_t m) {
-  for (const DenseRange& r : ranges)
-    if (m <= r.max_m) return r.tile;
-  return ranges.back().tile;
+void check_dense_tile(const DenseTile& tile, const core::Format& f) {
+  if (tile.producer && !producer_covers(f))
+    fail(HM_ERROR_UNSUPPORTED,
+         "tile " + tile.name() + " has a copying warp, which copies scale codes as TMA boxes: "
+         "the group size must be a multiple or a divisor of 64 (" + f.to_string() + " has " +
+             std::to_string(f.group_k) + ")");
 }
 
 namespace {

@@ -10,6 +10,8 @@
 #include "core/arch.hpp"
 #include "core/format.hpp"
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace hm::tune {
 
 // The two dense kernels: mma.sync (every arch from sm75, kernels/humming/gemm/dense_mma.cuh) and
@@ -26,6 +28,8 @@ struct DenseTile {
   int warps = 4;        // warps per block (wgmma: whole warpgroups)
   int warp_strips = 1;  // 16-channel strips per warp (wgmma: 1)
   int stages = 0;       // wgmma: shared-memory pipeline stages (mma.sync: 0, fixed double buffer)
+  // Blocks of this tile one SM is assumed to run at once; split-K fills one such wave.
+  int blocks_per_sm = 16;
   bool decoupled = false;  // wgmma: per-stage mbarriers instead of a block barrier per chunk
   // wgmma: each warp dequantizes chunk i + 1 while chunk i's wgmma run (a second register set)
   bool dequant_ahead = false;
@@ -36,21 +40,36 @@ struct DenseTile {
   // wgmma: the K splits of a tile run as one thread-block cluster (at most 8) and are summed
   // through distributed shared memory (no workspace); else through a global f32 workspace
   bool cluster_split = false;
-  // Blocks of this tile one SM is assumed to run at once; split-K fills one such wave.
-  int blocks_per_sm = 16;
   int block_n() const { return 16 * warps * warp_strips; }
-  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4_b2[_mb][_da][_tma][_pw][_cs]" (wgmma: every
-  // field that changes the kernel, so two kernels never share a name; blocks_per_sm is the
-  // wgmma kernel's __launch_bounds__ minimum, while the mma.sync kernel's code ignores it)
-  std::string name() const;
   int threads() const { return 32 * (warps + (producer ? 1 : 0)); }
-  friend bool operator==(const DenseTile& a, const DenseTile& b) {
-    return a.kernel == b.kernel && a.block_m == b.block_m && a.warps == b.warps &&
-           a.warp_strips == b.warp_strips && a.stages == b.stages && a.decoupled == b.decoupled &&
-           a.dequant_ahead == b.dequant_ahead && a.tma == b.tma && a.producer == b.producer &&
-           a.cluster_split == b.cluster_split && a.blocks_per_sm == b.blocks_per_sm;
-  }
+  // The next four come from one table of the fields (dense_tile_fields()), so a field added
+  // there shows in all of them.
+  // "bm16_w4_s1" (mma.sync), "wg_bm128_w8_st4_b2[_mb][_da][_tma][_pw][_cs]" (wgmma): every
+  // field that changes the kernel, so two kernels never share a name.
+  std::string name() const;
+  // The entry of the tuning JSON that parses back to this tile (docs/tuning.md).
+  std::string json() const;
+  // The tile's lines of the generated Config ("  static constexpr int kBlockM = 16;\n" ...).
+  std::string config() const;
+  friend bool operator==(const DenseTile& a, const DenseTile& b);
 };
+
+// One field of a dense tile: where it lives in the struct, and every way it is spelled. Int
+// fields take [min, max] in steps of `step` per kernel (min == max: fixed, not named); flags are
+// wgmma-only and spelled either as a JSON boolean or as one of two strings.
+struct DenseTileField {
+  const char* key;     // the tuning JSON key
+  const char* config;  // the generated Config constant
+  const char* short_name;  // in the tile name: "bm" -> "_bm16"; a flag: "_mb" when set
+  int DenseTile::*value = nullptr;  // an int field
+  bool DenseTile::*flag = nullptr;  // or a flag
+  struct Range { int min, max, step, fallback; bool compiled; };
+  Range mma, wgmma;  // per kernel; `compiled`: a Config constant of that kernel
+  const char* off = nullptr;  // a flag's JSON strings ("barrier", "mbarrier"); null: a boolean
+  const char* on = nullptr;
+  const Range& range(DenseKernel k) const { return k == DenseKernel::kWgmma ? wgmma : mma; }
+};
+const std::vector<DenseTileField>& dense_tile_fields();
 
 struct DenseRange {
   int64_t max_m;  // this tile serves M <= max_m (the last range: any M)
@@ -64,18 +83,19 @@ bool wgmma_covers(const core::Format& format, const core::Arch& arch);
 // codes must come as TMA boxes (group sizes that are multiples or divisors of 64).
 bool producer_covers(const core::Format& format);
 
-// The default table for a format on an arch.
+// The default table for a format on an arch: the wgmma kernel's where it covers the format,
+// else the mma kernel's; with `kernel`, that kernel's (the format on the arch it covers).
 std::vector<DenseRange> default_dense_ranges(const core::Format& format, const core::Arch& arch);
-// {"dense": [{"max_m": 16, "kernel": "wgmma", "block_m": 16, "warps": 4, ...}, ...]} -> the
-// table (keys in docs/tuning.md). Throws HM_ERROR_PARSE naming what is wrong. The last entry
-// serves every larger M.
-std::vector<DenseRange> parse_dense_ranges(const std::string& json);
-// Throws HM_ERROR_UNSUPPORTED when a range asks for a kernel the format or arch cannot use.
-void check_dense_ranges(const std::vector<DenseRange>& ranges, const core::Format& format,
-                        const core::Arch& arch);
-
-// The range serving m.
-const DenseTile& tile_for(const std::vector<DenseRange>& ranges, int64_t m);
+std::vector<DenseRange> default_dense_ranges(const core::Format& format, const core::Arch& arch,
+                                             DenseKernel kernel);
+// The tile of one tuning JSON entry for `kernel` ("max_m" and "kernel" are the caller's): the
+// keys of docs/tuning.md, missing ones at their defaults. Throws HM_ERROR_PARSE naming `where`
+// and the key.
+DenseTile parse_dense_tile(const nlohmann::json& entry, DenseKernel kernel,
+                           const std::string& where);
+// Throws HM_ERROR_UNSUPPORTED when a tile asks for what the format cannot have (a copying warp
+// with scale codes that are not TMA boxes).
+void check_dense_tile(const DenseTile& tile, const core::Format& format);
 
 struct DenseLaunch {
   int64_t grid_x, grid_y;  // channel blocks, token blocks

@@ -16,7 +16,7 @@
 #include "jit/kernel_sources.hpp"
 #include "support/last_error.hpp"
 #include "test_cache_support.hpp"
-#include "tune/dense.hpp"
+#include "gemm/family.hpp"
 
 namespace {
 
@@ -90,7 +90,7 @@ TEST(Messages, UserTextIsQuotedEverywhere) {
   EXPECT_EQ(hm_convert_file("gptq", path.c_str(), (path + ".out").c_str(), nullptr), HM_ERROR_IO);
   expect_escaped(last_error(), "hm_convert_file");
 
-  expect_escaped(error_of([] { hm::tune::parse_dense_ranges("{\"dense\":[{\"\\u001b[2J\":1}]}"); }),
+  expect_escaped(error_of([] { hm::gemm::parse_ranges("{\"dense\":[{\"\\u001b[2J\":1}]}"); }),
                  "tuning JSON key");
   expect_escaped(error_of([&] { hm::jit::KernelSources::from_directory(path); }),
                  "kernel source directory");
@@ -112,7 +112,7 @@ TEST(TuningJson, IntegersOutOfRangeAreRefusedNotTruncated) {
            R"({"dense":[{"kernel":"wgmma","stages":4294967300}]})",
        }) {
     try {
-      hm::tune::parse_dense_ranges(json);
+      hm::gemm::parse_ranges(json);
       ADD_FAILURE() << "accepted " << json;
     } catch (const hm::Error& e) {
       EXPECT_EQ(e.status(), HM_ERROR_PARSE) << json;

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "core/format.hpp"
+#include "gemm/family.hpp"
 #include "jit/codegen.hpp"
 #include "jit/compiler.hpp"
 #include "tune/dense.hpp"
@@ -143,7 +144,6 @@ TEST(WgmmaRegisterHazards, NoInstructionWritesTheARegistersOfAWgmmaInFlight) {
   auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
   // The default tiles, and both pipelines with and without the dequantization ahead at the
   // fewest stages they allow (the tile that showed the hazard on the GPU is the third).
-  std::vector<std::vector<hm::tune::DenseRange>> tables;
   const char* kExtra =
       R"({"dense": [{"max_m": 8, "kernel": "wgmma", "block_m": 8, "warps": 4, "stages": 3,
                      "dequant_ahead": true},
@@ -162,11 +162,13 @@ TEST(WgmmaRegisterHazards, NoInstructionWritesTheARegistersOfAWgmmaInFlight) {
                            "w=uint3b4 a=f16 c=f16 s=f16:g64 n=4096 k=4096",
                            "w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=bf16 n=4096 k=4096"}) {
     const auto format = hm::core::Format::parse(text);
-    auto ranges = hm::tune::default_dense_ranges(format, hm::core::parse_arch("sm_90a"));
-    for (const auto& r : hm::tune::parse_dense_ranges(kExtra)) ranges.push_back(r);
+    const auto layer =
+        hm::gemm::make_layer(format, hm::core::parse_arch("sm_90a"), "sm_90a", nullptr);
+    auto ranges = hm::gemm::default_ranges(layer);
+    for (const auto& r : hm::gemm::parse_ranges(kExtra)) ranges.push_back(r);
     expected += static_cast<int>(ranges.size());
     for (const auto& range : ranges) {
-      auto kernel = hm::jit::dense_gemm_kernel(format, range.tile, true, "sm_90a");
+      auto kernel = range.family->generate(*range.tile, layer);
       const auto out = compiler->compile(kernel.request);
       const std::string path = dir + "/hazards_" + kernel.entry + ".cubin";
       std::ofstream(path, std::ios::binary) << out.image;
@@ -178,9 +180,9 @@ TEST(WgmmaRegisterHazards, NoInstructionWritesTheARegistersOfAWgmmaInFlight) {
                                    << "(scripts/setup.sh installs cuobjdump with nvdisasm)";
       const Scan s = scan(dump.text);
       // The scan must have seen the structure it checks, or it proves nothing.
-      EXPECT_GE(s.hgmma, 4) << text << " " << range.tile.name();
-      EXPECT_GE(s.waits, 1) << text << " " << range.tile.name();
-      EXPECT_TRUE(s.hazards.empty()) << text << " " << range.tile.name() << ": "
+      EXPECT_GE(s.hgmma, 4) << text << " " << range.tile->name();
+      EXPECT_GE(s.waits, 1) << text << " " << range.tile->name();
+      EXPECT_TRUE(s.hazards.empty()) << text << " " << range.tile->name() << ": "
                                      << s.hazards.size() << " writes, first: " << s.hazards[0];
       ++kernels;
     }
