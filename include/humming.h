@@ -218,6 +218,7 @@ typedef struct hm_format hm_format_t;
 #define HM_MAX_N 16777216     /* 2^24 outputs (rows of W) per expert; also the largest group_n */
 #define HM_MAX_K 16777216     /* 2^24 inputs (columns of W); also the largest group_k */
 #define HM_MAX_EXPERTS 4096   /* 2^12 experts */
+#define HM_MAX_TOP_K 64       /* experts per token (MoE calls: M * top_k below 2^31 as well) */
 #define HM_MAX_M 2147483647   /* 2^31 - 1 tokens (rows of A) per call */
 
 /* Creates the default format "w=uint4b8 a=f16 c=f16 s=f16:g128 n=0 k=0"; set the shape. */
@@ -445,13 +446,21 @@ typedef struct hm_launch_params hm_launch_params_t;
 #define HM_ARG_ZEROS 5     /* packed zero points */
 #define HM_ARG_GLOBAL 6    /* f32 global scales */
 #define HM_ARG_WORKSPACE 7 /* device workspace (size from the plan) */
+/* MoE formats (e >= 2), indexed: the routing of the call (docs/moe.md), all device memory. */
+#define HM_ARG_SORTED_IDS 8         /* int32 flat assignment ids (token * top_k + j), grouped by
+                                     * expert, each expert's run padded to the plan's block size
+                                     * with ids >= M * top_k; at least hm_plan_moe_rows entries */
+#define HM_ARG_EXPERT_IDS 9         /* int32 [rows / block size]: the local expert of each block
+                                     * (-1 or out of range: skipped) */
+#define HM_ARG_NUM_TOKENS_PADDED 10 /* int32 scalar: the used length of SORTED_IDS */
 #define HM_ARG_M 16        /* integers from here */
 #define HM_ARG_N 17
 #define HM_ARG_K 18
 #define HM_ARG_WORKSPACE_BYTES 19
+#define HM_ARG_TOP_K 20    /* MoE: experts per token, 1..HM_MAX_TOP_K */
 
-/* Only the slots named above are accepted: set_pointer takes HM_ARG_A .. HM_ARG_WORKSPACE,
- * set_int HM_ARG_M .. HM_ARG_WORKSPACE_BYTES; any other id is HM_ERROR_INVALID_ARGUMENT. */
+/* Only the slots named above are accepted: set_pointer takes HM_ARG_A .. HM_ARG_NUM_TOKENS_PADDED,
+ * set_int HM_ARG_M .. HM_ARG_TOP_K; any other id is HM_ERROR_INVALID_ARGUMENT. */
 HM_API hm_status_t hm_launch_params_create(hm_launch_params_t **out);
 HM_API void hm_launch_params_destroy(hm_launch_params_t *params);
 HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t *params, int32_t slot,
@@ -516,6 +525,12 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * [M][K] in the activation dtype), HM_ARG_B (packed weight), HM_ARG_SCALES, HM_ARG_ZEROS,
  * HM_ARG_GLOBAL (as the format needs), HM_ARG_BIAS ([N] in the output dtype, if the format has a
  * bias), HM_ARG_C ([M][N] in the output dtype), HM_ARG_WORKSPACE(_BYTES) and HM_ARG_M.
+ * MoE formats (e >= 2) run indexed: W, scales, zero points, global scales and bias hold every
+ * expert ([E][...]); A is [M][K] tokens; C is [M * top_k][N], row token * top_k + j the output
+ * of the token's j-th expert; HM_ARG_SORTED_IDS, HM_ARG_EXPERT_IDS, HM_ARG_NUM_TOKENS_PADDED
+ * (4-byte aligned) and HM_ARG_TOP_K say which rows go to which expert (hm_plan_moe_rows). Rows
+ * of experts marked -1 (not on this rank) are neither read nor written; routing data is read on
+ * the device and never trusted as a bound (ids and experts out of range are skipped).
  * Alignment (HM_ERROR_MISALIGNED otherwise): A 16 bytes when K % 8 == 0 (else 2), B, SCALES, ZEROS
  * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C 2 bytes. With C and BIAS on
  * 16 bytes and N % 8 == 0 the kernels store eight outputs at a time; other alignments are exact
@@ -526,6 +541,15 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * device round trip). Managed memory and host memory mapped for this device are accepted. */
 HM_API hm_status_t hm_plan_gemm(const hm_plan_t *plan, const hm_launch_params_t *params,
                                 void *stream);
+/* MoE plans (formats with e >= 2; docs/moe.md). A call with M tokens routed to top_k experts
+ * each reads its rows through HM_ARG_SORTED_IDS, which the routing step (hm_moe_align, or an
+ * engine's own moe_align) pads per expert to *block_size rows; the block size depends on M (the
+ * tile the plan picks for it). *rows: the capacity SORTED_IDS must have for (M, top_k),
+ * round_up(M * top_k + experts * (block_size - 1), block_size); EXPERT_IDS needs
+ * *rows / block_size entries. HM_ERROR_INVALID_ARGUMENT for a plan of a dense format. */
+HM_API hm_status_t hm_plan_moe_block_size(const hm_plan_t *plan, int64_t m, int32_t *block_size);
+HM_API hm_status_t hm_plan_moe_rows(const hm_plan_t *plan, int64_t m, int32_t top_k,
+                                    int64_t *rows);
 /* The kernel and tiling the plan uses for M (for logs), e.g. "dense_mma bm16 ... split 4". */
 HM_API hm_status_t hm_plan_describe(const hm_plan_t *plan, int64_t m, char *buf, size_t size,
                                     size_t *length);

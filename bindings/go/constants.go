@@ -73,6 +73,7 @@ const (
 	MaxN                           = C.HM_MAX_N
 	MaxK                           = C.HM_MAX_K
 	MaxExperts                     = C.HM_MAX_EXPERTS
+	MaxTopK                        = C.HM_MAX_TOP_K
 	MaxM                           = C.HM_MAX_M
 	CompilerDefault                = C.HM_COMPILER_DEFAULT
 	CompilerNVRTC                  = C.HM_COMPILER_NVRTC
@@ -88,10 +89,14 @@ const (
 	ArgZeros                 Slot  = C.HM_ARG_ZEROS
 	ArgGlobal                Slot  = C.HM_ARG_GLOBAL
 	ArgWorkspace             Slot  = C.HM_ARG_WORKSPACE
+	ArgSortedIds             Slot  = C.HM_ARG_SORTED_IDS
+	ArgExpertIds             Slot  = C.HM_ARG_EXPERT_IDS
+	ArgNumTokensPadded       Slot  = C.HM_ARG_NUM_TOKENS_PADDED
 	ArgM                     Slot  = C.HM_ARG_M
 	ArgN                     Slot  = C.HM_ARG_N
 	ArgK                     Slot  = C.HM_ARG_K
 	ArgWorkspaceBytes        Slot  = C.HM_ARG_WORKSPACE_BYTES
+	ArgTopK                  Slot  = C.HM_ARG_TOP_K
 	PlanNondeterministic           = C.HM_PLAN_NONDETERMINISTIC
 	SchemeGPTQ                     = C.HM_SCHEME_GPTQ
 	SchemeAWQ                      = C.HM_SCHEME_AWQ

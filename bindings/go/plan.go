@@ -109,6 +109,21 @@ func (p *Plan) WorkspaceSize(maxM int64) (uint64, error) {
 	return uint64(bytes), err
 }
 
+// MoeBlockSize is, for a MoE plan, the block size the routing pads each expert's rows to for
+// a call with m tokens.
+func (p *Plan) MoeBlockSize(m int64) (int32, error) {
+	var block C.int32_t
+	err := p.with(func(h *C.hm_plan_t) C.hm_status_t { return C.hm_plan_moe_block_size(h, C.int64_t(m), &block) })
+	return int32(block), err
+}
+
+// MoeRows is, for a MoE plan, the entries SORTED_IDS must hold for m tokens and topK experts each.
+func (p *Plan) MoeRows(m int64, topK int32) (int64, error) {
+	var rows C.int64_t
+	err := p.with(func(h *C.hm_plan_t) C.hm_status_t { return C.hm_plan_moe_rows(h, C.int64_t(m), C.int32_t(topK), &rows) })
+	return int64(rows), err
+}
+
 // Describe names the kernel and tiling used for M, for logs.
 func (p *Plan) Describe(m int64) (string, error) {
 	if p == nil || p.h == nil {

@@ -21,9 +21,11 @@
 namespace hm::api {
 namespace {
 
-const char* const kSlotNames[] = {"HM_ARG_A",      "HM_ARG_B",     "HM_ARG_C",      "HM_ARG_BIAS",
-                                  "HM_ARG_SCALES", "HM_ARG_ZEROS", "HM_ARG_GLOBAL", "HM_ARG_WORKSPACE"};
-static_assert(sizeof(kSlotNames) / sizeof(kSlotNames[0]) == HM_ARG_WORKSPACE + 1,
+const char* const kSlotNames[] = {
+    "HM_ARG_A",      "HM_ARG_B",         "HM_ARG_C",          "HM_ARG_BIAS",
+    "HM_ARG_SCALES", "HM_ARG_ZEROS",     "HM_ARG_GLOBAL",     "HM_ARG_WORKSPACE",
+    "HM_ARG_SORTED_IDS", "HM_ARG_EXPERT_IDS", "HM_ARG_NUM_TOKENS_PADDED"};
+static_assert(sizeof(kSlotNames) / sizeof(kSlotNames[0]) == hm_launch_params::kNamedPointerSlots,
               "one name per pointer slot of humming.h");
 
 std::string hex(uint64_t value) {
@@ -124,7 +126,7 @@ void check_launch_device(const runtime::Device& device, const hm_launch_params& 
   if (device.driver().has_pointer_get_attribute()) {
     // The plan's context current: DEVICE_POINTER answers for the current context.
     runtime::Device::Scope scope(device);
-    for (int slot = HM_ARG_A; slot <= HM_ARG_WORKSPACE; ++slot)
+    for (int slot = HM_ARG_A; slot < hm_launch_params::kNamedPointerSlots; ++slot)
       if (params.pointers[slot] != 0) check_pointer(device, kSlotNames[slot], params.pointers[slot]);
   }
   // nullopt: the driver lacks cuStreamGetCtx, so the stream cannot be checked here (a stream of

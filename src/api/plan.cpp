@@ -13,6 +13,7 @@
 #include "api/guard.hpp"
 #include "core/support.hpp"
 #include "gemm/family.hpp"
+#include "gemm/moe_family.hpp"
 
 struct hm_plan {
   std::shared_ptr<hm::api::ContextState> context;
@@ -34,6 +35,16 @@ constexpr size_t kUnused = SIZE_MAX;
 // The smallest M a range serves.
 int64_t first_m(const hm_plan* plan, size_t r) {
   return r == 0 ? 1 : plan->ranges[r - 1].max_m + 1;
+}
+
+// MoE queries: a plan of a MoE format, and M in range.
+void require_moe(const hm_plan* plan, int64_t m) {
+  if (plan->layer.format.experts < 2)
+    fail(HM_ERROR_INVALID_ARGUMENT, "the plan's format " + plan->layer.format.to_string() +
+                                        " is dense (e=1): it has no MoE routing");
+  if (m <= 0 || m > HM_MAX_M)
+    fail(HM_ERROR_INVALID_ARGUMENT, "m must be in [1, HM_MAX_M = " + std::to_string(HM_MAX_M) +
+                                        "], got " + std::to_string(m));
 }
 
 }  // namespace
@@ -172,6 +183,33 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     const hm_kernel& kernel = *plan->kernels[plan->kernel_of_range[r]];
     range.family->launch(*range.tile, plan->layer, kernel.function, kernel.entry,
                          gemm::Call{*params, m, static_cast<runtime::CUstream>(stream)});
+  });
+}
+
+HM_API hm_status_t hm_plan_moe_block_size(const hm_plan_t* plan, int64_t m, int32_t* block_size) {
+  if (block_size) *block_size = 0;
+  return HM_API_CALL({
+    require_not_null(plan, "plan");
+    require_not_null(block_size, "block_size");
+    require_moe(plan, m);
+    *block_size = plan->ranges[gemm::range_of(plan->ranges, m)].tile->rows_per_block();
+  });
+}
+
+HM_API hm_status_t hm_plan_moe_rows(const hm_plan_t* plan, int64_t m, int32_t top_k,
+                                    int64_t* rows) {
+  if (rows) *rows = 0;
+  return HM_API_CALL({
+    require_not_null(plan, "plan");
+    require_not_null(rows, "rows");
+    require_moe(plan, m);
+    if (top_k < 1 || top_k > HM_MAX_TOP_K || m > INT32_MAX / top_k)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "top_k must be in [1, HM_MAX_TOP_K = " + std::to_string(HM_MAX_TOP_K) +
+               "] with M * top_k below 2^31, got top_k = " + std::to_string(top_k) +
+               " for M = " + std::to_string(m));
+    const int block = plan->ranges[gemm::range_of(plan->ranges, m)].tile->rows_per_block();
+    *rows = gemm::moe_rows(m, top_k, plan->layer.format.experts, block);
   });
 }
 

@@ -8,32 +8,13 @@
 #include <cstdio>
 #include <string>
 
+#include "api/context.hpp"  // hm_launch_params (the C ABI's argument slots)
 #include "core/error.hpp"
-#include "gemm/dense_launch.hpp"
 #include "jit/codegen.hpp"
 #include "runtime/launch.hpp"
-#include "tune/dense.hpp"
-#include <humming/gemm/params.h>
-
-#include "api/context.hpp"  // hm_launch_params (the C ABI's argument slots)
 
 namespace hm::gemm {
 namespace {
-
-struct DenseTileOf final : Tile {
-  explicit DenseTileOf(const tune::DenseTile& t) : tile(t) {}
-  tune::DenseTile tile;
-  std::string name() const override { return tile.name(); }
-  std::string json() const override { return tile.json(); }
-  bool same(const Tile& other) const override {
-    const auto* o = dynamic_cast<const DenseTileOf*>(&other);
-    return o != nullptr && o->tile == tile;
-  }
-};
-
-const tune::DenseTile& dense(const Tile& tile) {
-  return static_cast<const DenseTileOf&>(tile).tile;
-}
 
 // K % 8 == 0: activation rows load in 16-byte units (the wgmma kernel needs it; the mma.sync
 // kernel has a variant without).
@@ -51,148 +32,165 @@ void require_aligned(uint64_t pointer, uint64_t alignment, const char* slot) {
                                   "-byte aligned, got 0x" + hex(pointer));
 }
 
-class DenseFamily final : public Family {
- public:
-  explicit DenseFamily(tune::DenseKernel kernel) : kernel_(kernel) {}
-
-  const char* name() const override { return tune::dense_family_name(kernel_); }
-  const char* tuning_name() const override {
-    return kernel_ == tune::DenseKernel::kWgmma ? "wgmma" : "mma";
-  }
-
-  std::string gap(const core::Format& f, const core::Arch& arch) const override {
-    return jit::dense_gemm_gap(f, kernel_, arch);
-  }
-
-  std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> default_tiles(
-      const Layer& layer) const override {
-    std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> out;
-    for (const auto& r : tune::default_dense_ranges(layer.format, layer.arch, kernel_))
-      out.emplace_back(r.max_m, std::make_shared<DenseTileOf>(r.tile));
-    return out;
-  }
-
-  std::shared_ptr<const Tile> parse_tile(const nlohmann::json& entry,
-                                         const std::string& where) const override {
-    return std::make_shared<DenseTileOf>(tune::parse_dense_tile(entry, kernel_, where));
-  }
-
-  void check_tile(const Tile& tile, const Layer& layer) const override {
-    tune::check_dense_tile(dense(tile), layer.format);
-  }
-
-  jit::GeneratedKernel generate(const Tile& tile, const Layer& layer) const override {
-    return jit::dense_gemm_kernel(layer.format, dense(tile), aligned_k(layer), layer.arch_name);
-  }
-
-  // The blocks of a cluster run at once on one processing cluster of the GPU, so a cluster
-  // split-K tile can only launch where its clusters fit (a MIG slice or a heavy tile may not
-  // hold 8). Checks every cluster size the range's M values can produce.
-  void check_loaded(const Tile& generic, const Layer& layer, runtime::CUfunction function,
-                    const std::string& entry, int64_t lo, int64_t hi) const override {
-    const tune::DenseTile& tile = dense(generic);
-    if (!tile.cluster_split || layer.device == nullptr) return;
-    int checked = 0;  // the cluster sizes already checked, as a bit set
-    // Splits only shrink as token blocks are added: walk them until there is no split left.
-    for (int64_t y = (lo + tile.block_m - 1) / tile.block_m; y * tile.block_m - tile.block_m < hi;
-         ++y) {
-      const int64_t m = std::min(hi, y * tile.block_m);
-      const auto launch = tune::plan_dense_launch(tile, layer.format, m, layer.shape.n_padded,
-                                                  layer.shape.k_padded, layer.multiprocessors);
-      if (launch.splits <= 1) break;
-      if (!launch.cluster || (checked >> launch.splits & 1)) continue;
-      checked |= 1 << launch.splits;
-      const runtime::Dim3 cluster{1, 1, static_cast<uint32_t>(launch.splits)};
-      const int fit = runtime::max_active_clusters(
-          *layer.device, function,
-          runtime::Dim3{static_cast<uint32_t>(launch.grid_x), 1, cluster.z},
-          runtime::Dim3{launch.threads, 1, 1}, cluster, launch.smem_bytes, entry.c_str());
-      if (fit == 0)
-        fail(HM_ERROR_UNSUPPORTED,
-             "tile " + tile.name() + " splits K over clusters of " +
-                 std::to_string(launch.splits) + " blocks (M = " + std::to_string(m) + ", " +
-                 std::to_string(launch.threads) + " threads and " +
-                 std::to_string(launch.smem_bytes) + " bytes of shared memory each), which device " +
-                 std::to_string(layer.device->ordinal()) + " cannot run at once; use \"split\": "
-                 "\"global\" for this range");
-    }
-  }
-
-  uint64_t workspace_bytes(const Tile& tile, const Layer& layer, int64_t lo,
-                           int64_t hi) const override {
-    uint64_t most = 0;
-    for (int64_t m = lo; m <= hi; ++m) {
-      const auto g = geometry(tile, layer, m);
-      if (g.launch.splits <= 1 && m > 4096) break;  // larger M never splits K (more tiles)
-      most = std::max(most, g.workspace_bytes);
-    }
-    return most;
-  }
-
-  std::string describe(const Tile& tile, const Layer& layer, int64_t m) const override {
-    return describe_dense(dense(tile), geometry(tile, layer, m), aligned_k(layer));
-  }
-
-  void launch(const Tile& generic, const Layer& layer, runtime::CUfunction function,
-              const std::string& entry, const Call& call) const override {
-    const tune::DenseTile& tile = dense(generic);
-    const core::Format& f = layer.format;
-    const hm_launch_params& params = call.params;
-    auto ptr = [&](int slot, const char* name, bool needed) -> uint64_t {
-      const uint64_t p = params.pointers[slot];
-      if (needed && p == 0) fail(HM_ERROR_INVALID_ARGUMENT, std::string(name) + " is not set");
-      if (!needed && p != 0)
-        fail(HM_ERROR_INVALID_ARGUMENT, std::string(name) + " is set but the format " +
-                                            f.to_string() + " has no use for it");
-      return p;
-    };
-    const bool scales =
-        f.scale_kind != core::ScaleKind::kNone && f.scale_kind != core::ScaleKind::kTensor;
-    DenseParams p{};
-    p.a = reinterpret_cast<const void*>(ptr(HM_ARG_A, "HM_ARG_A", true));
-    p.w = reinterpret_cast<const void*>(ptr(HM_ARG_B, "HM_ARG_B", true));
-    p.c = reinterpret_cast<void*>(ptr(HM_ARG_C, "HM_ARG_C", true));
-    p.scales = reinterpret_cast<const void*>(ptr(HM_ARG_SCALES, "HM_ARG_SCALES", scales));
-    p.zeros =
-        reinterpret_cast<const void*>(ptr(HM_ARG_ZEROS, "HM_ARG_ZEROS", f.has_zero_point()));
-    p.global = reinterpret_cast<const float*>(
-        ptr(HM_ARG_GLOBAL, "HM_ARG_GLOBAL", f.has_global_scale()));
-    p.bias = reinterpret_cast<const void*>(ptr(HM_ARG_BIAS, "HM_ARG_BIAS", f.has_bias));
-    require_aligned(params.pointers[HM_ARG_A], aligned_k(layer) ? 16 : 2, "HM_ARG_A");
-    require_aligned(params.pointers[HM_ARG_B], 16, "HM_ARG_B");
-    require_aligned(params.pointers[HM_ARG_C], 2, "HM_ARG_C");
-    // Scales and zero points are staged in 16-byte units by the wgmma kernel; the rule holds
-    // for both families so that an alignment that works for one M works for all.
-    require_aligned(params.pointers[HM_ARG_SCALES], 16, "HM_ARG_SCALES");
-    require_aligned(params.pointers[HM_ARG_ZEROS], 16, "HM_ARG_ZEROS");
-
-    const int64_t m = call.m;
-    const auto g = geometry(generic, layer, m);
-    const uint64_t ws = params.pointers[HM_ARG_WORKSPACE];
-    if (g.workspace_bytes > 0) {
-      const int64_t have = params.integer(HM_ARG_WORKSPACE_BYTES);
-      if (ws == 0 || have < static_cast<int64_t>(g.workspace_bytes))
-        fail(HM_ERROR_INVALID_ARGUMENT,
-             "M = " + std::to_string(m) + " needs a zero-initialized workspace of " +
-                 std::to_string(g.workspace_bytes) +
-                 " bytes (HM_ARG_WORKSPACE / HM_ARG_WORKSPACE_BYTES; " +
-                 "hm_plan_workspace_size gives the size for a largest M), got " +
-                 std::to_string(have) + " bytes");
-      require_aligned(ws, 16, "HM_ARG_WORKSPACE");
-    }
-    launch_dense(*layer.device, function, entry, f, layer.shape, tile, g, p, ws, m,
-                 call.stream);
-  }
-
- private:
-  DenseGeometry geometry(const Tile& tile, const Layer& layer, int64_t m) const {
-    return dense_geometry(dense(tile), layer.format, layer.shape, m, layer.multiprocessors);
-  }
-
-  tune::DenseKernel kernel_;
-};
-
 }  // namespace
+
+bool DenseTileOf::same(const Tile& other) const {
+  const auto* o = dynamic_cast<const DenseTileOf*>(&other);
+  return o != nullptr && o->tile == tile;
+}
+
+const tune::DenseTile& dense_tile(const Tile& tile) {
+  return static_cast<const DenseTileOf&>(tile).tile;
+}
+
+const char* DenseFamily::name() const { return tune::dense_family_name(kernel_); }
+
+const char* DenseFamily::tuning_name() const {
+  return kernel_ == tune::DenseKernel::kWgmma ? "wgmma" : "mma";
+}
+
+std::string DenseFamily::gap(const core::Format& f, const core::Arch& arch) const {
+  return jit::dense_gemm_gap(f, kernel_, arch);
+}
+
+std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> DenseFamily::default_tiles(
+    const Layer& layer) const {
+  std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> out;
+  for (const auto& r : tune::default_dense_ranges(layer.format, layer.arch, kernel_))
+    out.emplace_back(r.max_m, std::make_shared<DenseTileOf>(r.tile));
+  return out;
+}
+
+std::shared_ptr<const Tile> DenseFamily::parse_tile(const nlohmann::json& entry,
+                                                    const std::string& where) const {
+  return std::make_shared<DenseTileOf>(tune::parse_dense_tile(entry, kernel_, where));
+}
+
+void DenseFamily::check_tile(const Tile& tile, const Layer& layer) const {
+  tune::check_dense_tile(dense_tile(tile), layer.format);
+}
+
+jit::GeneratedKernel DenseFamily::generate(const Tile& tile, const Layer& layer) const {
+  return jit::dense_gemm_kernel(layer.format, dense_tile(tile), aligned_k(layer),
+                                layer.arch_name);
+}
+
+void DenseFamily::check_cluster_fits(const tune::DenseTile& tile, const Layer& layer,
+                                     runtime::CUfunction function, const std::string& entry,
+                                     const tune::DenseLaunch& launch, const std::string& when,
+                                     const std::string& way_out) {
+  const runtime::Dim3 cluster{1, 1, static_cast<uint32_t>(launch.splits)};
+  const int fit = runtime::max_active_clusters(
+      *layer.device, function, runtime::Dim3{static_cast<uint32_t>(launch.grid_x), 1, cluster.z},
+      runtime::Dim3{launch.threads, 1, 1}, cluster, launch.smem_bytes, entry.c_str());
+  if (fit == 0)
+    fail(HM_ERROR_UNSUPPORTED,
+         "tile " + tile.name() + " splits K over clusters of " + std::to_string(launch.splits) +
+             " blocks (" + when + ", " + std::to_string(launch.threads) + " threads and " +
+             std::to_string(launch.smem_bytes) + " bytes of shared memory each), which device " +
+             std::to_string(layer.device->ordinal()) + " cannot run at once; " + way_out);
+}
+
+void DenseFamily::check_loaded(const Tile& generic, const Layer& layer,
+                               runtime::CUfunction function, const std::string& entry,
+                               int64_t lo, int64_t hi) const {
+  const tune::DenseTile& tile = dense_tile(generic);
+  if (!tile.cluster_split || layer.device == nullptr) return;
+  int checked = 0;  // the cluster sizes already checked, as a bit set
+  // Splits only shrink as token blocks are added: walk them until there is no split left.
+  for (int64_t y = (lo + tile.block_m - 1) / tile.block_m; y * tile.block_m - tile.block_m < hi;
+       ++y) {
+    const int64_t m = std::min(hi, y * tile.block_m);
+    const auto launch = tune::plan_dense_launch(tile, layer.format, m, layer.shape.n_padded,
+                                                layer.shape.k_padded, layer.multiprocessors);
+    if (launch.splits <= 1) break;
+    if (!launch.cluster || (checked >> launch.splits & 1)) continue;
+    checked |= 1 << launch.splits;
+    check_cluster_fits(tile, layer, function, entry, launch, "M = " + std::to_string(m),
+                       "use \"split\": \"global\" for this range");
+  }
+}
+
+DenseGeometry DenseFamily::geometry(const Tile& tile, const Layer& layer, int64_t m) const {
+  return dense_geometry(dense_tile(tile), layer.format, layer.shape, m, layer.multiprocessors);
+}
+
+uint64_t DenseFamily::workspace_bytes(const Tile& tile, const Layer& layer, int64_t lo,
+                                      int64_t hi) const {
+  uint64_t most = 0;
+  for (int64_t m = lo; m <= hi; ++m) {
+    const auto g = geometry(tile, layer, m);
+    if (g.launch.splits <= 1 && m > 4096) break;  // larger M never splits K (more tiles)
+    most = std::max(most, g.workspace_bytes);
+  }
+  return most;
+}
+
+std::string DenseFamily::describe(const Tile& tile, const Layer& layer, int64_t m) const {
+  return describe_dense(dense_tile(tile), geometry(tile, layer, m), aligned_k(layer));
+}
+
+void DenseFamily::marshal(const Layer& layer, const hm_launch_params& params, bool moe,
+                          DenseParams& p) const {
+  const core::Format& f = layer.format;
+  auto ptr = [&](int slot, const char* name, bool needed) -> uint64_t {
+    const uint64_t v = params.pointers[slot];
+    if (needed && v == 0) fail(HM_ERROR_INVALID_ARGUMENT, std::string(name) + " is not set");
+    if (!needed && v != 0)
+      fail(HM_ERROR_INVALID_ARGUMENT, std::string(name) + " is set but the format " +
+                                          f.to_string() + " has no use for it");
+    return v;
+  };
+  const bool scales =
+      f.scale_kind != core::ScaleKind::kNone && f.scale_kind != core::ScaleKind::kTensor;
+  p.a = reinterpret_cast<const void*>(ptr(HM_ARG_A, "HM_ARG_A", true));
+  p.w = reinterpret_cast<const void*>(ptr(HM_ARG_B, "HM_ARG_B", true));
+  p.c = reinterpret_cast<void*>(ptr(HM_ARG_C, "HM_ARG_C", true));
+  p.scales = reinterpret_cast<const void*>(ptr(HM_ARG_SCALES, "HM_ARG_SCALES", scales));
+  p.zeros = reinterpret_cast<const void*>(ptr(HM_ARG_ZEROS, "HM_ARG_ZEROS", f.has_zero_point()));
+  p.global =
+      reinterpret_cast<const float*>(ptr(HM_ARG_GLOBAL, "HM_ARG_GLOBAL", f.has_global_scale()));
+  p.bias = reinterpret_cast<const void*>(ptr(HM_ARG_BIAS, "HM_ARG_BIAS", f.has_bias));
+  p.sorted_ids =
+      reinterpret_cast<const int32_t*>(ptr(HM_ARG_SORTED_IDS, "HM_ARG_SORTED_IDS", moe));
+  p.expert_ids =
+      reinterpret_cast<const int32_t*>(ptr(HM_ARG_EXPERT_IDS, "HM_ARG_EXPERT_IDS", moe));
+  p.num_padded = reinterpret_cast<const int32_t*>(
+      ptr(HM_ARG_NUM_TOKENS_PADDED, "HM_ARG_NUM_TOKENS_PADDED", moe));
+  require_aligned(params.pointers[HM_ARG_A], aligned_k(layer) ? 16 : 2, "HM_ARG_A");
+  require_aligned(params.pointers[HM_ARG_B], 16, "HM_ARG_B");
+  require_aligned(params.pointers[HM_ARG_C], 2, "HM_ARG_C");
+  // Scales and zero points are staged in 16-byte units by the wgmma kernel; the rule holds for
+  // both families so that an alignment that works for one M works for all.
+  require_aligned(params.pointers[HM_ARG_SCALES], 16, "HM_ARG_SCALES");
+  require_aligned(params.pointers[HM_ARG_ZEROS], 16, "HM_ARG_ZEROS");
+  require_aligned(params.pointers[HM_ARG_SORTED_IDS], 4, "HM_ARG_SORTED_IDS");
+  require_aligned(params.pointers[HM_ARG_EXPERT_IDS], 4, "HM_ARG_EXPERT_IDS");
+  require_aligned(params.pointers[HM_ARG_NUM_TOKENS_PADDED], 4, "HM_ARG_NUM_TOKENS_PADDED");
+}
+
+void DenseFamily::launch(const Tile& tile, const Layer& layer, runtime::CUfunction function,
+                         const std::string& entry, const Call& call) const {
+  const hm_launch_params& params = call.params;
+  DenseParams p{};
+  marshal(layer, params, false, p);
+  const int64_t m = call.m;
+  const auto g = geometry(tile, layer, m);
+  const uint64_t ws = params.pointers[HM_ARG_WORKSPACE];
+  if (g.workspace_bytes > 0) {
+    const int64_t have = params.integer(HM_ARG_WORKSPACE_BYTES);
+    if (ws == 0 || have < static_cast<int64_t>(g.workspace_bytes))
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "M = " + std::to_string(m) + " needs a zero-initialized workspace of " +
+               std::to_string(g.workspace_bytes) +
+               " bytes (HM_ARG_WORKSPACE / HM_ARG_WORKSPACE_BYTES; " +
+               "hm_plan_workspace_size gives the size for a largest M), got " +
+               std::to_string(have) + " bytes");
+    require_aligned(ws, 16, "HM_ARG_WORKSPACE");
+  }
+  launch_dense(*layer.device, function, entry, layer.format, layer.shape, dense_tile(tile), g,
+               p, ws, m, call.stream);
+}
 
 const Family& dense_wgmma_family() {
   static const DenseFamily family(tune::DenseKernel::kWgmma);

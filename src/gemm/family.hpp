@@ -38,6 +38,8 @@ class Tile {
   virtual std::string json() const = 0;
   // The same kernel (tiles of the same family only).
   virtual bool same(const Tile& other) const = 0;
+  // Rows of C (tokens, or MoE assignment slots) one block computes.
+  virtual int rows_per_block() const = 0;
 };
 
 // What a family sees of the plan's layer.

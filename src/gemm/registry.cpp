@@ -3,6 +3,7 @@
 // kernels/humming/gemm/ and its host file under src/gemm/ (family.hpp; docs/families.md).
 #include "gemm/dense_family.hpp"
 #include "gemm/family.hpp"
+#include "gemm/moe_family.hpp"
 
 namespace hm::gemm {
 
@@ -10,6 +11,7 @@ const std::vector<const Family*>& families() {
   static const std::vector<const Family*> kFamilies = {
       &dense_wgmma_family(),
       &dense_mma_family(),
+      &moe_wgmma_family(),
   };
   return kFamilies;
 }

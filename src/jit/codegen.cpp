@@ -37,38 +37,6 @@ GeneratedKernel reference_gemm_kernel(core::Dtype in, core::Dtype out, const std
   return k;
 }
 
-std::string wgmma_op_source(const std::string& name, int n, bool f16, bool acc_f16) {
-  if (n < 8 || n > 256 || n % 8 != 0)
-    fail(HM_ERROR_INVALID_ARGUMENT, "wgmma N must be a multiple of 8 in [8, 256], got " + std::to_string(n));
-  if (acc_f16 && !f16) fail(HM_ERROR_INVALID_ARGUMENT, "f16 accumulation needs f16 inputs");
-  // Accumulator registers per thread: n / 2 f32, or n / 4 f16 pairs.
-  const int acc = acc_f16 ? n / 4 : n / 2;
-  const int per_group = acc_f16 ? 2 : 4;
-  std::ostringstream s;
-  s << "struct " << name << " {\n"
-    << "  static __device__ __forceinline__ void run(" << (acc_f16 ? "::hm::uint32" : "float")
-    << " (&d)[" << n / 8 << "][" << per_group << "], ::hm::uint32 a0, ::hm::uint32 a1, ::hm::uint32 a2, ::hm::uint32 a3,\n"
-    << "                                               unsigned long long desc) {\n"
-    << "    asm volatile(\n"
-    << "        \"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 5 << ", 0;\\n\"\n"
-    << "        \"wgmma.mma_async.sync.aligned.m64n" << n << "k16." << (acc_f16 ? "f16." : "f32.") << (f16 ? "f16.f16" : "bf16.bf16")
-    << " {\"\n        \"";
-  for (int i = 0; i < acc; ++i) {
-    s << "%" << i << (i + 1 < acc ? "," : "");
-    if (i % 16 == 15 && i + 1 < acc) s << "\"\n        \"";
-  }
-  s << "}, {%" << acc << ",%" << acc + 1 << ",%" << acc + 2 << ",%" << acc + 3 << "}, %" << acc + 4
-    << ", p, 1, 1, 0;\\n}\\n\"\n        : ";
-  for (int i = 0; i < acc; ++i) {
-    s << (acc_f16 ? "\"+r\"(d[" : "\"+f\"(d[") << i / per_group << "][" << i % per_group << "])"
-      << (i + 1 < acc ? ", " : "");
-    if (i % 8 == 7 && i + 1 < acc) s << "\n          ";
-  }
-  s << "\n        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc), \"r\"(1));\n"
-    << "  }\n};\n";
-  return s.str();
-}
-
 namespace {
 
 // The scale codes the kernel decodes as a small eXmY float (its exponent and mantissa widths go
@@ -98,8 +66,8 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
     return "the dense kernels take f16 or bf16 activations; " + act.name() +
            " activations have no kernel yet";
   if (f.experts != 1)
-    return "MoE formats (e=" + std::to_string(f.experts) +
-           ") have no kernel yet: the dense kernels take e=1";
+    return "the dense kernels take e=1 (MoE formats, here e=" + std::to_string(f.experts) +
+           ", run on the MoE family)";
   if (f.accumulator.code() == HM_DTYPE_F16 && act.code() != HM_DTYPE_F16)
     return "f16 accumulation needs f16 activations (rule R5)";
   if (w.bits() > 8 || !(w.is_integer() || w.kind() == core::DtypeKind::kFloat))
@@ -114,10 +82,15 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
   return "";
 }
 
-GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& tile,
-                                  bool aligned_k, const std::string& arch) {
+GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseTile& tile,
+                                  bool aligned_k, const std::string& arch, bool moe) {
   using core::Dtype;
   using core::ScaleKind;
+  if (moe && (tile.kernel != tune::DenseKernel::kWgmma || format.experts < 2))
+    fail(HM_ERROR_UNSUPPORTED, "the indexed MoE GEMM runs wgmma tiles of formats with e >= 2");
+  // A MoE kernel is the dense kernel of one expert with the indexed schedule (gemm/sched.cuh).
+  core::Format f = format;
+  if (moe) f.experts = 1;
   const std::string gap = dense_gemm_gap(f, tile.kernel, core::parse_arch(arch));
   if (!gap.empty()) fail(HM_ERROR_UNSUPPORTED, gap);
   const bool act_f16 = f.activation.code() == HM_DTYPE_F16;
@@ -170,18 +143,23 @@ GeneratedKernel dense_gemm_kernel(const core::Format& f, const tune::DenseTile& 
     << "  static constexpr int kGroupN = " << (f.scale_kind == ScaleKind::kBlock ? f.group_n : 1) << ";\n"
     << "  static constexpr bool kHasBias = " << (f.has_bias ? "true" : "false") << ";\n"
     << "  static constexpr bool kAlignedK = " << (aligned_k ? "true" : "false") << ";\n"
+    << "  static constexpr bool kMoe = " << (moe ? "true" : "false") << ";\n"
     << tile.config();
   const bool wg = tile.kernel == tune::DenseKernel::kWgmma;
   std::string prelude;
   if (wg) {
-    prelude = wgmma_op_source("WgmmaOp", tile.block_m, act_f16, acc_f16) + "\n";
-    c << "  using Wgmma = WgmmaOp;\n";
+    // The instruction for N = block_m tokens (scripts/gen_wgmma.py writes one header per N).
+    prelude = "#include <humming/ptx/wgmma/m64n" + std::to_string(tile.block_m) + ".cuh>\n\n";
+    c << "  using Wgmma = ::hm::ptx::WgmmaRs<" << tile.block_m << ", "
+      << (acc_f16 ? "::hm::ptx::kWgmmaF16AccF16"
+                  : act_f16 ? "::hm::ptx::kWgmmaF16AccF32" : "::hm::ptx::kWgmmaBf16AccF32")
+      << ">;\n";
   }
   c << "};\n";
   const std::string config = prelude + c.str();
   GeneratedKernel k;
   // The entry name carries a short hash of the configuration: readable prefix, unique suffix.
-  const std::string family = std::string(tune::dense_family_name(tile.kernel)) + "_";
+  const std::string family = std::string(moe ? "moe_wgmma" : tune::dense_family_name(tile.kernel)) + "_";
   k.entry = "hm_" + family + tile.name() + "_" + sha256_hex(config).substr(0, 12);
   k.request.name = family + w.name() + "_" + f.activation.name() + "_" + tile.name() +
                    (aligned_k ? "" : "_unaligned");

@@ -32,13 +32,9 @@ std::string dense_gemm_gap(const core::Format& format, tune::DenseKernel kernel,
 // (kernels/humming/gemm/dense_mma.cuh) or, for wgmma tiles, the sm_90a warpgroup kernel
 // (gemm/dense_wgmma.cuh). aligned_k: K % 8 == 0, so activation rows load in 16-byte units.
 // Throws HM_ERROR_UNSUPPORTED for formats the kernels do not cover yet (named).
+// moe: the indexed MoE GEMM of a format with e >= 2 (gemm/sched.cuh; wgmma tiles only).
 GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseTile& tile,
-                                  bool aligned_k, const std::string& arch);
+                                  bool aligned_k, const std::string& arch, bool moe = false);
 
-// The wgmma instruction m64nNk16 with A from registers and B by descriptor, as a struct `name`
-// with `static void run(float (&d)[n / 8][4], uint32 a0, a1, a2, a3, unsigned long long desc)`
-// (f32 accumulators) or `run(uint32 (&d)[n / 8][2], ...)` (acc_f16: f16 pairs). Generated because
-// its operand list has n / 2 (n / 4) accumulators.
-std::string wgmma_op_source(const std::string& name, int n, bool f16, bool acc_f16);
 
 }  // namespace hm::jit

@@ -121,8 +121,11 @@ class PlanApi : public hm::test::MockDriverTest {
 TEST_F(PlanApi, FormatsWithoutAKernelAreRefusedAtCreation) {
   EXPECT_EQ(plan("w=e2m1 a=e4m3 c=bf16 s=e4m3:g32 n=256 k=256", HM_ERROR_UNSUPPORTED), nullptr);
   EXPECT_NE(last_error().find("e4m3 activations"), std::string::npos) << last_error();
-  EXPECT_EQ(plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256 e=4", HM_ERROR_UNSUPPORTED), nullptr);
-  EXPECT_NE(last_error().find("MoE"), std::string::npos) << last_error();
+  // Block scales stay on mma.sync, which has no MoE schedule: every family says why not.
+  EXPECT_EQ(plan("w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=256 k=256 e=4", HM_ERROR_UNSUPPORTED),
+            nullptr);
+  EXPECT_NE(last_error().find("moe_wgmma: "), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("dense kernels take e=1"), std::string::npos) << last_error();
   // The validation rules come first, and name the rule.
   EXPECT_EQ(plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=0 k=256", HM_ERROR_UNSUPPORTED_FORMAT), nullptr);
 }
@@ -338,6 +341,84 @@ TEST_F(PlanApi, TuningJsonOverridesTheTilesAndIsChecked) {
     expect_refused(text, R"({"dense": [{"kernel": "wgmma", "block_m": 64}]})", HM_ERROR_UNSUPPORTED,
                    "\"kernel\": \"mma\"");
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The indexed MoE family on the mock: the routing queries, the routing slots and the grid that
+// covers every slot SORTED_IDS can hold.
+class MoePlanApi : public hm::test::MockDriverTest {
+ protected:
+  void SetUp() override {
+    ctx_ = hm::test::create_context(cache_.path());
+    ASSERT_NE(ctx_, nullptr);
+  }
+  void TearDown() override { hm_context_destroy(ctx_); }
+  hm_plan_t* plan(const char* text) {
+    hm_format_t* f = nullptr;
+    EXPECT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << last_error();
+    hm_plan_t* p = nullptr;
+    EXPECT_EQ(hm_plan_create(ctx_, f, nullptr, &p), HM_SUCCESS) << last_error();
+    hm_format_destroy(f);
+    return p;
+  }
+  const hm::test::TemporaryDirectory cache_{"humming-moe-plan-test"};
+  hm_context_t* ctx_ = nullptr;
+};
+
+TEST_F(MoePlanApi, RoutingQueriesAndArguments) {
+  hm_plan_t* p = plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=512 e=8");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  char desc[256];
+  ASSERT_EQ(hm_plan_describe(p, 4, desc, sizeof desc, nullptr), HM_SUCCESS) << last_error();
+  EXPECT_EQ(std::string(desc).rfind("moe_wgmma ", 0), 0u) << desc;
+  int32_t block = 0;
+  ASSERT_EQ(hm_plan_moe_block_size(p, 4, &block), HM_SUCCESS) << last_error();
+  EXPECT_EQ(block, 8);
+  int64_t rows = 0;
+  ASSERT_EQ(hm_plan_moe_rows(p, 4, 2, &rows), HM_SUCCESS) << last_error();
+  EXPECT_EQ(rows, (4 * 2 + 8 * 7 + 7) / 8 * 8);  // every assignment, 7 padding per expert
+  int64_t refused = 0;
+  EXPECT_EQ(hm_plan_moe_rows(p, 4, 0, &refused), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_plan_moe_rows(p, 4, HM_MAX_TOP_K + 1, &refused), HM_ERROR_INVALID_ARGUMENT);
+  uint64_t ws = 1;
+  ASSERT_EQ(hm_plan_workspace_size(p, 5000, &ws), HM_SUCCESS);
+  EXPECT_EQ(ws, 0u) << "MoE tiles split K only within clusters";
+
+  GemmArguments args(ctx_);
+  ASSERT_NO_FATAL_FAILURE(args.set_all(p, 4));
+  // The routing slots are required, and TOP_K in range.
+  EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("HM_ARG_SORTED_IDS is not set"), std::string::npos) << last_error();
+  for (int32_t slot : {HM_ARG_SORTED_IDS, HM_ARG_EXPERT_IDS, HM_ARG_NUM_TOKENS_PADDED})
+    hm_launch_params_set_pointer(args.params(), slot, args.buffer());
+  EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("HM_ARG_TOP_K"), std::string::npos) << last_error();
+  hm_launch_params_set_int(args.params(), HM_ARG_TOP_K, 2);
+  hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_IDS, args.buffer() + 2);
+  EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_MISALIGNED);
+  hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_IDS, args.buffer());
+  const auto launch = gemm_launch(p, args);
+  ASSERT_TRUE(launch.has_value());
+  EXPECT_EQ(launch->grid[0], 256u / 64u);
+  EXPECT_EQ(launch->grid[1], static_cast<uint32_t>(rows / block)) << "a block per slot block";
+  hm_plan_destroy(p);
+
+  // A dense plan has no routing; a dense plan refuses the routing slots.
+  hm_plan_t* dense = plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=512");
+  ASSERT_NE(dense, nullptr);
+  EXPECT_EQ(hm_plan_moe_block_size(dense, 4, &block), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("dense"), std::string::npos) << last_error();
+  ASSERT_EQ(hm_plan_prepare(dense), HM_SUCCESS) << last_error();
+  GemmArguments dense_args(ctx_);
+  ASSERT_NO_FATAL_FAILURE(dense_args.set_all(dense, 4));
+  hm_launch_params_set_pointer(dense_args.params(), HM_ARG_SORTED_IDS, dense_args.buffer());
+  EXPECT_EQ(hm_plan_gemm(dense, dense_args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("HM_ARG_SORTED_IDS is set"), std::string::npos) << last_error();
+  hm_plan_destroy(dense);
 }
 
 }  // namespace

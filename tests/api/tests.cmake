@@ -15,3 +15,12 @@ set_tests_properties(exports_only_hm PROPERTIES LABELS api)
 add_test(NAME soname_carries_abi_major
   COMMAND sh -c "objdump -p '$<TARGET_FILE:humming>' | grep -q 'SONAME *libhumming.so.${HM_ABI_VERSION}$'")
 set_tests_properties(soname_carries_abi_major PROPERTIES LABELS api)
+
+# The wgmma instruction headers are generated (scripts/gen_wgmma.py) and checked in: they must be
+# what the script writes today.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME wgmma_headers_current
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/gen_wgmma.py --check)
+  set_tests_properties(wgmma_headers_current PROPERTIES LABELS host)
+endif()

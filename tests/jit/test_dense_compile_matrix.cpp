@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/format.hpp"
 #include "core/support.hpp"
+#include "gemm/family.hpp"
 #include "jit/codegen.hpp"
 #include "jit/compiler.hpp"
 #include "tune/dense.hpp"
@@ -99,3 +100,36 @@ TEST(DenseCompileMatrix, EveryFormatCompilesWithoutSpillsOnEveryArch) {
 }
 
 }  // namespace
+
+// The indexed MoE family (gemm/sched.cuh on the wgmma kernel): every default tile compiles for
+// sm_90a without spills, with zero points (the most registers) and without.
+TEST(MoeCompileMatrix, EveryDefaultTileCompilesWithoutSpills) {
+  auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
+  int compiled = 0;
+  for (const char* text : {"w=uint4b8 a=bf16 c=bf16 s=bf16:g128 bias=1 n=1536 k=2048 e=128",
+                           "w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=768 k=2048 e=8"}) {
+    const auto format = hm::core::Format::parse(text);
+    const auto layer =
+        hm::gemm::make_layer(format, hm::core::parse_arch("sm_90a"), "sm_90a", nullptr);
+    const auto ranges = hm::gemm::default_ranges(layer);
+    ASSERT_FALSE(ranges.empty());
+    for (const auto& range : ranges) {
+      EXPECT_STREQ(range.family->name(), "moe_wgmma");
+      auto kernel = range.family->generate(*range.tile, layer);
+      kernel.request.options.push_back("--ptxas-options=-v");
+      hm::jit::CompiledKernel out;
+      try {
+        out = compiler->compile(kernel.request);
+      } catch (const hm::Error& e) {
+        FAIL() << text << " " << range.tile->name() << ": " << e.message();
+      }
+      std::smatch spill;
+      const std::regex spill_re("([0-9]+) bytes spill stores");
+      ASSERT_TRUE(std::regex_search(out.log, spill, spill_re)) << out.log;
+      EXPECT_EQ(spill[1], "0") << text << " " << range.tile->name() << " spills:\n" << out.log;
+      EXPECT_EQ(out.log.find("serialized"), std::string::npos) << out.log;
+      ++compiled;
+    }
+  }
+  EXPECT_EQ(compiled, 8);
+}

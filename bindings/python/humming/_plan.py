@@ -93,6 +93,20 @@ class Plan(Handle):
             return None
         return self.context.to_device(np.zeros(nbytes, np.uint8))
 
+    def moe_block_size(self, m):
+        """MoE plans: the block size the routing step pads each expert's rows to, for a call
+        with m tokens."""
+        status, block = raw.hm_plan_moe_block_size(self.handle, int(m))
+        check(status)
+        return block
+
+    def moe_rows(self, m, top_k):
+        """MoE plans: the entries HM_ARG_SORTED_IDS must hold for m tokens and top_k experts
+        each (EXPERT_IDS: moe_rows // moe_block_size)."""
+        status, rows = raw.hm_plan_moe_rows(self.handle, int(m), int(top_k))
+        check(status)
+        return rows
+
     def describe(self, m):
         """The kernel and tiling used for M, for logs."""
         return copy_out(raw.hm_plan_describe, self.handle, int(m))

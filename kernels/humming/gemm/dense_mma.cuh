@@ -42,6 +42,7 @@ struct DenseMma {
   struct Smem {
     alignas(128) Act a[2][kDepth][C::kBlockM][64];
   };
+  static_assert(!C::kMoe, "the indexed MoE schedule runs on the wgmma kernel");
   static_assert(!C::kAccF16 || kIsF16, "f16 accumulation needs f16 activations (rule R5)");
   using Acc = AccFragments<C::kAccF16, C::kWarpStrips, kTokenGroups>;
   // Scale / zero-point codes are loaded with the weight chunks, one group ahead (D explains why).

@@ -29,6 +29,7 @@
 #include <humming/gemm/dequant.cuh>
 #include <humming/gemm/epilogue.cuh>
 #include <humming/gemm/params.h>
+#include <humming/gemm/sched.cuh>
 #include <humming/layout/spec.h>
 #include <humming/ptx/mbarrier.cuh>
 #include <humming/ptx/mma.cuh>
@@ -142,10 +143,12 @@ struct DenseWgmma {
 
     // A thread's activation rows: with few of them, one pointer each (stepping by 128 bytes);
     // with many (256-token tiles), one pointer and a row step, to spare registers.
-    static constexpr int kActPointers = kActIters <= 4 ? kActIters : 1;
+    static constexpr int kActPointers = kActIters <= 4 || C::kMoe ? kActIters : 1;
+    static_assert(!C::kMoe || kActIters <= 8, "MoE rows are gathered: one pointer per row");
     const char* act[kActPointers];
     int64_t act_row_step;  // bytes between a thread's rows (kActPointers == 1)
-    int act_rows;          // how many of its iterations hold a real token
+    int act_rows;          // how many of its iterations hold a real token (dense)
+    uint32 act_real;       // MoE: bit j set when iteration j's row is a real assignment
     int act_k;             // the unit's first k in the next chunk (K % 8 == 0: all in or out)
     int k;                 // K
     int kc;                // the next chunk
@@ -164,12 +167,27 @@ struct DenseWgmma {
                                       int64_t kc0) {
       const int t = threadIdx.x;
       const int r0 = t / 8, unit = t % 8;
-      const char* act0 = static_cast<const char*>(p.a) + ((m0 + r0) * p.k + kc0 * 64 + unit * 8) * 2;
       act_row_step = int64_t{kRowsPerIter} * p.k * 2;
+      if constexpr (C::kMoe) {
+        // Gathered rows (sched.cuh): each iteration's row of A, or none for a padding slot.
+        act_real = 0;
+        act_rows = 0;
 #pragma unroll
-      for (int j = 0; j < kActPointers; ++j) act[j] = act0 + j * act_row_step;
-      const int64_t rows = p.m - m0 < C::kBlockM ? p.m - m0 : C::kBlockM;
-      act_rows = r0 < rows ? static_cast<int>((rows - r0 + kRowsPerIter - 1) / kRowsPerIter) : 0;
+        for (int j = 0; j < kActIters; ++j) {
+          const int r = r0 + j * kRowsPerIter;
+          const int64_t row = r < C::kBlockM ? a_row<C>(p, m0 + r) : -1;
+          act[j] = static_cast<const char*>(p.a) + ((row < 0 ? 0 : row) * p.k + kc0 * 64 + unit * 8) * 2;
+          if (row >= 0) act_real |= 1u << j;
+        }
+      } else {
+        const char* act0 =
+            static_cast<const char*>(p.a) + ((m0 + r0) * p.k + kc0 * 64 + unit * 8) * 2;
+#pragma unroll
+        for (int j = 0; j < kActPointers; ++j) act[j] = act0 + j * act_row_step;
+        const int64_t rows = p.m - m0 < C::kBlockM ? p.m - m0 : C::kBlockM;
+        act_rows =
+            r0 < rows ? static_cast<int>((rows - r0 + kRowsPerIter - 1) / kRowsPerIter) : 0;
+      }
       act_k = static_cast<int>(kc0 * 64) + unit * 8;
       k = static_cast<int>(p.k);
       kc = static_cast<int>(kc0);
@@ -233,8 +251,9 @@ struct DenseWgmma {
       const int a_bytes = act_k < k ? 16 : 0;
 #pragma unroll
       for (int j = 0; j < kActIters; ++j) {
-        // Rows past M are left as they are: they only feed output columns that are not stored.
-        if (j < act_rows)
+        // Rows past M (or padding slots) are left as they are: they only feed output columns
+        // that are not stored.
+        if (C::kMoe ? (act_real >> j & 1u) != 0 : j < act_rows)
           ptx::cp_async_16(stage + act_dst + j * kRowsPerIter * 128,
                            kActPointers == kActIters ? act[j] : act[0] + j * act_row_step,
                            a_bytes);
@@ -261,7 +280,21 @@ struct DenseWgmma {
     return v;
   }
 
-  static __device__ __forceinline__ void run(const DenseParams& p) {
+  static_assert(!C::kMoe || !C::kTma, "MoE rows are gathered with cp.async, not TMA boxes");
+
+  static __device__ __forceinline__ void run(const DenseParams& params) {
+    const BlockWork work = block_work<C, kWarps>(params);
+    if constexpr (C::kMoe) {
+      if (work.expert < 0) return;  // no rows for this block (the whole cluster leaves)
+      DenseParams p = params;
+      move_to_expert<C>(p, work.expert);
+      run_tile(p, work);
+    } else {
+      run_tile(params, work);
+    }
+  }
+
+  static __device__ __forceinline__ void run_tile(const DenseParams& p, const BlockWork& work) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // The 128B swizzle needs 1024-byte aligned tiles; the host adds 1024 bytes of slack.
     const uint32 raw_address = ptx::smem_address(smem_raw);
@@ -270,13 +303,8 @@ struct DenseWgmma {
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4;
-    const int64_t strip0 = static_cast<int64_t>(blockIdx.x) * kWarps;
-    const int64_t m0 = static_cast<int64_t>(blockIdx.y) * C::kBlockM;
-    const int64_t k_chunks = p.k_pad / 64;
-    const int64_t kc_begin = static_cast<int64_t>(blockIdx.z) * p.k_chunks_per_split;
-    const int64_t kc_end =
-        kc_begin + p.k_chunks_per_split < k_chunks ? kc_begin + p.k_chunks_per_split : k_chunks;
-    const int n = static_cast<int>(kc_end - kc_begin);  // >= 1: the host never makes empty splits
+    const int64_t strip0 = work.strip0, m0 = work.m0, kc_begin = work.kc_begin;
+    const int n = static_cast<int>(work.kc_end - kc_begin);  // >= 1: the host makes no empty split
     AccFragments<C::kAccF16, 1, kTokenGroups> acc{};
 
     // What a thread reads in every stage, as offsets from smem_raw worked out once and pinned in

@@ -15,6 +15,7 @@
 #include <humming/core/types.cuh>
 #include <humming/gemm/dequant.cuh>
 #include <humming/gemm/params.h>
+#include <humming/gemm/sched.cuh>
 #include <humming/ptx/cluster.cuh>
 
 namespace hm::gemm {
@@ -69,10 +70,12 @@ struct DenseEpilogue {
     return v;
   }
 
+  // Tile row `token` (m0 + r): C row c_row(token) (sched.cuh), none for padding.
   static __device__ __forceinline__ void store(const DenseParams& p, float v, int64_t token,
                                                int64_t channel) {
-    if (token >= p.m || channel >= p.n) return;
-    static_cast<Out*>(p.c)[token * p.n + channel] = from_float<Out>(finish(p, v, channel));
+    const int64_t row = c_row<C>(p, token);
+    if (row < 0 || channel >= p.n) return;
+    static_cast<Out*>(p.c)[row * p.n + channel] = from_float<Out>(finish(p, v, channel));
   }
 
   // Whether kVec consecutive channels of a C row (and of the bias) can be stored as one vector
@@ -93,7 +96,8 @@ struct DenseEpilogue {
   static __device__ __forceinline__ void store_vector(const DenseParams& p, const float (&v)[kVec],
                                                       int64_t token, int64_t channel, bool fit) {
     static_assert(sizeof(Out) == 2 && (kVec == 4 || kVec == 8), "8 or 16 bytes of f16 / bf16");
-    if (token >= p.m) return;
+    const int64_t row = c_row<C>(p, token);
+    if (row < 0) return;
     if (!fit || channel + kVec > p.n) {
 #pragma unroll
       for (int i = 0; i < kVec; ++i) store(p, v[i], token, channel + i);
@@ -103,7 +107,7 @@ struct DenseEpilogue {
 #pragma unroll
     for (int i = 0; i < kVec; i += 2)
       words[i / 2] = pack_pair<Out>(finish(p, v[i], channel + i), finish(p, v[i + 1], channel + i + 1));
-    Out* dst = static_cast<Out*>(p.c) + token * p.n + channel;
+    Out* dst = static_cast<Out*>(p.c) + row * p.n + channel;
     if constexpr (kVec == 8) {
       *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);
     } else {
@@ -133,7 +137,7 @@ struct DenseEpilogue {
     const int ranks = static_cast<int>(ptx::cluster_blocks());
     const int rank = static_cast<int>(ptx::cluster_rank());
     const uint32 local = ptx::smem_address(tile);
-    const int rows = p.m - m0 < C::kBlockM ? static_cast<int>(p.m - m0) : C::kBlockM;
+    const int rows = tile_rows<C>(p, m0);
     const bool fit = vectors_fit<4>(p);
     const int first = (rank + ranks * static_cast<int>(threadIdx.x / 32)) * 32 + threadIdx.x % 32;
     for (int e = first; e < rows * kQuadsPerRow; e += kThreads * ranks) {
@@ -188,7 +192,7 @@ struct DenseEpilogue {
     // Thread e of a pass takes octet e: 8 channels of one token row, so a warp's stores cover
     // whole 256-byte row segments.
     constexpr int kOctetsPerRow = kBlockN / 8;
-    const int rows = p.m - m0 < C::kBlockM ? static_cast<int>(p.m - m0) : C::kBlockM;
+    const int rows = tile_rows<C>(p, m0);
     if (p.splits == 1) {
       const bool fit = vectors_fit<8>(p);
       for (int e = threadIdx.x; e < rows * kOctetsPerRow; e += kThreads) {
@@ -199,6 +203,8 @@ struct DenseEpilogue {
       }
       return;
     }
+    // MoE tiles split K only within a cluster (their rows are slots, not tokens of p.m).
+    if constexpr (C::kMoe) return;
     // Split-K: publish this split's partials, count arrivals per tile; the last one reduces in
     // split order (deterministic whatever the arrival order) and leaves the workspace as it
     // found it, all zero: its counter, and every partial it consumed (humming.h promises a

@@ -26,6 +26,16 @@ struct DenseParams {
   int64_t scale_cols;    // columns of the packed scale tensor (n_pad, or n_pad / group_n for blocks)
   int32_t k_chunks_per_split;  // 64-wide K chunks each split handles
   int32_t splits;              // gridDim.z
+  // MoE, indexed (gemm/sched.cuh; null sorted_ids: a dense GEMM). Token block y's rows are the
+  // flat assignment ids sorted_ids[y * block_m + r] (A row id / top_k, C row id; an id >= m * top_k
+  // is padding), all routed to expert expert_ids[y] (outside [0, experts): no work, e.g. an
+  // expert on another rank); blocks from *num_padded / block_m on have none. C has m * top_k rows.
+  const int32_t* sorted_ids;
+  const int32_t* expert_ids;
+  const int32_t* num_padded;
+  int64_t top_k, experts;
+  // Bytes between experts in w, scales and zeros (bias: n elements; global: one f32).
+  int64_t expert_w_bytes, expert_s_bytes, expert_z_bytes;
   // TMA descriptors (CUtensorMap: 128 opaque bytes, 64-byte aligned) of the activations and the
   // weight, encoded by the host per call for wgmma tiles that copy with TMA (else zero). The
   // kernel takes its parameter as __grid_constant__, so their addresses are valid for TMA.

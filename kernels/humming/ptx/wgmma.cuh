@@ -1,12 +1,22 @@
-// Hopper warpgroup MMA (sm90a): the synchronization instructions and the shared-memory matrix
-// descriptor. The wgmma instruction itself is emitted by the code generator for the exact
-// token width N the kernel uses (src/jit/codegen.cpp, `wgmma_op_source`), because its operand
-// list has N / 2 accumulator registers.
+// Hopper warpgroup MMA (sm90a): the synchronization instructions, the shared-memory matrix
+// descriptor, and the name of the instruction itself, WgmmaRs<N, kind>, whose specializations
+// are generated per token width N into ptx/wgmma/m64n<N>.cuh (scripts/gen_wgmma.py), because
+// its operand list has one register per accumulator.
 #pragma once
 
 #include <humming/core/types.cuh>
 
 namespace hm::ptx {
+
+// The operand types and accumulator of a wgmma.
+enum WgmmaKind { kWgmmaF16AccF32, kWgmmaBf16AccF32, kWgmmaF16AccF16 };
+
+// wgmma.mma_async m64nNk16 with A (64 x 16) from four registers per thread and B (16 x N) by a
+// shared-memory descriptor, accumulating into d (f32: [N / 8][4]; f16 pairs: [N / 8][2]):
+//   static void run(float (&d)[N / 8][4], uint32 a0, a1, a2, a3, unsigned long long desc).
+// Include ptx/wgmma/m64n<N>.cuh for the width a kernel uses.
+template <int kN, WgmmaKind kKind>
+struct WgmmaRs;
 
 // Orders this thread's register writes (A fragments, accumulators) before the next wgmma reads.
 __device__ __forceinline__ void wgmma_fence() {

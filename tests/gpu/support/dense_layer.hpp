@@ -87,6 +87,7 @@ inline uint16_t encode16(hm_dtype_t d, double v, double* back) {
 struct Layer {
   hm_format_t* format = nullptr;
   int64_t n = 0, k = 0;
+  int32_t experts = 1;                    // MoE formats: deq, bias and the buffers hold [E][...]
   hm_dtype_t act = 0, out = 0;
   int32_t has_bias = 0;
   std::vector<float> deq;                 // [n][k] dequantized weight (host)
@@ -100,7 +101,7 @@ struct Layer {
   Layer(Layer&& o) noexcept { *this = std::move(o); }
   Layer& operator=(Layer&& o) noexcept {
     std::swap(format, o.format);
-    n = o.n, k = o.k, act = o.act, out = o.out, has_bias = o.has_bias;
+    n = o.n, k = o.k, experts = o.experts, act = o.act, out = o.out, has_bias = o.has_bias;
     deq = std::move(o.deq), w = std::move(o.w), scales = std::move(o.scales);
     zeros = std::move(o.zeros), global = std::move(o.global);
     bias_codes = std::move(o.bias_codes), bias = std::move(o.bias);
@@ -113,8 +114,7 @@ struct Layer {
 inline Layer parse_layer(const std::string& text) {
   Layer L;
   EXPECT_EQ(hm_format_parse(text.c_str(), &L.format), HM_SUCCESS) << last_error();
-  int32_t e = 0;
-  hm_format_get_shape(L.format, &L.n, &L.k, &e);
+  hm_format_get_shape(L.format, &L.n, &L.k, &L.experts);
   hm_format_get_dtype(L.format, HM_ROLE_ACTIVATION, &L.act);
   hm_format_get_dtype(L.format, HM_ROLE_OUTPUT, &L.out);
   hm_format_get_bias(L.format, &L.has_bias);
@@ -123,7 +123,7 @@ inline Layer parse_layer(const std::string& text) {
 
 // Dequantizes the canonical weight `q` of L's format into L.deq and packs it into L's buffers.
 inline void pack_canonical(Layer& L, const hm_canonical_weight_t& q) {
-  L.deq.resize(static_cast<size_t>(L.n * L.k));
+  L.deq.resize(static_cast<size_t>(L.experts * L.n * L.k));
   EXPECT_EQ(hm_dequantize(L.format, &q, L.deq.data()), HM_SUCCESS) << last_error();
   hm_packed_sizes_t ps;
   hm_packed_sizes_init(&ps);
@@ -143,7 +143,7 @@ inline void pack_canonical(Layer& L, const hm_canonical_weight_t& q) {
 
 // Quantizes the [n][k] f32 weight `w` into L (its dequantized copy and packed buffers).
 inline void quantize_into(Layer& L, const std::vector<float>& w) {
-  EXPECT_EQ(w.size(), static_cast<size_t>(L.n * L.k)) << "weight size";
+  EXPECT_EQ(w.size(), static_cast<size_t>(L.experts * L.n * L.k)) << "weight size";
   hm_canonical_sizes_t cs;
   hm_canonical_sizes_init(&cs);
   EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
@@ -173,15 +173,15 @@ inline Layer make_layer(const std::string& text, std::mt19937& rng) {
   Layer L = parse_layer(text);
   {
     std::normal_distribution<float> normal(0.0f, 0.05f);
-    std::vector<float> w(static_cast<size_t>(L.n * L.k));
+    std::vector<float> w(static_cast<size_t>(L.experts * L.n * L.k));
     for (auto& x : w) x = normal(rng);
     quantize_into(L, w);
   }
   if (L.has_bias) {
     std::normal_distribution<float> normal(0.0f, 0.5f);
-    L.bias.resize(L.n);
-    L.bias_codes.resize(L.n);
-    for (int64_t i = 0; i < L.n; ++i) L.bias_codes[i] = encode16(L.out, normal(rng), &L.bias[i]);
+    L.bias.resize(L.experts * L.n);
+    L.bias_codes.resize(L.bias.size());
+    for (size_t i = 0; i < L.bias.size(); ++i) L.bias_codes[i] = encode16(L.out, normal(rng), &L.bias[i]);
   }
   return L;
 }

@@ -55,6 +55,7 @@ pub const HM_SCALE_GROUP_TENSOR: i32 = 5;
 pub const HM_MAX_N: i32 = 16777216;
 pub const HM_MAX_K: i32 = 16777216;
 pub const HM_MAX_EXPERTS: i32 = 4096;
+pub const HM_MAX_TOP_K: i32 = 64;
 pub const HM_MAX_M: i32 = 2147483647;
 pub const HM_COMPILER_DEFAULT: i32 = 0;
 pub const HM_COMPILER_NVRTC: i32 = 1;
@@ -70,10 +71,14 @@ pub const HM_ARG_SCALES: i32 = 4;
 pub const HM_ARG_ZEROS: i32 = 5;
 pub const HM_ARG_GLOBAL: i32 = 6;
 pub const HM_ARG_WORKSPACE: i32 = 7;
+pub const HM_ARG_SORTED_IDS: i32 = 8;
+pub const HM_ARG_EXPERT_IDS: i32 = 9;
+pub const HM_ARG_NUM_TOKENS_PADDED: i32 = 10;
 pub const HM_ARG_M: i32 = 16;
 pub const HM_ARG_N: i32 = 17;
 pub const HM_ARG_K: i32 = 18;
 pub const HM_ARG_WORKSPACE_BYTES: i32 = 19;
+pub const HM_ARG_TOP_K: i32 = 20;
 pub const HM_PLAN_NONDETERMINISTIC: i32 = 1;
 pub const HM_SCHEME_GPTQ: i32 = 1;
 pub const HM_SCHEME_AWQ: i32 = 2;
@@ -569,6 +574,21 @@ extern "C" {
         plan: *const hm_plan_t,
         params: *const hm_launch_params_t,
         stream: *mut ::std::os::raw::c_void,
+    ) -> hm_status_t;
+}
+extern "C" {
+    pub fn hm_plan_moe_block_size(
+        plan: *const hm_plan_t,
+        m: i64,
+        block_size: *mut i32,
+    ) -> hm_status_t;
+}
+extern "C" {
+    pub fn hm_plan_moe_rows(
+        plan: *const hm_plan_t,
+        m: i64,
+        top_k: i32,
+        rows: *mut i64,
     ) -> hm_status_t;
 }
 extern "C" {

@@ -19,10 +19,14 @@ impl Slot {
     pub const ZEROS: Slot = Slot(sys::HM_ARG_ZEROS);
     pub const GLOBAL: Slot = Slot(sys::HM_ARG_GLOBAL);
     pub const WORKSPACE: Slot = Slot(sys::HM_ARG_WORKSPACE);
+    pub const SORTED_IDS: Slot = Slot(sys::HM_ARG_SORTED_IDS);
+    pub const EXPERT_IDS: Slot = Slot(sys::HM_ARG_EXPERT_IDS);
+    pub const NUM_TOKENS_PADDED: Slot = Slot(sys::HM_ARG_NUM_TOKENS_PADDED);
     pub const M: Slot = Slot(sys::HM_ARG_M);
     pub const N: Slot = Slot(sys::HM_ARG_N);
     pub const K: Slot = Slot(sys::HM_ARG_K);
     pub const WORKSPACE_BYTES: Slot = Slot(sys::HM_ARG_WORKSPACE_BYTES);
+    pub const TOP_K: Slot = Slot(sys::HM_ARG_TOP_K);
 }
 
 /// Arguments of a launch, by slot. The header says launch params are not thread-safe: this is

@@ -107,6 +107,20 @@ impl Plan {
         Ok(bytes)
     }
 
+    /// MoE plans: the block size the routing pads each expert's rows to for M tokens.
+    pub fn moe_block_size(&self, m: i64) -> Result<i32> {
+        let mut block = 0i32;
+        check(unsafe { sys::hm_plan_moe_block_size(self.raw.as_ptr(), m, &mut block) })?;
+        Ok(block)
+    }
+
+    /// MoE plans: the entries `SORTED_IDS` must hold for M tokens and `top_k` experts each.
+    pub fn moe_rows(&self, m: i64, top_k: i32) -> Result<i64> {
+        let mut rows = 0i64;
+        check(unsafe { sys::hm_plan_moe_rows(self.raw.as_ptr(), m, top_k, &mut rows) })?;
+        Ok(rows)
+    }
+
     /// The kernel and tiling used for M, for logs.
     pub fn describe(&self, m: i64) -> Result<String> {
         copy_out(|buf, size, length| unsafe {

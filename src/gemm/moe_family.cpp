@@ -1,0 +1,171 @@
+// moe_wgmma: the indexed Mixture-of-Experts GEMM (docs/moe.md) on the sm_90a wgmma kernel. A
+// block computes one tile of one expert: its rows are routed assignments gathered from A through
+// HM_ARG_SORTED_IDS and scattered into C (gemm/sched.cuh); everything else (dequantization,
+// pipeline, epilogue) is the dense wgmma kernel's, so this family is the dense one with its own
+// coverage, tiles, grid and arguments. The routing counts stay on the device: the grid covers the
+// worst case (every expert padding a block) and blocks past *num_padded leave at once.
+#include "gemm/moe_family.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "api/context.hpp"  // hm_launch_params (the C ABI's argument slots)
+#include "core/error.hpp"
+#include "gemm/dense_family.hpp"
+#include "jit/codegen.hpp"
+#include "tune/dense.hpp"
+
+namespace hm::gemm {
+
+int64_t moe_rows(int64_t m, int64_t top_k, int64_t experts, int64_t block) {
+  return (m * top_k + experts * (block - 1) + block - 1) / block * block;
+}
+
+namespace {
+
+// The dense wgmma options (tune/dense.cpp) a MoE tile can have: no TMA (rows are gathered), so
+// no copying warp; K splits only within a cluster (rows are slots, not tokens, so no global
+// split-K workspace).
+tune::DenseTile moe_tile(int block_m, int warps, int stages, int blocks_per_sm, bool mbarrier,
+                         bool ahead) {
+  tune::DenseTile t;
+  t.kernel = tune::DenseKernel::kWgmma;
+  t.block_m = block_m;
+  t.warps = warps;
+  t.stages = stages;
+  t.blocks_per_sm = blocks_per_sm;
+  t.decoupled = mbarrier;
+  t.dequant_ahead = ahead;
+  t.cluster_split = true;
+  return t;
+}
+
+class MoeWgmmaFamily final : public DenseFamily {
+ public:
+  MoeWgmmaFamily() : DenseFamily(tune::DenseKernel::kWgmma) {}
+
+  const char* name() const override { return "moe_wgmma"; }
+  const char* tuning_name() const override { return "moe_wgmma"; }
+
+  std::string gap(const core::Format& f, const core::Arch& arch) const override {
+    if (f.experts < 2)
+      return "the indexed MoE kernel takes formats with experts (e >= 2), not e=" +
+             std::to_string(f.experts);
+    core::Format one = f;  // an expert is a dense layer
+    one.experts = 1;
+    return jit::dense_gemm_gap(one, tune::DenseKernel::kWgmma, arch);
+  }
+
+  // By tokens per call, assuming about 8 experts per token (the routing is not known at plan
+  // time): rows per expert grow with M, and so does the tile. Not tuned yet (NOTES.md).
+  std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> default_tiles(
+      const Layer&) const override {
+    auto tile = [](const tune::DenseTile& t) { return std::make_shared<DenseTileOf>(t); };
+    return {
+        {32, tile(moe_tile(8, 4, 8, 4, false, false))},
+        {256, tile(moe_tile(16, 4, 8, 3, false, false))},
+        {1024, tile(moe_tile(32, 4, 8, 2, true, false))},
+        {INT64_MAX, tile(moe_tile(64, 8, 6, 2, false, true))},
+    };
+  }
+
+  void check_tile(const Tile& generic, const Layer& layer) const override {
+    const tune::DenseTile& t = dense_tile(generic);
+    if (t.tma)
+      fail(HM_ERROR_UNSUPPORTED, "tile " + t.name() + ": MoE rows are gathered with cp.async, "
+                                 "not copied as TMA boxes (use \"copy\": \"cp.async\")");
+    if ((t.block_m * 8 + t.threads() - 1) / t.threads() > 8)
+      fail(HM_ERROR_UNSUPPORTED, "tile " + t.name() + ": a MoE tile gathers at most 8 rows per "
+                                 "thread (block_m <= 8 * threads / 8)");
+    DenseFamily::check_tile(generic, layer);
+  }
+
+  jit::GeneratedKernel generate(const Tile& tile, const Layer& layer) const override {
+    return jit::dense_gemm_kernel(layer.format, dense_tile(tile), true, layer.arch_name, true);
+  }
+
+  void check_loaded(const Tile& generic, const Layer& layer, runtime::CUfunction function,
+                    const std::string& entry, int64_t, int64_t) const override {
+    const tune::DenseTile& tile = dense_tile(generic);
+    if (!tile.cluster_split || layer.device == nullptr) return;
+    // The largest cluster any call can ask for (launch() picks splits by the expected rows).
+    tune::DenseLaunch widest = launch_shape(tile, layer, 1, 1);
+    widest.splits = std::min<int>(kDenseMaxClusterSplits,
+                                  static_cast<int>(std::max<int64_t>(1, layer.shape.k_padded / 256)));
+    if (widest.splits > 1)
+      check_cluster_fits(tile, layer, function, entry, widest, "a MoE call at small M",
+                         "use a tile without \"split\": \"cluster\" for this range");
+  }
+
+  uint64_t workspace_bytes(const Tile&, const Layer&, int64_t, int64_t) const override {
+    return 0;  // K splits only within clusters
+  }
+
+  std::string describe(const Tile& tile, const Layer& layer, int64_t m) const override {
+    const tune::DenseTile& t = dense_tile(tile);
+    const tune::DenseLaunch l = launch_shape(t, layer, m, 8);
+    return t.name() + " indexed, grid " + std::to_string(l.grid_x) + "x" +
+           std::to_string(l.grid_y) + "x" + std::to_string(l.splits) + " at top_k 8 (" +
+           std::to_string(t.block_m) + " rows per block, " +
+           (l.splits > 1 ? "cluster split-K " + std::to_string(l.splits) + " x " +
+                               std::to_string(l.k_chunks_per_split) + " chunks of 64"
+                         : std::string("no split-K")) +
+           "), workspace 0 bytes";
+  }
+
+  void launch(const Tile& generic, const Layer& layer, runtime::CUfunction function,
+              const std::string& entry, const Call& call) const override {
+    const tune::DenseTile& tile = dense_tile(generic);
+    const hm_launch_params& params = call.params;
+    const core::Format& f = layer.format;
+    DenseParams p{};
+    marshal(layer, params, true, p);
+    const int64_t top_k = params.integer(HM_ARG_TOP_K);
+    if (top_k < 1 || top_k > HM_MAX_TOP_K)
+      fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_TOP_K must be in [1, HM_MAX_TOP_K = " +
+                                          std::to_string(HM_MAX_TOP_K) + "], got " +
+                                          std::to_string(top_k));
+    if (call.m > INT32_MAX / top_k)
+      fail(HM_ERROR_INVALID_ARGUMENT, "M * top_k = " + std::to_string(call.m) + " * " +
+                                          std::to_string(top_k) +
+                                          " exceeds the int32 assignment ids");
+    p.top_k = top_k;
+    p.experts = f.experts;
+    p.expert_w_bytes = static_cast<int64_t>(layer.shape.weight_bytes / f.experts);
+    p.expert_s_bytes = static_cast<int64_t>(layer.shape.scale_bytes / f.experts);
+    p.expert_z_bytes = static_cast<int64_t>(layer.shape.zero_point_bytes / f.experts);
+    const tune::DenseLaunch l = launch_shape(tile, layer, call.m, top_k);
+    DenseGeometry g{l, 0};
+    launch_dense(*layer.device, function, entry, f, layer.shape, tile, g, p, 0, call.m,
+                 call.stream);
+  }
+
+ private:
+  // The grid covers every slot SORTED_IDS can hold (moe_rows); K splits (a cluster) are sized
+  // for the blocks expected to have rows: M * top_k assignments over at most min(E, M * top_k)
+  // experts, each padding half a block on average.
+  tune::DenseLaunch launch_shape(const tune::DenseTile& tile, const Layer& layer, int64_t m,
+                                 int64_t top_k) const {
+    const int64_t e = layer.format.experts, bm = tile.block_m;
+    const int64_t assignments = m * top_k;
+    const int64_t expected = assignments + std::min(e, assignments) * (bm - 1) / 2;
+    tune::DenseLaunch l = tune::plan_dense_launch(tile, layer.format, std::max<int64_t>(1, expected),
+                                                  layer.shape.n_padded, layer.shape.k_padded,
+                                                  layer.multiprocessors);
+    l.grid_y = moe_rows(m, top_k, e, bm) / bm;
+    if (!l.cluster) {  // no global split-K for MoE
+      l.splits = 1;
+      l.k_chunks_per_split = static_cast<int>(layer.shape.k_padded / 64);
+    }
+    return l;
+  }
+};
+
+}  // namespace
+
+const Family& moe_wgmma_family() {
+  static const MoeWgmmaFamily family;
+  return family;
+}
+
+}  // namespace hm::gemm
