@@ -70,7 +70,11 @@ Input make_input(hm_dtype_t dtype, int64_t m, int64_t k, bool permuted, bool bad
       if (i == 2) v *= tiny;
       if (i == 3 && j == k / 2) v = std::numeric_limits<float>::quiet_NaN();
       if (i == 3 && j == k - 1) v = -std::numeric_limits<float>::infinity();
-      if (dtype == HM_DTYPE_BF16 && std::isfinite(v)) {
+      if (!std::isfinite(v)) {  // NaN / -inf bit patterns, set directly
+        const bool f16 = dtype == HM_DTYPE_F16;
+        in.bits[i * k + j] = std::isnan(v) ? (f16 ? 0x7E00 : 0x7FC0) : (f16 ? 0xFC00 : 0xFF80);
+        in.values[i * k + j] = v;
+      } else if (dtype == HM_DTYPE_BF16) {
         uint32_t u;  // truncate to bf16: exact for the check, the input is whatever it is
         std::memcpy(&u, &v, 4);
         in.bits[i * k + j] = static_cast<uint16_t>(u >> 16);
