@@ -345,7 +345,11 @@ HM_API hm_status_t hm_reference_gemm_f32(const float *a, const float *w, const f
 /* Quantizes activations a[M][K] (f32, row-major) for 8- and 4-bit activation formats: dtype is
  * E4M3, E5M2, INT8, INT4 or E2M1; group_k = 0 gives one f32 scale per token, else one per token
  * and group of group_k along K. codes: 8-bit dtypes [M][K] bytes; 4-bit dtypes [M][ceil(K/2)]
- * bytes, even k in the low nibble. scales: f32 [M][G], G = 1 or ceil(K/group_k). */
+ * bytes, even k in the low nibble. scales: f32 [M][G], G = 1 or ceil(K/group_k).
+ * Rule (shared with hm_quantize_activation_device): scale = absmax / qmax and q = a / scale, both
+ * IEEE f32 divisions rounded to nearest even (qmax: 448 e4m3, 57344 e5m2, 127 int8, 7 int4, 6
+ * e2m1); code = the code nearest to q, ties to even, saturating. A group of zeros: scale 1, zero
+ * codes. A group holding a NaN or an infinity: scale NaN (0x7FC00000) and zero codes. */
 HM_API hm_status_t hm_quantize_activation(hm_dtype_t dtype, const float *a, int64_t m, int64_t k,
                                           int32_t group_k, void *codes, float *scales);
 /* The inverse: codes and scales back to f32 [M][K]. */
@@ -625,6 +629,61 @@ HM_API void hm_device_packed_init(hm_device_packed_t *weight);
 HM_API hm_status_t hm_pack_device(hm_context_t *context, const hm_format_t *format,
                                   const hm_device_canonical_t *in, const hm_device_packed_t *out,
                                   void *stream);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Activation quantization on the device                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Arguments of hm_quantize_activation_device. Addresses are device addresses (CUdeviceptr, as
+ * hm_device_alloc returns them; 0 = absent):
+ *   a       [M][K] in_dtype (HM_DTYPE_F16 or HM_DTYPE_BF16), row-major, row stride K
+ *   perm    int32 [K] or 0: output column j takes input column perm[j] (GPTQ act-order)
+ *   codes   uint8 [M][K]: one out_dtype code (HM_DTYPE_E4M3, E5M2 or INT8) per byte
+ *   scales  f32 [M][G]: G = hm_activation_scale_groups(K, group_k)
+ * group_k = 0: one scale per token (row); else one per token and group of group_k columns (a
+ * positive multiple of 8; the last group of a row may be partial). m = 0 launches nothing.
+ */
+typedef struct hm_activation_quant_args {
+  uint32_t struct_size;
+  hm_dtype_t in_dtype;
+  hm_dtype_t out_dtype;
+  int32_t group_k;
+  int64_t m;
+  int64_t k;
+  uint64_t a;
+  uint64_t perm;
+  uint64_t codes;
+  uint64_t scales;
+} hm_activation_quant_args_t;
+HM_API void hm_activation_quant_args_init(hm_activation_quant_args_t *args);
+
+/* The number of scales per row: 1 for group_k = 0, else ceil(k / group_k). k > 0, group_k >= 0. */
+HM_API hm_status_t hm_activation_scale_groups(int64_t k, int32_t group_k, int64_t *out);
+
+/* Quantizes activations on the context's device, on `stream` (a CUstream; 0: the legacy default
+ * stream), bit for bit as hm_quantize_activation does on the host for the same (widened) values:
+ *   scale = absmax / qmax (qmax: 448 e4m3, 57344 e5m2, 127 int8) and q = x / scale, both IEEE
+ *   f32 divisions rounded to nearest even; code = the out_dtype code nearest to q, ties to the
+ *   even code, saturating at +-qmax. A group of zeros (or whose scale underflows to 0) gets
+ *   scale 1.0 and zero codes. A group holding a NaN or an infinity gets scale NaN (0x7FC00000)
+ *   and zero codes, so its dequantized values (and a GEMM that uses them) are NaN.
+ *   - perm entries are not checked on the host (that would read device memory): an entry outside
+ *     [0, K) reads nothing and counts as a NaN input, making its group's scale NaN.
+ *   - Alignment: a 2-byte, perm and scales 4-byte, codes any (16-byte aligned a and 8-byte
+ *     aligned codes with K % 8 == 0 and no perm take vector loads and stores). HM_ERROR_MISALIGNED
+ *     otherwise. a must not overlap codes or scales.
+ *   - HM_ERROR_UNSUPPORTED_FORMAT for other dtypes; HM_ERROR_INVALID_ARGUMENT for m < 0, k <= 0,
+ *     a group_k that is negative or not a multiple of 8, or a missing a, codes or scales.
+ * Compiles the quantizer for (in_dtype, out_dtype) through the cache on first use (keep the
+ * context; later calls reuse it). Asynchronous: no host synchronization, no allocation and no
+ * read of device memory after the first call for a dtype pair; then capturable in a CUDA graph.
+ * A context without a device: HM_ERROR_NO_DEVICE; memory or a stream of another device:
+ * HM_ERROR_WRONG_DEVICE, host memory the device cannot reach: HM_ERROR_INVALID_ARGUMENT (the
+ * checks of hm_plan_gemm). Thread-safe. */
+HM_API hm_status_t hm_quantize_activation_device(hm_context_t *context,
+                                                 const hm_activation_quant_args_t *args,
+                                                 void *stream);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Checkpoint conversion                                                                       */

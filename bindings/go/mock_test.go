@@ -2,6 +2,7 @@ package humming_test
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -266,6 +267,61 @@ func TestMockPackDevice(t *testing.T) {
 	}
 	short := humming.DeviceCanonical{Codes: scales}
 	if err := ctx.PackDevice(f, short, humming.DevicePacked{Weight: weight}, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'Codes'") {
+		t.Fatal(err)
+	}
+}
+
+func TestMockQuantizeActivationDeviceMatchesHost(t *testing.T) {
+	ctx := mockContext(t, 0)
+	// The mock runs the quantizer's per-row rule on the host: bit for bit the host quantizer.
+	m, k, groupK := 3, 203, 16
+	values := make([]float32, m*k)
+	bits := make([]uint16, m*k)
+	for i := range values {
+		values[i] = float32(i*37%101-50) * 0.125 // exact in bf16
+		bits[i] = uint16(math.Float32bits(values[i]) >> 16)
+	}
+	a, _ := ctx.Alloc(m * k * 2)
+	codes, _ := ctx.Alloc(m * k)
+	groups, err := humming.ActivationScaleGroups(k, groupK)
+	if err != nil || groups != 13 {
+		t.Fatal(groups, err)
+	}
+	scales, _ := ctx.Alloc(m * groups * 4)
+	if err := humming.CopyToDevice(a, bits); err != nil {
+		t.Fatal(err)
+	}
+	in := humming.DeviceActivation{InDType: humming.DTypeBf16, M: m, K: k, A: a}
+	if err := ctx.QuantizeActivationDevice(in, humming.DTypeE4m3, groupK, codes, scales, humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Synchronize(humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	wantCodes, wantScales, err := humming.QuantizeActivation(humming.DTypeE4m3, values, m, k, groupK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotCodes := make([]uint8, m*k)
+	gotScales := make([]float32, m*groups)
+	if err := humming.CopyToHost(gotCodes, codes); err != nil {
+		t.Fatal(err)
+	}
+	if err := humming.CopyToHost(gotScales, scales); err != nil {
+		t.Fatal(err)
+	}
+	for i := range gotCodes {
+		if gotCodes[i] != wantCodes[i] {
+			t.Fatalf("code %d: %d, want %d", i, gotCodes[i], wantCodes[i])
+		}
+	}
+	for i := range gotScales {
+		if math.Float32bits(gotScales[i]) != math.Float32bits(wantScales[i]) {
+			t.Fatalf("scale %d: %v, want %v", i, gotScales[i], wantScales[i])
+		}
+	}
+	err = ctx.QuantizeActivationDevice(in, humming.DTypeE4m3, 12, codes, scales, humming.DefaultStream)
+	if err == nil || !strings.Contains(err.Error(), "multiple of 8") {
 		t.Fatal(err)
 	}
 }

@@ -30,7 +30,7 @@ struct ContextState {
   const jit::Compiler& compiler();
 
   // Utility kernels (the GPU packer), built on first use and kept for the context's life, by
-  // generated name (src/api/pack_device.cpp). Their hm_kernel::context is left empty: a reference
+  // generated name (utility_kernel()). Their hm_kernel::context is left empty: a reference
   // back to this state would keep it alive forever. Declared after `device`, so they are unloaded
   // before it goes.
   std::mutex utility_mutex;
@@ -60,6 +60,11 @@ namespace hm::api {
 // Compiles (or finds in the cache) a generated kernel and, with a device, loads it.
 std::unique_ptr<hm_kernel> build_kernel(const std::shared_ptr<ContextState>& context,
                                         const jit::GeneratedKernel& generated);
+// The utility kernel `generated` (GPU packer, activation quantizer), compiled (through the cache)
+// and loaded once per context, kept in ContextState::utility_kernels. The lock covers the build,
+// so concurrent first calls compile once.
+const hm_kernel& utility_kernel(const std::shared_ptr<ContextState>& context,
+                                const jit::GeneratedKernel& generated);
 }  // namespace hm::api
 
 struct hm_launch_params {

@@ -114,7 +114,7 @@ void check_pointer(const runtime::Device& device, const char* slot, uint64_t poi
     return;  // managed memory migrates to whichever device touches it
   fail(HM_ERROR_WRONG_DEVICE,
        named(slot, pointer) + " is memory of device " + std::to_string(ordinal) +
-           ", but the plan runs on device " + std::to_string(ours) +
+           ", but the call runs on device " + std::to_string(ours) +
            " (its context's device): allocate it on device " + std::to_string(ours) +
            " or copy it there; peer memory is refused even with peer access enabled");
 }
@@ -129,6 +129,16 @@ void check_launch_device(const runtime::Device& device, const hm_launch_params& 
     for (int slot = HM_ARG_A; slot < hm_launch_params::kNamedPointerSlots; ++slot)
       if (params.pointers[slot] != 0) check_pointer(device, kSlotNames[slot], params.pointers[slot]);
   }
+  check_stream(device, stream);
+}
+
+void check_device_pointer(const runtime::Device& device, const char* name, uint64_t pointer) {
+  if (pointer == 0 || !device.driver().has_pointer_get_attribute()) return;
+  runtime::Device::Scope scope(device);
+  check_pointer(device, name, pointer);
+}
+
+void check_stream(const runtime::Device& device, runtime::CUstream stream) {
   // nullopt: the driver lacks cuStreamGetCtx, so the stream cannot be checked here (a stream of
   // another context then fails in cuLaunchKernel instead).
   if (device.owns_stream(stream) == false)

@@ -21,4 +21,9 @@ namespace hm::api {
 void check_launch_device(const runtime::Device& device, const hm_launch_params& params,
                          runtime::CUstream stream);
 
+// The same checks for one named device address (0 is skipped) and for a stream, for the utility
+// calls that take addresses rather than launch parameters (hm_quantize_activation_device).
+void check_device_pointer(const runtime::Device& device, const char* name, uint64_t pointer);
+void check_stream(const runtime::Device& device, runtime::CUstream stream);
+
 }  // namespace hm::api

@@ -24,19 +24,6 @@ static_assert(sizeof(hm::pack::SideParams) == 8 * 7, "SideParams layout");
 namespace hm::api {
 namespace {
 
-// The utility kernel `generated`, compiled (through the cache) and loaded once per context. The
-// lock covers the build, so concurrent first calls compile once.
-const hm_kernel& utility_kernel(const std::shared_ptr<ContextState>& context,
-                                const jit::GeneratedKernel& generated) {
-  ContextState& state = *context;
-  std::lock_guard<std::mutex> lock(state.utility_mutex);
-  auto it = state.utility_kernels.find(generated.request.name);
-  if (it != state.utility_kernels.end()) return *it->second;
-  std::unique_ptr<hm_kernel> kernel = build_kernel(context, generated);
-  kernel->context.reset();  // owned by the state (see ContextState::utility_kernels)
-  return *state.utility_kernels.emplace(generated.request.name, std::move(kernel)).first->second;
-}
-
 std::string hex(uint64_t value) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/error.hpp"
@@ -90,18 +91,24 @@ void quantize_activation(core::Dtype dtype, const float* a, int64_t m, int64_t k
     std::fill(row, row + l.row_bytes, uint8_t{0});  // the pad nibble of an odd k is 0
     for (int64_t g = 0; g < l.groups; ++g) {
       const int64_t c0 = g * l.group_k, c1 = std::min(k, c0 + l.group_k);
+      // absmax, and whether the group holds a NaN or an infinity.
       float absmax = 0.0f;
+      bool finite = true;
       for (int64_t j = c0; j < c1; ++j) {
-        HM_REQUIRE(std::isfinite(in[j]), HM_ERROR_NON_FINITE,
-                   "activation[" + std::to_string(i) + "][" + std::to_string(j) + "] is " +
-                       (std::isnan(in[j]) ? "NaN" : "Inf") + "; quantization needs finite values");
+        finite = finite && std::isfinite(in[j]);
         absmax = std::max(absmax, std::fabs(in[j]));
       }
-      float scale = static_cast<float>(absmax / table.max_value());
+      if (!finite) {  // a NaN scale and zero codes: NaN in every dequantized element
+        scales[i * l.groups + g] = std::numeric_limits<float>::quiet_NaN();
+        continue;  // the row's codes are already 0
+      }
+      // Both divisions are IEEE f32 divisions rounded to nearest (the GPU quantizer's rule,
+      // kernels/humming/quant/activation.h); the code is the nearest to the f32 quotient.
+      float scale = absmax / static_cast<float>(table.max_value());
       if (!(scale > 0.0f)) scale = 1.0f;  // zeros (or an f32 underflow): codes come out 0
       scales[i * l.groups + g] = scale;
       for (int64_t j = c0; j < c1; ++j)
-        put_code(row, l.bits, j, table.encode(static_cast<double>(in[j]) / scale));
+        put_code(row, l.bits, j, table.encode(static_cast<double>(in[j] / scale)));
     }
   }
 }

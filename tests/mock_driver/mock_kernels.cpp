@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <humming/layout/pack.h>
+#include <humming/quant/activation.h>
 
 namespace hm::mock {
 namespace {
@@ -218,6 +219,41 @@ CUresult pack_side(const std::string& name, const KernelSignature& signature,
   return runtime::CUDA_ERROR_NOT_FOUND;
 }
 
+// ---- the GPU activation quantizer (kernels/humming/quant/activation_kernel.cuh), row by row with
+// the rule's own host/device functions (activation.h); only the thread mapping is the mock's.
+
+constexpr const char* kQuantizeActivationPrefix = "hm_quantize_activation_";
+
+template <int In, int Out>
+void quantize_rows_host(const actquant::Params& p) {
+  for (int64_t row = 0; row < p.m; ++row) actquant::quantize_row_reference<In, Out>(p, row);
+}
+
+CUresult quantize_activation(const std::string& name, const KernelSignature& signature,
+                             const unsigned char* args, const RangeCheck& in_bounds) {
+  if (signature.params.size() != 1 || signature.params[0].size != sizeof(actquant::Params))
+    return runtime::CUDA_ERROR_INVALID_VALUE;
+  const auto p = read<actquant::Params>(args + signature.params[0].offset);
+  if (p.m <= 0 || p.k <= 0 || p.group_k <= 0 || p.groups != (p.k + p.group_k - 1) / p.group_k)
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;  // the kernel would index out of shape
+  const uint64_t elements = uint64_t(p.m) * uint64_t(p.k);
+  if (!in_bounds(reinterpret_cast<uint64_t>(p.a), elements * 2) ||
+      !in_bounds(reinterpret_cast<uint64_t>(p.codes), elements) ||
+      !in_bounds(reinterpret_cast<uint64_t>(p.scales), uint64_t(p.m) * uint64_t(p.groups) * 4) ||
+      (p.perm != nullptr && !in_bounds(reinterpret_cast<uint64_t>(p.perm), uint64_t(p.k) * 4)))
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  const std::string tag = name.substr(std::strlen(kQuantizeActivationPrefix));
+  using namespace actquant;
+  if (tag == "f16_e4m3") quantize_rows_host<kInF16, kOutE4m3>(p);
+  else if (tag == "f16_e5m2") quantize_rows_host<kInF16, kOutE5m2>(p);
+  else if (tag == "f16_int8") quantize_rows_host<kInF16, kOutInt8>(p);
+  else if (tag == "bf16_e4m3") quantize_rows_host<kInBf16, kOutE4m3>(p);
+  else if (tag == "bf16_e5m2") quantize_rows_host<kInBf16, kOutE5m2>(p);
+  else if (tag == "bf16_int8") quantize_rows_host<kInBf16, kOutInt8>(p);
+  else return runtime::CUDA_ERROR_NOT_FOUND;
+  return runtime::CUDA_SUCCESS;
+}
+
 }  // namespace
 
 size_t image_size(const void* image) {
@@ -263,6 +299,10 @@ KernelSignature kernel_signature(const std::string& image, const std::string& na
     signature.known = true;
     for (size_t i = 0; i < 6; ++i) signature.params.push_back({i * 8, 8});
     signature.buffer_size = 48;
+  } else if (starts_with(name, kQuantizeActivationPrefix)) {
+    signature.known = true;  // one struct by value (kernels/humming/quant/activation.h)
+    signature.params.push_back({0, sizeof(actquant::Params)});
+    signature.buffer_size = sizeof(actquant::Params);
   } else if (starts_with(name, kPackWeightPrefix) || starts_with(name, kPackSidePrefix)) {
     // One struct by value (kernels/humming/layout/pack.h).
     const size_t size = starts_with(name, kPackWeightPrefix) ? sizeof(pack::WeightParams)
@@ -286,6 +326,10 @@ bool run_host_kernel(const std::string& name, const KernelSignature& signature,
   }
   if (starts_with(name, kPackSidePrefix)) {
     *result = pack_side(name, signature, args, in_bounds);
+    return true;
+  }
+  if (starts_with(name, kQuantizeActivationPrefix)) {
+    *result = quantize_activation(name, signature, args, in_bounds);
     return true;
   }
   return false;

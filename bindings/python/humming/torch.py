@@ -156,3 +156,33 @@ class Linear(torch.nn.Module):
 
     def extra_repr(self):
         return f"{self.format}"
+
+
+_CODE_DTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "int8": torch.int8}
+
+
+def quantize_activation(x, dtype, group_k=0, perm=None):
+    """Quantizes activations x [..., K] (float16 or bfloat16, on a CUDA device) with
+    hm_quantize_activation_device on torch's current stream. dtype: "e4m3", "e5m2" or "int8";
+    group_k: 0 for one scale per token, else a multiple of 8 (one scale per token and group);
+    perm: optional int32 [K] tensor on the same device (output column j reads x[..., perm[j]]).
+    Returns (codes, scales): codes of torch dtype float8_e4m3fn / float8_e5m2 / int8 with x's
+    shape, scales float32 [..., G], G = 1 or ceil(K / group_k)."""
+    from ._dtype import as_dtype
+    from ._quant_device import activation_scale_groups, quantize_activation_device
+    name = as_dtype(dtype).name
+    if name not in _CODE_DTYPES:
+        raise argument_error(f"dtype {name}: the device quantizer writes e4m3, e5m2 or int8")
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        raise argument_error(f"x has dtype {x.dtype}, expected torch.float16 or torch.bfloat16")
+    lead, k = tuple(x.shape[:-1]), int(x.shape[-1])
+    x2 = x.contiguous().view(-1, k)
+    groups = activation_scale_groups(k, group_k)
+    codes = torch.empty(x2.shape, dtype=_CODE_DTYPES[name], device=x.device)
+    scales = torch.empty((x2.shape[0], groups), dtype=torch.float32, device=x.device)
+    if perm is not None:
+        perm = perm.to(device=x.device, dtype=torch.int32).contiguous()
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    quantize_activation_device(context_for(x.device), x2, name, group_k=group_k, perm=perm,
+                               codes=codes.view(torch.uint8), scales=scales, stream=stream)
+    return codes.view(*lead, k), scales.view(*lead, groups)

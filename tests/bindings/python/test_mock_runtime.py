@@ -193,3 +193,28 @@ def test_buffers_freed_on_other_threads_while_the_context_closes(cache_dir, mock
         ctx.close()
         for t in threads:
             t.join(10)
+
+
+def test_quantize_activation_device_matches_host(mock_context):
+    # The mock runs the quantizer's per-row rule on the host: bit for bit the host quantizer.
+    a = (RNG.standard_normal((6, 203)) * 3).astype(np.float16)
+    perm = RNG.permutation(203).astype(np.int32)
+    for dtype, group_k, p in (("e4m3", 0, None), ("int8", 16, perm), ("e5m2", 128, None)):
+        codes, scales = humming.quantize_activation_device(
+            mock_context, mock_context.to_device(a), dtype, group_k=group_k,
+            perm=None if p is None else mock_context.to_device(p))
+        mock_context.synchronize()
+        host_in = a.astype(np.float32) if p is None else a.astype(np.float32)[:, p]
+        want_codes, want_scales = humming.quantize_activation(dtype, host_in, group_k=group_k)
+        np.testing.assert_array_equal(codes.numpy(), want_codes)
+        np.testing.assert_array_equal(scales.numpy().view(np.uint32), want_scales.view(np.uint32))
+    assert humming.activation_scale_groups(203, 16) == 13
+    assert humming.activation_scale_groups(203, 0) == 1
+    with pytest.raises(humming.InvalidArgumentError, match="multiple of 8"):
+        humming.quantize_activation_device(mock_context, mock_context.to_device(a), "e4m3",
+                                           group_k=12)
+    with pytest.raises(humming.InvalidArgumentError, match="float16 or bfloat16"):
+        humming.quantize_activation_device(mock_context, mock_context.to_device(
+            a.astype(np.float32)), "e4m3")
+    with pytest.raises(humming.UnsupportedError, match="int4"):
+        humming.quantize_activation_device(mock_context, mock_context.to_device(a), "int4")

@@ -667,6 +667,34 @@ extern "C" {
         stream: *mut ::std::os::raw::c_void,
     ) -> hm_status_t;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_activation_quant_args {
+    pub struct_size: u32,
+    pub in_dtype: hm_dtype_t,
+    pub out_dtype: hm_dtype_t,
+    pub group_k: i32,
+    pub m: i64,
+    pub k: i64,
+    pub a: u64,
+    pub perm: u64,
+    pub codes: u64,
+    pub scales: u64,
+}
+pub type hm_activation_quant_args_t = hm_activation_quant_args;
+extern "C" {
+    pub fn hm_activation_quant_args_init(args: *mut hm_activation_quant_args_t);
+}
+extern "C" {
+    pub fn hm_activation_scale_groups(k: i64, group_k: i32, out: *mut i64) -> hm_status_t;
+}
+extern "C" {
+    pub fn hm_quantize_activation_device(
+        context: *mut hm_context_t,
+        args: *const hm_activation_quant_args_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> hm_status_t;
+}
 extern "C" {
     pub fn hm_scheme_parse(name: *const ::std::os::raw::c_char, out: *mut i32) -> hm_status_t;
 }

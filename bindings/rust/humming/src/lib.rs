@@ -47,7 +47,8 @@ pub use kernel::{Kernel, LaunchParams, Slot};
 pub use pack::{pack_device, DeviceCanonical, DevicePacked};
 pub use plan::{GemmArgs, Plan, PlanOptions};
 pub use quant::{
-    dequantize_activation, quantize_activation, reference_gemm_f32, QuantizedActivation,
+    activation_scale_groups, dequantize_activation, quantize_activation,
+    quantize_activation_device, reference_gemm_f32, DeviceActivation, QuantizedActivation,
 };
 
 /// The loaded library's version as (major, minor, patch); compare with the header's.

@@ -105,3 +105,66 @@ pub fn dequantize_activation(
     })?;
     Ok(out)
 }
+
+/// Scales per row of activation quantization: 1 for `group_k == 0` (per token), else
+/// `ceil(k / group_k)`.
+pub fn activation_scale_groups(k: usize, group_k: usize) -> Result<usize> {
+    let mut out: i64 = 0;
+    check(unsafe { sys::hm_activation_scale_groups(k as i64, group_k as i32, &mut out) })?;
+    Ok(out as usize)
+}
+
+/// Device buffers of [`quantize_activation_device`]: `a` `[M][K]` f16 or bf16 (its dtype given
+/// by `in_dtype`), an optional int32 `[K]` permutation (output column j reads input column
+/// `perm[j]`), `codes` one byte per element `[M][K]` and f32 `scales` `[M][G]`.
+pub struct DeviceActivation<'a> {
+    pub in_dtype: DType,
+    pub m: usize,
+    pub k: usize,
+    pub a: &'a dyn crate::context::DeviceMemory,
+    pub perm: Option<&'a dyn crate::context::DeviceMemory>,
+}
+
+/// Quantizes activations on the device (`hm_quantize_activation_device`) into `out_dtype`
+/// (e4m3, e5m2 or int8), bit for bit what [`quantize_activation`] computes on the host for the
+/// same values; `group_k` is 0 (per token) or a multiple of 8. Asynchronous on `stream`: every
+/// buffer's size is checked first.
+pub fn quantize_activation_device(
+    context: &crate::context::Context,
+    input: &DeviceActivation,
+    out_dtype: DType,
+    group_k: usize,
+    codes: &mut dyn crate::context::DeviceMemory,
+    scales: &mut dyn crate::context::DeviceMemory,
+    stream: crate::context::Stream,
+) -> Result<()> {
+    let groups = activation_scale_groups(input.k, group_k)?;
+    let need = |name: &str, have: usize, want: usize| -> Result<()> {
+        if have < want {
+            return Err(Error::invalid(format!(
+                "'{name}' has {have} bytes of device memory, needs {want}"
+            )));
+        }
+        Ok(())
+    };
+    need("a", input.a.byte_len(), input.m * input.k * 2)?;
+    need("codes", codes.byte_len(), input.m * input.k)?;
+    need("scales", scales.byte_len(), input.m * groups * 4)?;
+    let mut args: sys::hm_activation_quant_args_t = unsafe { std::mem::zeroed() };
+    unsafe { sys::hm_activation_quant_args_init(&mut args) };
+    args.in_dtype = input.in_dtype.0;
+    args.out_dtype = out_dtype.0;
+    args.group_k = group_k as i32;
+    args.m = input.m as i64;
+    args.k = input.k as i64;
+    args.a = input.a.device_ptr().0;
+    if let Some(p) = input.perm {
+        need("perm", p.byte_len(), input.k * 4)?;
+        args.perm = p.device_ptr().0;
+    }
+    args.codes = codes.device_ptr().0;
+    args.scales = scales.device_ptr().0;
+    check(unsafe {
+        sys::hm_quantize_activation_device(context.as_raw(), &args, stream.as_raw())
+    })
+}

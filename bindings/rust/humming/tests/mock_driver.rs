@@ -227,3 +227,37 @@ fn pack_device_matches_host_pack() {
     let e = humming::pack_device(&ctx, &format, &short, &mut out, Stream::DEFAULT).unwrap_err();
     assert!(e.message().contains("'codes'"), "{e}");
 }
+
+#[test]
+fn quantize_activation_device_matches_host() {
+    let Some(_env) = mock() else {
+        return;
+    };
+    // The mock runs the quantizer's per-row rule on the host: bit for bit the host quantizer.
+    let ctx = context(0);
+    let (m, k, group_k) = (4usize, 203usize, 16usize);
+    let values: Vec<f32> = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.125).collect();
+    let bits: Vec<u16> = values.iter().map(|&v| (v.to_bits() >> 16) as u16).collect(); // exact bf16
+    let a = ctx.to_device(&bits).unwrap();
+    let mut codes = ctx.alloc(m * k).unwrap();
+    let groups = humming::activation_scale_groups(k, group_k).unwrap();
+    assert_eq!(groups, 13);
+    let mut scales = ctx.alloc(m * groups * 4).unwrap();
+    let input =
+        humming::DeviceActivation { in_dtype: DType::BF16, m, k, a: &a, perm: None };
+    humming::quantize_activation_device(
+        &ctx, &input, DType::INT8, group_k, &mut codes, &mut scales, Stream::DEFAULT,
+    )
+    .unwrap();
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+    let want = humming::quantize_activation(DType::INT8, &values, m, k, group_k).unwrap();
+    assert_eq!(codes.to_vec::<u8>().unwrap(), want.codes);
+    let got: Vec<u32> = scales.to_vec::<f32>().unwrap().iter().map(|s| s.to_bits()).collect();
+    let expected: Vec<u32> = want.scales.iter().map(|s| s.to_bits()).collect();
+    assert_eq!(got, expected);
+    let e = humming::quantize_activation_device(
+        &ctx, &input, DType::INT8, 12, &mut codes, &mut scales, Stream::DEFAULT,
+    )
+    .unwrap_err();
+    assert!(e.message().contains("multiple of 8"), "{e}");
+}

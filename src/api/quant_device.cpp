@@ -1,0 +1,140 @@
+// hm_quantize_activation_device: f16 / bf16 activations -> 8-bit codes and f32 scales on the GPU
+// (kernels/humming/quant/activation_kernel.cuh), bit for bit the host rule of
+// src/quant/activation.cpp. Argument checks and the launch live here; no device memory is read.
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "api/context.hpp"
+#include "api/device_check.hpp"
+#include "api/guard.hpp"
+#include "core/checked.hpp"
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "jit/codegen_quant.hpp"
+#include "runtime/launch.hpp"
+#include <humming/quant/activation.h>
+
+static_assert(offsetof(hm_activation_quant_args_t, struct_size) == 0, "struct_size comes first");
+// The kernel reads its parameter as this struct: 8-byte fields, no host-only padding.
+static_assert(sizeof(hm::actquant::Params) == 8 * 8 + 4 * 2, "actquant::Params layout");
+
+namespace hm::api {
+namespace {
+
+std::string hex(uint64_t value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+void require_aligned(uint64_t pointer, uint64_t alignment, const char* name) {
+  if (pointer % alignment != 0)
+    fail(HM_ERROR_MISALIGNED, std::string(name) + " must be " + std::to_string(alignment) +
+                                  "-byte aligned, got " + hex(pointer));
+}
+
+int64_t scale_groups(int64_t k, int32_t group_k) {
+  if (k <= 0) fail(HM_ERROR_INVALID_ARGUMENT, "k must be positive, got " + std::to_string(k));
+  if (group_k < 0)
+    fail(HM_ERROR_INVALID_ARGUMENT,
+         "group_k must be 0 (per token) or positive, got " + std::to_string(group_k));
+  return group_k == 0 ? 1 : (k + group_k - 1) / group_k;
+}
+
+core::Dtype dtype_of(hm_dtype_t code, const char* name) {
+  try {
+    return core::Dtype::from_code(code);
+  } catch (const Error& e) {
+    fail(e.status(), std::string(name) + ": " + e.message());
+  }
+}
+
+}  // namespace
+}  // namespace hm::api
+
+using namespace hm;
+using namespace hm::api;
+
+extern "C" {
+
+HM_API void hm_activation_quant_args_init(hm_activation_quant_args_t* args) {
+  if (args == nullptr) return;
+  std::memset(args, 0, sizeof *args);
+  args->struct_size = sizeof *args;
+  args->in_dtype = HM_DTYPE_F16;
+  args->out_dtype = HM_DTYPE_E4M3;
+}
+
+HM_API hm_status_t hm_activation_scale_groups(int64_t k, int32_t group_k, int64_t* out) {
+  return HM_API_CALL({
+    require_not_null(out, "out");
+    *out = scale_groups(k, group_k);
+  });
+}
+
+HM_API hm_status_t hm_quantize_activation_device(hm_context_t* context,
+                                                 const hm_activation_quant_args_t* args,
+                                                 void* stream) {
+  return HM_API_CALL({
+    require_not_null(context, "context");
+    require_not_null(args, "args");
+    require_struct_size(args->struct_size, sizeof(hm_activation_quant_args_t), "args");
+    const hm_activation_quant_args_t& x = *args;
+    const std::shared_ptr<ContextState>& state = context->state;
+    // The pair first: the codegen refuses dtypes it has no kernel for, naming them.
+    const jit::GeneratedKernel generated = jit::quantize_activation_kernel(
+        dtype_of(x.in_dtype, "args->in_dtype"), dtype_of(x.out_dtype, "args->out_dtype"),
+        state->arch_name);
+    if (x.m < 0) fail(HM_ERROR_INVALID_ARGUMENT, "args->m must be >= 0, got " + std::to_string(x.m));
+    const int64_t groups = scale_groups(x.k, x.group_k);
+    if (x.group_k % actquant::kVector != 0)
+      fail(HM_ERROR_INVALID_ARGUMENT, "args->group_k must be 0 or a multiple of 8, got " +
+                                          std::to_string(x.group_k));
+    // The largest buffer is a (2 bytes per element): when its size fits, so do the others.
+    core::size_product({x.m, x.k, 2}, "the bytes of args->a (m x k x 2)");
+    if (x.a == 0) fail(HM_ERROR_INVALID_ARGUMENT, "args->a is 0: the activations are required");
+    if (x.codes == 0) fail(HM_ERROR_INVALID_ARGUMENT, "args->codes is 0: the codes are required");
+    if (x.scales == 0)
+      fail(HM_ERROR_INVALID_ARGUMENT, "args->scales is 0: the scales are required");
+    require_aligned(x.a, 2, "args->a");
+    require_aligned(x.perm, 4, "args->perm");
+    require_aligned(x.scales, 4, "args->scales");
+
+    if (!state->device)
+      fail(HM_ERROR_NO_DEVICE, "the context has no device (HM_NO_DEVICE, for ahead-of-time "
+                               "compilation): quantizing on the device needs one");
+    const runtime::Device& device = *state->device;
+    const auto cu_stream = static_cast<runtime::CUstream>(stream);
+    check_device_pointer(device, "args->a", x.a);
+    check_device_pointer(device, "args->perm", x.perm);
+    check_device_pointer(device, "args->codes", x.codes);
+    check_device_pointer(device, "args->scales", x.scales);
+    check_stream(device, cu_stream);
+    // Built (or fetched) before anything is launched, so a compile error leaves outputs untouched.
+    const hm_kernel& kernel = utility_kernel(state, generated);
+    if (x.m == 0) return;
+
+    actquant::Params p{};
+    p.a = reinterpret_cast<const uint16_t*>(x.a);
+    p.perm = reinterpret_cast<const int32_t*>(x.perm);
+    p.codes = reinterpret_cast<uint8_t*>(x.codes);
+    p.scales = reinterpret_cast<float*>(x.scales);
+    p.m = x.m;
+    p.k = x.k;
+    p.group_k = x.group_k > 0 ? x.group_k : x.k;
+    p.groups = groups;
+    const bool k_vectors = x.k % actquant::kVector == 0;
+    p.flags = (k_vectors && x.perm == 0 && x.a % 16 == 0 ? actquant::kVectorLoads : 0u) |
+              (k_vectors && x.codes % 8 == 0 ? actquant::kVectorStores : 0u);
+    const int64_t blocks = x.m < actquant::kMaxGridBlocks ? x.m : actquant::kMaxGridBlocks;
+    void* kernel_args[] = {&p};
+    runtime::launch(device, kernel.function,
+                    runtime::Dim3{static_cast<uint32_t>(blocks), 1, 1},
+                    runtime::Dim3{actquant::kThreads, 1, 1}, 0, cu_stream, kernel_args,
+                    kernel.entry.c_str());
+  });
+}
+
+}  // extern "C"
