@@ -7,7 +7,8 @@
 # default-tuning benchmarks only), formats (other weight formats and bf16), bench (every
 # benchmark, no tests), profile (ncu of the dense GEMM at a few M), sanitize (compute-sanitizer:
 # memcheck over the whole GPU test binary, racecheck and synccheck over the dense-GEMM and plan
-# tests, which run every default tile; each tool's report in $OUT/sanitize_<tool>.txt).
+# tests, which run every default tile; each tool's report in $OUT/sanitize_<tool>.txt), actquant
+# (the activation quantizer's benchmark), moe (the MoE GEMM benchmark).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile).
@@ -68,6 +69,16 @@ if want all bench sweep; then
   done < "${SWEEP_LIST:-benchmarks/tuning/sweep.txt}"
 fi
 
+if want all bench actquant; then
+  echo "== bench: activation quantization (hm_quantize_activation_device)"
+  timeout 120 ./build-gpu/benchmarks/bench_activation_quant | tee "$OUT/activation_quant.txt"
+fi
+
+if want all bench moe; then
+  echo "== bench: MoE (indexed, Qwen3-30B-A3B / DeepSeek-V3 / gpt-oss shapes)"
+  [ -x ./build-gpu/benchmarks/bench_moe ] && timeout 240 ./build-gpu/benchmarks/bench_moe --json "$OUT/moe.json"
+fi
+
 if want all bench formats; then
   echo "== bench: other formats"
   $B --format "w=uint8b128 a=f16 c=f16 s=f16:channel n=8192 k=8192" --ms 1,16,128,2048 --label default --json "$OUT/gemm_int8_channel_f16.json"
@@ -83,13 +94,13 @@ if want sanitize; then
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   T=./build-gpu/tests/test_gpu
   # The kernels are compiled once, outside the sanitizer (the cache is warm for the runs below).
-  timeout 120 $T --gtest_filter='DenseGemm*:PlanGpu.*' >/dev/null 2>&1
+  timeout 120 $T --gtest_filter='DenseGemm*:PlanGpu.*:*MoeGemm*:ActivationQuantGpu.*' >/dev/null 2>&1
   # memcheck over everything; racecheck / synccheck slow kernels down by orders of magnitude, so
   # they take the tests that run each default tile once (DenseGemm*) and the workspace test.
   # SANITIZE_TOOLS picks some of the three (default all).
   for spec in "memcheck:*:150" \
-              "racecheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:130" \
-              "synccheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:100"; do
+              "racecheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:160" \
+              "synccheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:120"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest##*:}; filter=${rest%:*}
     case " ${SANITIZE_TOOLS:-memcheck racecheck synccheck} " in *" $tool "*) ;; *) continue ;; esac
     timeout "$limit" "$CS" --tool "$tool" --error-exitcode 86 --print-limit 40 \
