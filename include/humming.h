@@ -532,7 +532,9 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * MoE formats (e >= 2) run indexed: W, scales, zero points, global scales and bias hold every
  * expert ([E][...]); A is [M][K] tokens; C is [M * top_k][N], row token * top_k + j the output
  * of the token's j-th expert; HM_ARG_SORTED_IDS, HM_ARG_EXPERT_IDS, HM_ARG_NUM_TOKENS_PADDED
- * (4-byte aligned) and HM_ARG_TOP_K say which rows go to which expert (hm_plan_moe_rows). Rows
+ * (4-byte aligned) and HM_ARG_TOP_K say which rows go to which expert (hm_plan_moe_rows): the
+ * blocks that hold rows come first, each with at least one assignment (as moe_align packs them;
+ * the kernel computes at most M * top_k blocks). Rows
  * of experts marked -1 (not on this rank) are neither read nor written; routing data is read on
  * the device and never trusted as a bound (ids and experts out of range are skipped).
  * Alignment (HM_ERROR_MISALIGNED otherwise): A 16 bytes when K % 8 == 0 (else 2), B, SCALES, ZEROS

@@ -56,16 +56,20 @@ class MoeWgmmaFamily final : public DenseFamily {
     return jit::dense_gemm_gap(one, tune::DenseKernel::kWgmma, arch);
   }
 
-  // By tokens per call, assuming about 8 experts per token (the routing is not known at plan
-  // time): rows per expert grow with M, and so does the tile. Not tuned yet (NOTES.md).
+  // A block holds rows of one expert, so the tile grows with the rows an expert gets: about
+  // M * top_k / E, with top_k taken as 8 (the routing is not known at plan time; a tuning JSON
+  // can say otherwise). From 8 rows (decode) to 128, doubling when the expected rows do; the
+  // wider tiles take 8 warps (128 channels) to reuse each gathered activation row more.
   std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> default_tiles(
-      const Layer&) const override {
+      const Layer& layer) const override {
     auto tile = [](const tune::DenseTile& t) { return std::make_shared<DenseTileOf>(t); };
+    const int64_t e = layer.format.experts;  // M = e gives about 8 rows per expert at top_k 8
     return {
-        {32, tile(moe_tile(8, 4, 8, 4, false, false))},
-        {256, tile(moe_tile(16, 4, 8, 3, false, false))},
-        {1024, tile(moe_tile(32, 4, 8, 2, true, false))},
-        {INT64_MAX, tile(moe_tile(64, 8, 6, 2, false, true))},
+        {e, tile(moe_tile(8, 4, 8, 4, false, false))},
+        {2 * e, tile(moe_tile(16, 4, 8, 3, false, false))},
+        {4 * e, tile(moe_tile(32, 4, 8, 2, true, false))},
+        {8 * e, tile(moe_tile(64, 8, 6, 2, false, true))},
+        {INT64_MAX, tile(moe_tile(128, 8, 4, 1, false, true))},
     };
   }
 
@@ -152,7 +156,9 @@ class MoeWgmmaFamily final : public DenseFamily {
     tune::DenseLaunch l = tune::plan_dense_launch(tile, layer.format, std::max<int64_t>(1, expected),
                                                   layer.shape.n_padded, layer.shape.k_padded,
                                                   layer.multiprocessors);
-    l.grid_y = moe_rows(m, top_k, e, bm) / bm;
+    // Blocks with rows are consecutive from block 0 (docs/moe.md), and each holds at least one
+    // assignment: no more than M * top_k of them, however many experts pad.
+    l.grid_y = std::min(moe_rows(m, top_k, e, bm) / bm, assignments);
     if (!l.cluster) {  // no global split-K for MoE
       l.splits = 1;
       l.k_chunks_per_split = static_cast<int>(layer.shape.k_padded / 64);
