@@ -9,6 +9,7 @@
 #include "api/context.hpp"
 #include "api/format.hpp"
 #include "api/guard.hpp"
+#include "api/utility.hpp"
 #include "jit/codegen_pack.hpp"
 #include "quant/layout.hpp"
 #include "quant/quantize.hpp"
@@ -23,40 +24,6 @@ static_assert(sizeof(hm::pack::SideParams) == 8 * 7, "SideParams layout");
 
 namespace hm::api {
 namespace {
-
-// The utility kernel `generated`, compiled (through the cache) and loaded once per context. The
-// lock covers the build, so concurrent first calls compile once.
-const hm_kernel& utility_kernel(const std::shared_ptr<ContextState>& context,
-                                const jit::GeneratedKernel& generated) {
-  ContextState& state = *context;
-  std::lock_guard<std::mutex> lock(state.utility_mutex);
-  auto it = state.utility_kernels.find(generated.request.name);
-  if (it != state.utility_kernels.end()) return *it->second;
-  std::unique_ptr<hm_kernel> kernel = build_kernel(context, generated);
-  kernel->context.reset();  // owned by the state (see ContextState::utility_kernels)
-  return *state.utility_kernels.emplace(generated.request.name, std::move(kernel)).first->second;
-}
-
-std::string hex(uint64_t value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
-void require_aligned(uint64_t pointer, uint64_t alignment, const char* name) {
-  if (pointer % alignment != 0)
-    fail(HM_ERROR_MISALIGNED, std::string(name) + " must be " + std::to_string(alignment) +
-                                  "-byte aligned, got " + hex(pointer));
-}
-
-void require_on_device(const runtime::Device& device, uint64_t pointer, const char* name) {
-  if (pointer == 0) return;
-  const std::optional<int> owner = device.pointer_device(pointer);
-  if (owner && *owner != device.ordinal())
-    fail(HM_ERROR_WRONG_DEVICE, std::string(name) + " (" + hex(pointer) + ") is memory of device " +
-                                    std::to_string(*owner) + ", but the context is on device " +
-                                    std::to_string(device.ordinal()));
-}
 
 // One side tensor: whether the format has it, and the in / out pair. Returns whether to pack it.
 bool side_wanted(bool format_has, uint64_t in, uint64_t out, const char* what) {
