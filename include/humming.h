@@ -691,18 +691,18 @@ HM_API hm_status_t hm_moe_align(hm_context_t *context, const hm_moe_routing_t *r
 /* hm_moe_reduce's buffers (device addresses). */
 typedef struct hm_moe_reduce_args {
   uint32_t struct_size;
-  hm_dtype_t dtype;      /* HM_DTYPE_F16 or HM_DTYPE_BF16: in and out */
-  int64_t n;             /* columns of in and out, >= 1 (<= HM_MAX_N) */
-  uint64_t in;           /* [num_tokens * top_k][n]: row f is assignment f's output (the down
+  hm_dtype_t dtype;      /* HM_DTYPE_F16 or HM_DTYPE_BF16: input and out */
+  int64_t n;             /* columns of input and out, >= 1 (<= HM_MAX_N) */
+  uint64_t input;        /* [num_tokens * top_k][n]: row f is assignment f's output (the down
                           * projection in flat-id order); rows of dropped assignments unread */
   uint64_t topk_weights; /* f32 [num_tokens][top_k] router weights, 4-byte aligned */
-  uint64_t out;          /* [num_tokens][n]; must not overlap in */
+  uint64_t out;          /* [num_tokens][n]; must not overlap input */
 } hm_moe_reduce_args_t;
 HM_API void hm_moe_reduce_args_init(hm_moe_reduce_args_t *args);
 
 /* out[t][c] = sum over kept j of topk_weights[t][j] * in[t * top_k + j][c], accumulated in f32
  * with one fused multiply-add per term in increasing j starting from 0, then rounded once to
- * dtype (round to nearest even); a token with no kept assignment gets 0. in and out must be
+ * dtype (round to nearest even); a token with no kept assignment gets 0. input and out must be
  * 2-byte aligned (16-byte aligned and n % 8 == 0 take the vectorized kernel). One kernel launch
  * that moves 2 * n * (kept assignments + num_tokens) + 8 * num_tokens * top_k bytes. */
 HM_API hm_status_t hm_moe_reduce(hm_context_t *context, const hm_moe_routing_t *routing,

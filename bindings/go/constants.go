@@ -93,6 +93,10 @@ const (
 	ArgK                     Slot  = C.HM_ARG_K
 	ArgWorkspaceBytes        Slot  = C.HM_ARG_WORKSPACE_BYTES
 	PlanNondeterministic           = C.HM_PLAN_NONDETERMINISTIC
+	MoeMaxTopK                     = C.HM_MOE_MAX_TOP_K
+	MoeMaxLocalExperts             = C.HM_MOE_MAX_LOCAL_EXPERTS
+	MoeMinBlockSize                = C.HM_MOE_MIN_BLOCK_SIZE
+	MoeMaxBlockSize                = C.HM_MOE_MAX_BLOCK_SIZE
 	SchemeGPTQ                     = C.HM_SCHEME_GPTQ
 	SchemeAWQ                      = C.HM_SCHEME_AWQ
 	SchemeCTPack                   = C.HM_SCHEME_CT_PACK

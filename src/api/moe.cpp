@@ -173,33 +173,33 @@ HM_API hm_status_t hm_moe_reduce(hm_context_t* context, const hm_moe_routing_t* 
     if (args->n < 1 || args->n > HM_MAX_N)
       fail(HM_ERROR_INVALID_ARGUMENT,
            "args->n is " + std::to_string(args->n) + ": it must be in [1, HM_MAX_N]");
-    require_address(args->in, "args->in");
+    require_address(args->input, "args->input");
     require_address(args->topk_weights, "args->topk_weights");
     require_address(args->out, "args->out");
-    require_aligned(args->in, 2, "args->in");
+    require_aligned(args->input, 2, "args->input");
     require_aligned(args->out, 2, "args->out");
     require_aligned(args->topk_weights, 4, "args->topk_weights");
     const int64_t rows = core::size_product({routing->num_tokens, routing->top_k}, "rows of in");
     // Byte sizes of in and out: checked so no index in the kernel wraps.
-    const int64_t in_bytes = core::size_product({rows, args->n, 2}, "args->in bytes");
+    const int64_t in_bytes = core::size_product({rows, args->n, 2}, "args->input bytes");
     const int64_t out_bytes = core::size_product({routing->num_tokens, args->n, 2}, "args->out bytes");
-    if (args->in < args->out + static_cast<uint64_t>(out_bytes) &&
-        args->out < args->in + static_cast<uint64_t>(in_bytes) && rows > 0)
-      fail(HM_ERROR_INVALID_ARGUMENT, "args->in and args->out overlap");
+    if (args->input < args->out + static_cast<uint64_t>(out_bytes) &&
+        args->out < args->input + static_cast<uint64_t>(in_bytes) && rows > 0)
+      fail(HM_ERROR_INVALID_ARGUMENT, "args->input and args->out overlap");
     const std::shared_ptr<ContextState>& state = context->state;
     const runtime::Device& device = device_of(*state, "hm_moe_reduce");
     check_routing_pointers(device, *routing);
-    require_on_device(device, args->in, "args->in");
+    require_on_device(device, args->input, "args->input");
     require_on_device(device, args->topk_weights, "args->topk_weights");
     require_on_device(device, args->out, "args->out");
     const auto cu_stream = static_cast<runtime::CUstream>(stream);
     require_stream_on_device(device, cu_stream);
 
-    const int vec = args->n % 8 == 0 && args->in % 16 == 0 && args->out % 16 == 0 ? 8 : 1;
+    const int vec = args->n % 8 == 0 && args->input % 16 == 0 && args->out % 16 == 0 ? 8 : 1;
     const hm_kernel& kernel =
         utility_kernel(state, jit::moe_reduce_kernel(dtype, vec, state->arch_name));
     moe::ReduceParams p{};
-    p.in = reinterpret_cast<const void*>(args->in);
+    p.in = reinterpret_cast<const void*>(args->input);
     p.weights = reinterpret_cast<const float*>(args->topk_weights);
     p.topk_ids = reinterpret_cast<const int32_t*>(routing->topk_ids);
     p.expert_map = reinterpret_cast<const int32_t*>(routing->expert_map);

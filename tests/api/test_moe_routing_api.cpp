@@ -258,7 +258,7 @@ TEST_F(MoeRoutingApi, ReduceChecksArgumentsAndMatchesTheReference) {
       hm_moe_reduce_args_init(&a);
       a.dtype = dtype;
       a.n = n;
-      a.in = upload(in);
+      a.input = upload(in);
       a.topk_weights = upload(weights);
       a.out = alloc(size_t(tokens * n * 2));
       mock.reset();
@@ -281,11 +281,11 @@ TEST_F(MoeRoutingApi, ReduceChecksArgumentsAndMatchesTheReference) {
       using A = hm_moe_reduce_args_t;
       refused(HM_ERROR_UNSUPPORTED, "dtype", [](A& b) { b.dtype = HM_DTYPE_F32; });
       refused(HM_ERROR_INVALID_ARGUMENT, "args->n", [](A& b) { b.n = 0; });
-      refused(HM_ERROR_INVALID_ARGUMENT, "args->in", [](A& b) { b.in = 0; });
+      refused(HM_ERROR_INVALID_ARGUMENT, "args->input", [](A& b) { b.input = 0; });
       refused(HM_ERROR_INVALID_ARGUMENT, "topk_weights", [](A& b) { b.topk_weights = 0; });
       refused(HM_ERROR_MISALIGNED, "args->out", [](A& b) { b.out += 1; });
       refused(HM_ERROR_MISALIGNED, "topk_weights", [](A& b) { b.topk_weights += 2; });
-      refused(HM_ERROR_INVALID_ARGUMENT, "overlap", [](A& b) { b.out = b.in + 2; });
+      refused(HM_ERROR_INVALID_ARGUMENT, "overlap", [](A& b) { b.out = b.input + 2; });
       refused(HM_ERROR_INVALID_STRUCT_SIZE, "args", [](A& b) { b.struct_size = 4; });
     }
   }

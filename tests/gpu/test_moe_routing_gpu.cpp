@@ -237,7 +237,7 @@ void check_reduce(Gpu& gpu, hm_dtype_t dtype, int64_t tokens, int32_t top_k, int
   hm_moe_reduce_args_init(&a);
   a.dtype = dtype;
   a.n = n;
-  a.in = gpu.upload(in.data(), in.size() * 2) + (misaligned ? 2 : 0);
+  a.input = gpu.upload(in.data(), in.size() * 2) + (misaligned ? 2 : 0);
   a.topk_weights = gpu.upload(weights.data(), weights.size() * 4);
   a.out = gpu.poisoned(want.size() * 2);
   ASSERT_EQ(hm_moe_reduce(gpu.ctx, &r, &a, nullptr), HM_SUCCESS) << last_error();
@@ -319,7 +319,7 @@ TEST(MoeRoutingGpu, GraphCaptureReplaysWithNewRoutings) {
   hm_moe_reduce_args_init(&a);
   a.dtype = HM_DTYPE_BF16;
   a.n = n;
-  a.in = gpu.upload(in.data(), in.size() * 2);
+  a.input = gpu.upload(in.data(), in.size() * 2);
   a.topk_weights = gpu.upload(weights.data(), weights.size() * 4);
   a.out = gpu.poisoned(size_t(R.tokens * n * 2));
   // Compile both kernels before the capture (the first call builds them).
