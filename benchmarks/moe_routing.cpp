@@ -25,10 +25,16 @@ using gpu_timing::Timer;
   do {                                                                                   \
     const hm_status_t status_ = (call);                                                  \
     if (status_ != HM_SUCCESS) {                                                         \
-      std::fprintf(stderr, "%s failed (%d): %s\n", #call, status_, hm_last_error_message()); \
+      std::fprintf(stderr, "%s failed (%d): %s\n", #call, status_, last_error().c_str()); \
       std::exit(1);                                                                      \
     }                                                                                    \
   } while (0)
+
+std::string last_error() {
+  char buf[1024];
+  hm_last_error_message(buf, sizeof buf);
+  return buf;
+}
 
 struct Device {
   hm_context_t* ctx = nullptr;
@@ -110,7 +116,7 @@ int main(int argc, char** argv) {
       out.expert_offsets = dev.alloc(size_t(s.expert_offsets) * 4);
       const Launch call = [&]() -> std::string {
         return hm_moe_align(dev.ctx, &r, block, &out, stream) == HM_SUCCESS ? ""
-                                                                             : hm_last_error_message();
+                                                                             : last_error();
       };
       Row row;
       row.what = "align";
@@ -143,7 +149,7 @@ int main(int argc, char** argv) {
       a.topk_weights = dev.upload(weights);
       a.out = dev.alloc(size_t(tokens * n * 2));
       const Launch call = [&]() -> std::string {
-        return hm_moe_reduce(dev.ctx, &r, &a, stream) == HM_SUCCESS ? "" : hm_last_error_message();
+        return hm_moe_reduce(dev.ctx, &r, &a, stream) == HM_SUCCESS ? "" : last_error();
       };
       Row row;
       row.what = "reduce_bf16";

@@ -100,8 +100,9 @@ AlignBuffers prepare(Gpu& gpu, const Routing& R) {
 
 std::vector<int32_t> download(Gpu& gpu, uint64_t p, int64_t count) {
   std::vector<int32_t> v(size_t(std::max<int64_t>(count, 0)));
-  if (!v.empty())
+  if (!v.empty()) {
     EXPECT_EQ(hm_copy_to_host(gpu.ctx, v.data(), p, v.size() * 4), HM_SUCCESS) << last_error();
+  }
   return v;
 }
 

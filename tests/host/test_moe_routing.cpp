@@ -111,8 +111,9 @@ TEST(MoeRouting, EveryBlockSizeEmptyExpertsAndOneExpertTakingAll) {
     MoeAlignOutput out = run(ids, 300, 4, 16, 0, block, {});
     EXPECT_EQ(out.expert_counts[5], 1200);
     EXPECT_EQ(out.num_tokens_padded, (1200 + block - 1) / block * block);
-    for (int32_t e = 0; e < 16; ++e)
+    for (int32_t e = 0; e < 16; ++e) {
       if (e != 5) EXPECT_EQ(out.expert_counts[e], 0);
+    }
   }
 }
 

@@ -47,7 +47,7 @@ HM_HOST_DEVICE inline int32_t local_expert(int32_t id, const int32_t* expert_map
 // Capacity of sorted_ids for `assignments` = tokens * top_k flat ids: each local expert pads its
 // count up to a multiple of block_size, so at most local_experts * (block_size - 1) padding
 // slots are added; rounded up to whole blocks. The caller checks it fits int32.
-HM_HOST_DEVICE inline int64_t align_capacity(int64_t assignments, int32_t local_experts,
+HM_HOST_DEVICE constexpr int64_t align_capacity(int64_t assignments, int32_t local_experts,
                                              int32_t block_size) {
   const int64_t most = assignments + int64_t{local_experts} * (block_size - 1);
   return (most + block_size - 1) / block_size * block_size;
@@ -55,7 +55,7 @@ HM_HOST_DEVICE inline int64_t align_capacity(int64_t assignments, int32_t local_
 
 // Dynamic shared memory of the alignment kernel for `local_experts` experts: the total and
 // before-this-block counts, the offsets, a scan scratch, and per-warp byte counts of one tile.
-HM_HOST_DEVICE inline int64_t align_shared_bytes(int32_t local_experts) {
+HM_HOST_DEVICE constexpr int64_t align_shared_bytes(int32_t local_experts) {
   const int64_t padded = (int64_t{local_experts} + 3) / 4 * 4;
   return 4 * (2 * padded + padded + 4 + 32 + 4) + kAlignWarps * padded;
 }
