@@ -150,8 +150,12 @@ HM_API hm_status_t hm_moe_align(hm_context_t* context, const hm_moe_routing_t* r
     p.local_experts = static_cast<int32_t>(s.expert_counts);
     p.block_size = block_size;
     void* args[] = {&p};
+    // One block per chunk, not capped: block b scatters chunk b (at most 2^31 / 4096 blocks, far
+    // inside the grid's x limit).
+    const int64_t chunks =
+        p.assignments == 0 ? 1 : (p.assignments + moe::kAlignChunk - 1) / moe::kAlignChunk;
     runtime::launch(device, kernel.function,
-                    runtime::Dim3{grid_for(p.assignments, moe::kAlignChunk), 1, 1},
+                    runtime::Dim3{static_cast<uint32_t>(chunks), 1, 1},
                     runtime::Dim3{moe::kAlignThreads, 1, 1},
                     static_cast<uint32_t>(moe::align_shared_bytes(p.local_experts)), cu_stream,
                     args, kernel.entry.c_str());
