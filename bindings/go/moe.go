@@ -70,7 +70,7 @@ func MoeAlignSizesFor(r MoeRouting, blockSize int32) (MoeAlignSizes, error) {
 		int64(s.expert_counts)}, err
 }
 
-func needBytes(name string, m DeviceMemory, need int64) error {
+func moeNeedBytes(name string, m DeviceMemory, need int64) error {
 	if m == nil {
 		return nil
 	}
@@ -87,7 +87,7 @@ func (c *Context) MoeAlign(r MoeRouting, blockSize int32, out MoeAlignOut, strea
 	if err != nil {
 		return err
 	}
-	if err := needBytes("TopKIDs", r.TopKIDs, 4*r.NumTokens*int64(r.TopK)); err != nil {
+	if err := moeNeedBytes("TopKIDs", r.TopKIDs, 4*r.NumTokens*int64(r.TopK)); err != nil {
 		return err
 	}
 	for _, b := range []struct {
@@ -97,7 +97,7 @@ func (c *Context) MoeAlign(r MoeRouting, blockSize int32, out MoeAlignOut, strea
 	}{{"SortedIDs", out.SortedIDs, s.SortedIDs}, {"ExpertIDs", out.ExpertIDs, s.ExpertIDs},
 		{"NumTokensPadded", out.NumTokensPadded, 1}, {"ExpertOffsets", out.ExpertOffsets, s.ExpertOffsets},
 		{"ExpertCounts", out.ExpertCounts, s.ExpertCounts}} {
-		if err := needBytes(b.name, b.m, 4*b.n); err != nil {
+		if err := moeNeedBytes(b.name, b.m, 4*b.n); err != nil {
 			return err
 		}
 	}
@@ -124,7 +124,7 @@ func (c *Context) MoeReduce(r MoeRouting, a MoeReduceArgs, stream Stream) error 
 		n    int64
 	}{{"Input", a.Input, 2 * rows * a.N}, {"TopKWeights", a.TopKWeights, 4 * rows},
 		{"Out", a.Out, 2 * r.NumTokens * a.N}} {
-		if err := needBytes(b.name, b.m, b.n); err != nil {
+		if err := moeNeedBytes(b.name, b.m, b.n); err != nil {
 			return err
 		}
 	}

@@ -55,7 +55,8 @@ impl MoeRouting<'_> {
     fn raw(&self) -> Result<sys::hm_moe_routing_t> {
         let mut r: sys::hm_moe_routing_t = unsafe { std::mem::zeroed() };
         unsafe { sys::hm_moe_routing_init(&mut r) };
-        let assignments = (self.num_tokens.max(0) as usize).saturating_mul(self.top_k.max(0) as usize);
+        let assignments =
+            (self.num_tokens.max(0) as usize).saturating_mul(self.top_k.max(0) as usize);
         r.topk_ids = ptr(self.topk_ids, "topk_ids", assignments.saturating_mul(4))?;
         r.num_tokens = self.num_tokens;
         r.top_k = self.top_k;

@@ -277,8 +277,16 @@ fn moe_align_and_reduce() {
     let weights = vec![0.5f32; 10];
     let (d_values, d_weights) = (ctx.to_device(&values).unwrap(), ctx.to_device(&weights).unwrap());
     let mut d_out = ctx.alloc(5 * n * 2).unwrap();
-    humming::moe_reduce(&ctx, &routing, DType::BF16, n as i64, &d_values, &d_weights, &mut d_out,
-                        Stream::DEFAULT)
+    humming::moe_reduce(
+        &ctx,
+        &routing,
+        DType::BF16,
+        n as i64,
+        &d_values,
+        &d_weights,
+        &mut d_out,
+        Stream::DEFAULT,
+    )
     .unwrap();
     ctx.synchronize(Stream::DEFAULT).unwrap();
     let got = d_out.to_vec::<u16>().unwrap();
