@@ -21,13 +21,13 @@ using gpu_timing::Launch;
 using gpu_timing::Stats;
 using gpu_timing::Timer;
 
-#define HM_CHECK(call)                                                                   \
-  do {                                                                                   \
-    const hm_status_t status_ = (call);                                                  \
-    if (status_ != HM_SUCCESS) {                                                         \
+#define HM_CHECK(call)                                                                    \
+  do {                                                                                    \
+    const hm_status_t status_ = (call);                                                   \
+    if (status_ != HM_SUCCESS) {                                                          \
       std::fprintf(stderr, "%s failed (%d): %s\n", #call, status_, last_error().c_str()); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+      std::exit(1);                                                                       \
+    }                                                                                     \
   } while (0)
 
 std::string last_error() {
@@ -72,12 +72,17 @@ int main(int argc, char** argv) {
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
-    else if (a == "--warmup" && i + 1 < argc) warmup = std::atoi(argv[++i]);
-    else if (a == "--block" && i + 1 < argc) block = std::atoi(argv[++i]);
-    else if (a == "--json" && i + 1 < argc) json = argv[++i];
+    if (a == "--iters" && i + 1 < argc)
+      iters = std::atoi(argv[++i]);
+    else if (a == "--warmup" && i + 1 < argc)
+      warmup = std::atoi(argv[++i]);
+    else if (a == "--block" && i + 1 < argc)
+      block = std::atoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc)
+      json = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--block B] [--json FILE]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--block B] [--json FILE]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -115,15 +120,15 @@ int main(int argc, char** argv) {
       out.num_tokens_padded = dev.alloc(4);
       out.expert_offsets = dev.alloc(size_t(s.expert_offsets) * 4);
       const Launch call = [&]() -> std::string {
-        return hm_moe_align(dev.ctx, &r, block, &out, stream) == HM_SUCCESS ? ""
-                                                                             : last_error();
+        return hm_moe_align(dev.ctx, &r, block, &out, stream) == HM_SUCCESS ? "" : last_error();
       };
       Row row;
       row.what = "align";
       row.tokens = tokens;
       row.experts = experts;
       const int64_t blocks = (tokens * top_k + 4095) / 4096;
-      row.bytes = 4.0 * double(tokens * top_k) * double(blocks) + 4.0 * double(s.sorted_ids + s.expert_ids);
+      row.bytes =
+          4.0 * double(tokens * top_k) * double(blocks) + 4.0 * double(s.sorted_ids + s.expert_ids);
       row.stats = gpu_timing::time_graph(cu, *timer, stream, CU_STREAM_CAPTURE_MODE_GLOBAL, call,
                                          warmup, iters);
       rows.push_back(row);
@@ -182,15 +187,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cannot write %s\n", json);
       return 1;
     }
-    std::fprintf(f, "{\"benchmark\": \"moe_routing\", \"block_size\": %d, \"top_k\": %d, \"rows\": [\n",
-                 block, top_k);
+    std::fprintf(
+        f, "{\"benchmark\": \"moe_routing\", \"block_size\": %d, \"top_k\": %d, \"rows\": [\n",
+        block, top_k);
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      std::fprintf(f,
-                   "  {\"kernel\": \"%s\", \"tokens\": %lld, \"experts\": %d, \"n\": %d, \"ok\": %s, "
-                   "\"median_us\": %.3f, \"p10_us\": %.3f, \"p90_us\": %.3f, \"bytes\": %.0f}%s\n",
-                   r.what.c_str(), (long long)r.tokens, r.experts, r.n, r.stats.ok ? "true" : "false",
-                   r.stats.median, r.stats.p10, r.stats.p90, r.bytes, i + 1 < rows.size() ? "," : "");
+      std::fprintf(
+          f,
+          "  {\"kernel\": \"%s\", \"tokens\": %lld, \"experts\": %d, \"n\": %d, \"ok\": %s, "
+          "\"median_us\": %.3f, \"p10_us\": %.3f, \"p90_us\": %.3f, \"bytes\": %.0f}%s\n",
+          r.what.c_str(), (long long)r.tokens, r.experts, r.n, r.stats.ok ? "true" : "false",
+          r.stats.median, r.stats.p10, r.stats.p90, r.bytes, i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

@@ -1,6 +1,8 @@
 // The MoE routing helpers (hm_moe_align_sizes, hm_moe_align, hm_moe_reduce): argument checks and
 // launches of kernels/humming/moe/routing.cuh. Sizes come from the host reference's size function
 // (src/quant/moe_routing.cpp), so the reference, the size query and the launcher agree.
+#include <humming/moe/routing.h>
+
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -13,7 +15,6 @@
 #include "jit/codegen_moe.hpp"
 #include "quant/moe_routing.hpp"
 #include "runtime/launch.hpp"
-#include <humming/moe/routing.h>
 
 static_assert(offsetof(hm_moe_routing_t, struct_size) == 0, "struct_size comes first");
 static_assert(offsetof(hm_moe_align_sizes_t, struct_size) == 0, "struct_size comes first");
@@ -154,8 +155,7 @@ HM_API hm_status_t hm_moe_align(hm_context_t* context, const hm_moe_routing_t* r
     // inside the grid's x limit).
     const int64_t chunks =
         p.assignments == 0 ? 1 : (p.assignments + moe::kAlignChunk - 1) / moe::kAlignChunk;
-    runtime::launch(device, kernel.function,
-                    runtime::Dim3{static_cast<uint32_t>(chunks), 1, 1},
+    runtime::launch(device, kernel.function, runtime::Dim3{static_cast<uint32_t>(chunks), 1, 1},
                     runtime::Dim3{moe::kAlignThreads, 1, 1},
                     static_cast<uint32_t>(moe::align_shared_bytes(p.local_experts)), cu_stream,
                     args, kernel.entry.c_str());
@@ -186,7 +186,8 @@ HM_API hm_status_t hm_moe_reduce(hm_context_t* context, const hm_moe_routing_t* 
     const int64_t rows = core::size_product({routing->num_tokens, routing->top_k}, "rows of in");
     // Byte sizes of in and out: checked so no index in the kernel wraps.
     const int64_t in_bytes = core::size_product({rows, args->n, 2}, "args->input bytes");
-    const int64_t out_bytes = core::size_product({routing->num_tokens, args->n, 2}, "args->out bytes");
+    const int64_t out_bytes =
+        core::size_product({routing->num_tokens, args->n, 2}, "args->out bytes");
     if (args->input < args->out + static_cast<uint64_t>(out_bytes) &&
         args->out < args->input + static_cast<uint64_t>(in_bytes) && rows > 0)
       fail(HM_ERROR_INVALID_ARGUMENT, "args->input and args->out overlap");
@@ -216,10 +217,9 @@ HM_API hm_status_t hm_moe_reduce(hm_context_t* context, const hm_moe_routing_t* 
     p.local_experts = static_cast<int32_t>(s.expert_counts);
     if (p.vectors == 0) return;  // no tokens: nothing to write
     void* kernel_args[] = {&p};
-    runtime::launch(device, kernel.function,
-                    runtime::Dim3{grid_for(p.vectors, moe::kReduceThreads), 1, 1},
-                    runtime::Dim3{moe::kReduceThreads, 1, 1}, 0, cu_stream, kernel_args,
-                    kernel.entry.c_str());
+    runtime::launch(
+        device, kernel.function, runtime::Dim3{grid_for(p.vectors, moe::kReduceThreads), 1, 1},
+        runtime::Dim3{moe::kReduceThreads, 1, 1}, 0, cu_stream, kernel_args, kernel.entry.c_str());
   });
 }
 

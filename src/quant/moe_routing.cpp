@@ -1,15 +1,15 @@
 #include "quant/moe_routing.hpp"
 
+#include <humming/moe/routing.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 
-#include <humming/moe/routing.h>
-
 #include "core/error.hpp"
-#include "quant/scalar_codec.hpp"
 #include "humming.h"
+#include "quant/scalar_codec.hpp"
 
 namespace hm::quant {
 
@@ -22,15 +22,16 @@ MoeAlignSizes moe_align_sizes(int64_t tokens, int32_t top_k, int32_t num_experts
     bad("top_k is " + std::to_string(top_k) + ": it must be in [1, " +
         std::to_string(moe::kMaxTopK) + "] (HM_MOE_MAX_TOP_K)");
   if (num_experts < 1 || num_experts > HM_MAX_EXPERTS)
-    bad("num_experts is " + std::to_string(num_experts) + ": it must be in [1, HM_MAX_EXPERTS = " +
-        std::to_string(HM_MAX_EXPERTS) + "]");
+    bad("num_experts is " + std::to_string(num_experts) +
+        ": it must be in [1, HM_MAX_EXPERTS = " + std::to_string(HM_MAX_EXPERTS) + "]");
   const int32_t local = local_experts == 0 ? num_experts : local_experts;
   if (local < 1 || local > moe::kMaxLocalExperts)
     bad("num_local_experts is " + std::to_string(local) + ": it must be in [1, " +
         std::to_string(moe::kMaxLocalExperts) + "] (HM_MOE_MAX_LOCAL_EXPERTS; 0 = num_experts)");
   if (!has_map && local != num_experts)
     bad("num_local_experts (" + std::to_string(local) + ") differs from num_experts (" +
-        std::to_string(num_experts) + ") but there is no expert_map to say which experts are local");
+        std::to_string(num_experts) +
+        ") but there is no expert_map to say which experts are local");
   if (block_size < moe::kMinBlockSize || block_size > moe::kMaxBlockSize ||
       (block_size & (block_size - 1)) != 0)
     bad("block_size is " + std::to_string(block_size) + ": it must be a power of two in [" +
@@ -40,8 +41,8 @@ MoeAlignSizes moe_align_sizes(int64_t tokens, int32_t top_k, int32_t num_experts
   const int64_t capacity = moe::align_capacity(assignments, local, block_size);
   if (capacity > std::numeric_limits<int32_t>::max())
     bad("num_tokens x top_k (" + std::to_string(tokens) + " x " + std::to_string(top_k) +
-        ") plus the padding of " + std::to_string(local) + " experts (" +
-        std::to_string(capacity) + " slots) does not fit the int32 ids of sorted_ids");
+        ") plus the padding of " + std::to_string(local) + " experts (" + std::to_string(capacity) +
+        " slots) does not fit the int32 ids of sorted_ids");
   MoeAlignSizes s;
   s.sorted_ids = capacity;
   s.expert_ids = capacity / block_size;
@@ -51,9 +52,8 @@ MoeAlignSizes moe_align_sizes(int64_t tokens, int32_t top_k, int32_t num_experts
 }
 
 MoeAlignOutput moe_align(const MoeAlignInput& in) {
-  const MoeAlignSizes sizes = moe_align_sizes(in.tokens, in.top_k, in.num_experts,
-                                              in.local_experts, in.block_size,
-                                              in.expert_map != nullptr);
+  const MoeAlignSizes sizes = moe_align_sizes(in.tokens, in.top_k, in.num_experts, in.local_experts,
+                                              in.block_size, in.expert_map != nullptr);
   const int32_t E = static_cast<int32_t>(sizes.expert_counts);
   const int64_t n = in.tokens * in.top_k;
   const int32_t sentinel = static_cast<int32_t>(n);
@@ -88,11 +88,11 @@ uint16_t f16_from_float_rn(float x) {
   std::memcpy(&u, &x, 4);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7fff;               // NaN: the device's canonical NaN
-  if (a >= 0x477ff000u) return sign | 0x7c00u;     // >= 65520 (or Inf): rounds to Inf
+  if (a > 0x7f800000u) return 0x7fff;           // NaN: the device's canonical NaN
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 (or Inf): rounds to Inf
   if (a < 0x38800000u) {  // below 2^-14: a subnormal f16 (or zero); unit 2^-24
-    const float m = std::fabs(x) * 16777216.0f;     // exact scaling by 2^24
-    const float r = std::nearbyint(m);              // current mode: round to nearest even
+    const float m = std::fabs(x) * 16777216.0f;  // exact scaling by 2^24
+    const float r = std::nearbyint(m);           // current mode: round to nearest even
     return sign | static_cast<uint16_t>(r);
   }
   // Normal: keep 10 mantissa bits, round to nearest even on the 13 dropped ones.

@@ -9,7 +9,7 @@
 namespace hm::quant {
 
 struct MoeAlignInput {
-  const int32_t* topk_ids = nullptr;    // [tokens][top_k] global expert ids
+  const int32_t* topk_ids = nullptr;  // [tokens][top_k] global expert ids
   int64_t tokens = 0;
   int32_t top_k = 0;
   int32_t num_experts = 0;
@@ -19,15 +19,15 @@ struct MoeAlignInput {
 };
 
 struct MoeAlignOutput {
-  std::vector<int32_t> sorted_ids;      // [capacity]
-  std::vector<int32_t> expert_ids;      // [capacity / block_size]
+  std::vector<int32_t> sorted_ids;  // [capacity]
+  std::vector<int32_t> expert_ids;  // [capacity / block_size]
   int32_t num_tokens_padded = 0;
   std::vector<int32_t> expert_offsets;  // [local_experts + 1]
   std::vector<int32_t> expert_counts;   // [local_experts]
 };
 
-// The capacities hm_moe_align_sizes reports, after checking the arguments (HM_ERROR_INVALID_ARGUMENT
-// naming the bad one; the checks of hm_moe_align too, except pointers).
+// The capacities hm_moe_align_sizes reports, after checking the arguments
+// (HM_ERROR_INVALID_ARGUMENT naming the bad one; the checks of hm_moe_align too, except pointers).
 struct MoeAlignSizes {
   int64_t sorted_ids = 0;      // elements of sorted_ids
   int64_t expert_ids = 0;      // elements of expert_ids

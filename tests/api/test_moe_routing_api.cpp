@@ -3,12 +3,12 @@
 // kernels as serial host loops over the launched parameter struct (tests/mock_driver), so this
 // checks the launcher and the argument marshalling; the kernels' thread mapping is checked on a
 // GPU (tests/gpu/test_moe_routing_gpu.cpp).
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "api/support/mock_driver_test.hpp"
 #include "humming.h"
@@ -59,10 +59,10 @@ class MoeRoutingApi : public hm::test::MockDriverTest {
 };
 TemporaryDirectory* MoeRoutingApi::cache_ = nullptr;
 
-#define EXPECT_FAILS(call, status, needle)                                       \
-  do {                                                                           \
-    EXPECT_EQ((call), (status)) << #call;                                        \
-    EXPECT_NE(last_error().find(needle), std::string::npos) << last_error();     \
+#define EXPECT_FAILS(call, status, needle)                                   \
+  do {                                                                       \
+    EXPECT_EQ((call), (status)) << #call;                                    \
+    EXPECT_NE(last_error().find(needle), std::string::npos) << last_error(); \
   } while (0)
 
 TEST_F(MoeRoutingApi, InitHelpersSetStructSize) {
@@ -150,7 +150,8 @@ TEST_F(MoeRoutingApi, AlignChecksEveryArgument) {
   refused(HM_ERROR_MISALIGNED, "expert_map", [&](R& x, O&) { x.expert_map = buf + 1; });
   refused(HM_ERROR_INVALID_ARGUMENT, "sorted_ids", [](R&, O& x) { x.sorted_ids = 0; });
   refused(HM_ERROR_INVALID_ARGUMENT, "expert_ids", [](R&, O& x) { x.expert_ids = 0; });
-  refused(HM_ERROR_INVALID_ARGUMENT, "num_tokens_padded", [](R&, O& x) { x.num_tokens_padded = 0; });
+  refused(HM_ERROR_INVALID_ARGUMENT, "num_tokens_padded",
+          [](R&, O& x) { x.num_tokens_padded = 0; });
   refused(HM_ERROR_INVALID_ARGUMENT, "expert_offsets", [](R&, O& x) { x.expert_offsets = 0; });
   refused(HM_ERROR_MISALIGNED, "expert_counts", [&](R&, O& x) { x.expert_counts = buf + 40002; });
   refused(HM_ERROR_INVALID_STRUCT_SIZE, "out", [](R&, O& x) { x.struct_size = 8; });
@@ -252,8 +253,9 @@ TEST_F(MoeRoutingApi, ReduceChecksArgumentsAndMatchesTheReference) {
     for (int64_t n : {16, 13}) {
       std::vector<uint16_t> in(size_t(tokens * top_k * n));
       for (auto& x : in)
-        x = dtype == HM_DTYPE_BF16 ? hm::quant::bf16_from_float_rn(float(int(rng() % 200) - 100) / 8)
-                                   : hm::quant::f16_from_float_rn(float(int(rng() % 200) - 100) / 8);
+        x = dtype == HM_DTYPE_BF16
+                ? hm::quant::bf16_from_float_rn(float(int(rng() % 200) - 100) / 8)
+                : hm::quant::f16_from_float_rn(float(int(rng() % 200) - 100) / 8);
       hm_moe_reduce_args_t a;
       hm_moe_reduce_args_init(&a);
       a.dtype = dtype;

@@ -5,13 +5,13 @@
 // rows poisoned with NaN to prove they are not read); two streams at once; CUDA graph capture and
 // replay with new routings. Outputs start poisoned, so an element the kernels never write shows.
 // Skipped (exit 77, tests/support/gpu_main.cpp) without a GPU.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "gpu/support/cuda_driver.hpp"
 #include "gpu/support/dense_layer.hpp"
@@ -118,14 +118,18 @@ std::string first_difference(const std::vector<int32_t>& got, const std::vector<
 void expect_matches(Gpu& gpu, const AlignBuffers& b, const Routing& R, const std::string& what) {
   const hm::quant::MoeAlignOutput want = reference(R);
   const auto sorted = download(gpu, b.out.sorted_ids, b.sizes.sorted_ids);
-  EXPECT_TRUE(sorted == want.sorted_ids) << what << " sorted_ids " << first_difference(sorted, want.sorted_ids);
+  EXPECT_TRUE(sorted == want.sorted_ids)
+      << what << " sorted_ids " << first_difference(sorted, want.sorted_ids);
   const auto experts = download(gpu, b.out.expert_ids, b.sizes.expert_ids);
-  EXPECT_TRUE(experts == want.expert_ids) << what << " expert_ids " << first_difference(experts, want.expert_ids);
+  EXPECT_TRUE(experts == want.expert_ids)
+      << what << " expert_ids " << first_difference(experts, want.expert_ids);
   EXPECT_EQ(download(gpu, b.out.num_tokens_padded, 1)[0], want.num_tokens_padded) << what;
   const auto offsets = download(gpu, b.out.expert_offsets, b.sizes.expert_offsets);
-  EXPECT_TRUE(offsets == want.expert_offsets) << what << " expert_offsets " << first_difference(offsets, want.expert_offsets);
+  EXPECT_TRUE(offsets == want.expert_offsets)
+      << what << " expert_offsets " << first_difference(offsets, want.expert_offsets);
   const auto counts = download(gpu, b.out.expert_counts, b.sizes.expert_counts);
-  EXPECT_TRUE(counts == want.expert_counts) << what << " expert_counts " << first_difference(counts, want.expert_counts);
+  EXPECT_TRUE(counts == want.expert_counts)
+      << what << " expert_counts " << first_difference(counts, want.expert_counts);
 }
 
 void check_align(Gpu& gpu, const Routing& R, const std::string& what) {
@@ -150,8 +154,9 @@ TEST(MoeRoutingGpu, AlignRandomRoutingsMatchTheReference) {
         R.experts = experts;
         R.block = 8 << (cases++ % 6);  // 8 .. 256 in turn
         R.ids = random_ids(rng, size_t(tokens * top_k), 0, experts);
-        check_align(gpu, R, std::to_string(tokens) + "x" + std::to_string(top_k) + " E=" +
-                                std::to_string(experts) + " block " + std::to_string(R.block));
+        check_align(gpu, R,
+                    std::to_string(tokens) + "x" + std::to_string(top_k) +
+                        " E=" + std::to_string(experts) + " block " + std::to_string(R.block));
       }
     }
   }
@@ -260,8 +265,8 @@ TEST(MoeRoutingGpu, ReduceMatchesTheReferenceBitForBit) {
     check_reduce(gpu, dtype, 37, 8, 4096, false, rng);
     check_reduce(gpu, dtype, 300, 2, 2048, false, rng);
     check_reduce(gpu, dtype, 64, 1, 8, false, rng);
-    check_reduce(gpu, dtype, 50, 4, 13, false, rng);     // scalar kernel: n % 8 != 0
-    check_reduce(gpu, dtype, 20, 8, 256, true, rng);     // scalar kernel: in not 16-byte aligned
+    check_reduce(gpu, dtype, 50, 4, 13, false, rng);  // scalar kernel: n % 8 != 0
+    check_reduce(gpu, dtype, 20, 8, 256, true, rng);  // scalar kernel: in not 16-byte aligned
   }
 }
 
@@ -324,7 +329,8 @@ TEST(MoeRoutingGpu, GraphCaptureReplaysWithNewRoutings) {
   a.topk_weights = gpu.upload(weights.data(), weights.size() * 4);
   a.out = gpu.poisoned(size_t(R.tokens * n * 2));
   // Compile both kernels before the capture (the first call builds them).
-  ASSERT_EQ(hm_moe_align(gpu.ctx, &b.routing, R.block, &b.out, nullptr), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_moe_align(gpu.ctx, &b.routing, R.block, &b.out, nullptr), HM_SUCCESS)
+      << last_error();
   ASSERT_EQ(hm_moe_reduce(gpu.ctx, &b.routing, &a, nullptr), HM_SUCCESS) << last_error();
   ASSERT_EQ(hm_stream_synchronize(gpu.ctx, nullptr), HM_SUCCESS);
 
