@@ -2,6 +2,7 @@
 
 #include <humming/moe/routing.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -71,7 +72,7 @@ MoeAlignOutput moe_align(const MoeAlignInput& in) {
   for (int32_t e = 0; e < E; ++e) {
     out.expert_offsets[e] = static_cast<int32_t>(at);
     out.expert_counts[e] = static_cast<int32_t>(ids[e].size());
-    std::memcpy(out.sorted_ids.data() + at, ids[e].data(), ids[e].size() * sizeof(int32_t));
+    std::copy(ids[e].begin(), ids[e].end(), out.sorted_ids.begin() + at);
     const int64_t padded =
         (static_cast<int64_t>(ids[e].size()) + in.block_size - 1) / in.block_size * in.block_size;
     for (int64_t b = at / in.block_size; b < (at + padded) / in.block_size; ++b)
