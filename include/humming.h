@@ -688,6 +688,111 @@ HM_API hm_status_t hm_quantize_activation_device(hm_context_t *context,
                                                  void *stream);
 
 /* ------------------------------------------------------------------------------------------ */
+/* MoE routing                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Device helpers around a Mixture-of-Experts GEMM (docs/moe.md): hm_moe_align turns a router's
+ * top-k expert ids into the "indexed" layout the MoE GEMM reads (vLLM moe_align style), and
+ * hm_moe_reduce sums each token's top-k output rows with its router weights. Both run on the
+ * context's device on `stream`, read and write only device memory the caller owns, never
+ * synchronize, allocate or read device data on the host (after the first call has compiled the
+ * kernel), so they are capturable in a CUDA graph; both are deterministic (bit-identical results
+ * for identical inputs) and thread-safe. Their kernels compile through the cache on first use
+ * (keep the context). A context without a device: HM_ERROR_NO_DEVICE; a pointer or stream of
+ * another device: HM_ERROR_WRONG_DEVICE where the driver can tell.
+ *
+ * Assignments are numbered by flat id f = t * top_k + j (token t, slot j). An assignment is kept
+ * when its id e = topk_ids[f] lies in [0, num_experts) and, with an expert map, expert_map[e] lies
+ * in [0, num_local_experts) (its local expert; otherwise the local expert is e). Every other
+ * assignment (ids out of range, -1 from the map: experts of other ranks) is dropped: it appears in
+ * no output and its rows are never read. Nothing is reported for dropped ids.
+ */
+#define HM_MOE_MAX_LOCAL_EXPERTS 1024   /* local experts in [1, HM_MOE_MAX_LOCAL_EXPERTS] */
+#define HM_MOE_MIN_BLOCK_SIZE 8         /* block_size: a power of two in [MIN, MAX] */
+#define HM_MOE_MAX_BLOCK_SIZE 256
+
+/* One routing decision, as a router produced it. Device addresses as hm_device_alloc returns
+ * them (0 = absent); borrowed for the call. */
+typedef struct hm_moe_routing {
+  uint32_t struct_size;
+  uint64_t topk_ids;   /* int32 [num_tokens][top_k], global expert ids (required by the kernels;
+                        * hm_moe_align_sizes does not read it) */
+  int64_t num_tokens;  /* in [0, HM_MAX_M] */
+  int32_t top_k;       /* in [1, HM_MAX_TOP_K] */
+  int32_t num_experts; /* global experts, in [1, HM_MAX_EXPERTS] */
+  int32_t num_local_experts; /* experts on this rank; 0 = num_experts (required without a map) */
+  uint64_t expert_map; /* int32 [num_experts]: global -> local expert, -1 = not on this rank;
+                        * 0 = none (every expert is local, local id = global id) */
+} hm_moe_routing_t;
+HM_API void hm_moe_routing_init(hm_moe_routing_t *routing);
+
+/* Capacities (int32 elements) of hm_moe_align's outputs: fixed by the shapes, so buffers can be
+ * allocated once for the largest num_tokens and reused (and captured) for any smaller one. */
+typedef struct hm_moe_align_sizes {
+  uint32_t struct_size;
+  int64_t sorted_ids;     /* num_tokens * top_k + L * (block_size - 1), rounded up to blocks */
+  int64_t expert_ids;     /* sorted_ids / block_size */
+  int64_t expert_offsets; /* L + 1 */
+  int64_t expert_counts;  /* L */
+} hm_moe_align_sizes_t;
+HM_API void hm_moe_align_sizes_init(hm_moe_align_sizes_t *sizes);
+
+/* Fills *out for `routing` (L = its local experts) and `block_size` (the MoE GEMM's token block,
+ * a power of two in [HM_MOE_MIN_BLOCK_SIZE, HM_MOE_MAX_BLOCK_SIZE]). Host only, no context.
+ * HM_ERROR_INVALID_ARGUMENT names a shape out of its range, num_local_experts != num_experts
+ * without a map, or a capacity that does not fit int32 ids. */
+HM_API hm_status_t hm_moe_align_sizes(const hm_moe_routing_t *routing, int32_t block_size,
+                                      hm_moe_align_sizes_t *out);
+
+/* hm_moe_align's outputs: device addresses of int32 buffers of (at least) the capacities above,
+ * 4-byte aligned, not overlapping each other or topk_ids. */
+typedef struct hm_moe_align_out {
+  uint32_t struct_size;
+  uint64_t sorted_ids;        /* required */
+  uint64_t expert_ids;        /* required */
+  uint64_t num_tokens_padded; /* required: one int32 */
+  uint64_t expert_offsets;    /* required */
+  uint64_t expert_counts;     /* optional (0: not written) */
+} hm_moe_align_out_t;
+HM_API void hm_moe_align_out_init(hm_moe_align_out_t *out);
+
+/* The indexed layout (docs/moe.md), with S = num_tokens * top_k (the sentinel) and L local experts:
+ *   sorted_ids[capacity]   for each local expert in order, the flat ids of its kept assignments
+ *                          in increasing order, then S up to a multiple of block_size; after
+ *                          the last expert, S to the end of the capacity;
+ *   expert_ids[capacity / block_size]  the local expert of each block of sorted_ids, -1 for the
+ *                          blocks past *num_tokens_padded;
+ *   *num_tokens_padded     the used length of sorted_ids (a multiple of block_size);
+ *   expert_offsets[L + 1]  exclusive prefix sum of the padded counts (expert e's blocks are
+ *                          sorted_ids[offsets[e] .. offsets[e + 1])), offsets[L] = padded length;
+ *   expert_counts[L]       kept assignments per local expert (unpadded; the masked layout's
+ *                          counts), when requested.
+ * Every element of every buffer up to its capacity is written. One kernel launch. */
+HM_API hm_status_t hm_moe_align(hm_context_t *context, const hm_moe_routing_t *routing,
+                                int32_t block_size, const hm_moe_align_out_t *out, void *stream);
+
+/* hm_moe_reduce's buffers (device addresses). */
+typedef struct hm_moe_reduce_args {
+  uint32_t struct_size;
+  hm_dtype_t dtype;      /* HM_DTYPE_F16 or HM_DTYPE_BF16: input and out */
+  int64_t n;             /* columns of input and out, >= 1 (<= HM_MAX_N) */
+  uint64_t input;        /* [num_tokens * top_k][n]: row f is assignment f's output (the down
+                          * projection in flat-id order); rows of dropped assignments unread */
+  uint64_t topk_weights; /* f32 [num_tokens][top_k] router weights, 4-byte aligned */
+  uint64_t out;          /* [num_tokens][n]; must not overlap input */
+} hm_moe_reduce_args_t;
+HM_API void hm_moe_reduce_args_init(hm_moe_reduce_args_t *args);
+
+/* out[t][c] = sum over kept j of topk_weights[t][j] * in[t * top_k + j][c], accumulated in f32
+ * with one fused multiply-add per term in increasing j starting from 0, then rounded once to
+ * dtype (round to nearest even); a token with no kept assignment gets 0. input and out must be
+ * 2-byte aligned (16-byte aligned and n % 8 == 0 take the vectorized kernel). One kernel launch
+ * that moves 2 * n * (kept assignments + num_tokens) + 8 * num_tokens * top_k bytes. */
+HM_API hm_status_t hm_moe_reduce(hm_context_t *context, const hm_moe_routing_t *routing,
+                                 const hm_moe_reduce_args_t *args, void *stream);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Checkpoint conversion                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 

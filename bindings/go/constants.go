@@ -98,6 +98,9 @@ const (
 	ArgWorkspaceBytes        Slot  = C.HM_ARG_WORKSPACE_BYTES
 	ArgTopK                  Slot  = C.HM_ARG_TOP_K
 	PlanNondeterministic           = C.HM_PLAN_NONDETERMINISTIC
+	MoeMaxLocalExperts             = C.HM_MOE_MAX_LOCAL_EXPERTS
+	MoeMinBlockSize                = C.HM_MOE_MIN_BLOCK_SIZE
+	MoeMaxBlockSize                = C.HM_MOE_MAX_BLOCK_SIZE
 	SchemeGPTQ                     = C.HM_SCHEME_GPTQ
 	SchemeAWQ                      = C.HM_SCHEME_AWQ
 	SchemeCTPack                   = C.HM_SCHEME_CT_PACK

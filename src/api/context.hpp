@@ -60,11 +60,6 @@ namespace hm::api {
 // Compiles (or finds in the cache) a generated kernel and, with a device, loads it.
 std::unique_ptr<hm_kernel> build_kernel(const std::shared_ptr<ContextState>& context,
                                         const jit::GeneratedKernel& generated);
-// The utility kernel `generated` (GPU packer, activation quantizer), compiled (through the cache)
-// and loaded once per context, kept in ContextState::utility_kernels. The lock covers the build,
-// so concurrent first calls compile once.
-const hm_kernel& utility_kernel(const std::shared_ptr<ContextState>& context,
-                                const jit::GeneratedKernel& generated);
 }  // namespace hm::api
 
 struct hm_launch_params {

@@ -9,6 +9,7 @@
 #include "api/context.hpp"
 #include "api/format.hpp"
 #include "api/guard.hpp"
+#include "api/utility.hpp"
 #include "jit/codegen_pack.hpp"
 #include "quant/layout.hpp"
 #include "quant/quantize.hpp"
@@ -23,27 +24,6 @@ static_assert(sizeof(hm::pack::SideParams) == 8 * 7, "SideParams layout");
 
 namespace hm::api {
 namespace {
-
-std::string hex(uint64_t value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
-void require_aligned(uint64_t pointer, uint64_t alignment, const char* name) {
-  if (pointer % alignment != 0)
-    fail(HM_ERROR_MISALIGNED, std::string(name) + " must be " + std::to_string(alignment) +
-                                  "-byte aligned, got " + hex(pointer));
-}
-
-void require_on_device(const runtime::Device& device, uint64_t pointer, const char* name) {
-  if (pointer == 0) return;
-  const std::optional<int> owner = device.pointer_device(pointer);
-  if (owner && *owner != device.ordinal())
-    fail(HM_ERROR_WRONG_DEVICE, std::string(name) + " (" + hex(pointer) + ") is memory of device " +
-                                    std::to_string(*owner) + ", but the context is on device " +
-                                    std::to_string(device.ordinal()));
-}
 
 // One side tensor: whether the format has it, and the in / out pair. Returns whether to pack it.
 bool side_wanted(bool format_has, uint64_t in, uint64_t out, const char* what) {

@@ -8,6 +8,7 @@
 
 #include "api/context.hpp"
 #include "api/device_check.hpp"
+#include "api/utility.hpp"
 #include "api/guard.hpp"
 #include "core/checked.hpp"
 #include "core/dtype.hpp"
@@ -22,18 +23,6 @@ static_assert(sizeof(hm::actquant::Params) == 8 * 8 + 4 * 2, "actquant::Params l
 
 namespace hm::api {
 namespace {
-
-std::string hex(uint64_t value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
-void require_aligned(uint64_t pointer, uint64_t alignment, const char* name) {
-  if (pointer % alignment != 0)
-    fail(HM_ERROR_MISALIGNED, std::string(name) + " must be " + std::to_string(alignment) +
-                                  "-byte aligned, got " + hex(pointer));
-}
 
 int64_t scale_groups(int64_t k, int32_t group_k) {
   if (k <= 0) fail(HM_ERROR_INVALID_ARGUMENT, "k must be positive, got " + std::to_string(k));

@@ -14,11 +14,14 @@
 #include "gemm/dense_family.hpp"
 #include "jit/codegen.hpp"
 #include "tune/dense.hpp"
+#include <humming/moe/routing.h>
 
 namespace hm::gemm {
 
 int64_t moe_rows(int64_t m, int64_t top_k, int64_t experts, int64_t block) {
-  return (m * top_k + experts * (block - 1) + block - 1) / block * block;
+  // The capacity hm_moe_align fills (kernels/humming/moe/routing.h): one rule for both.
+  return moe::align_capacity(m * top_k, static_cast<int32_t>(experts),
+                             static_cast<int32_t>(block));
 }
 
 namespace {

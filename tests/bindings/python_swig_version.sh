@@ -35,4 +35,5 @@ for f in "$package_dir"/humming/*.py; do
 done
 HUMMING_PYTHON_PACKAGE="$work" PYTHONDONTWRITEBYTECODE=1 \
   "$python" -m pytest -q -p no:cacheprovider -rs "$tests" \
-  --ignore="$tests/test_gpu_plan.py" --ignore="$tests/test_gpu_torch.py"
+  --ignore="$tests/test_gpu_plan.py" --ignore="$tests/test_gpu_torch.py" \
+  --ignore="$tests/test_gpu_torch_moe.py"

@@ -63,10 +63,12 @@ hm_binding_test(bindings_python "${Python3_Interpreter_FOUND}"
   COMMAND ${HM_PYTEST} ${HM_BINDINGS_TESTS}/python
           --ignore=${HM_BINDINGS_TESTS}/python/test_gpu_plan.py
           --ignore=${HM_BINDINGS_TESTS}/python/test_gpu_torch.py
+          --ignore=${HM_BINDINGS_TESTS}/python/test_gpu_torch_moe.py
   ENVIRONMENT ${HM_PY_ENV} ${HM_BINDINGS_MOCK_ENV})
 hm_binding_test(bindings_python_gpu "${Python3_Interpreter_FOUND}"
   COMMAND ${HM_GATE} ${HM_PYTEST} ${HM_BINDINGS_TESTS}/python/test_gpu_plan.py
           ${HM_BINDINGS_TESTS}/python/test_gpu_torch.py
+          ${HM_BINDINGS_TESTS}/python/test_gpu_torch_moe.py
   ENVIRONMENT ${HM_PY_ENV})
 # The two ends of what find_package(SWIG 4.0) accepts, as pinned PyPI SWIGs that
 # scripts/setup.sh installs under HUMMING_TOOLS_DIR: the module must build and pass with both, not

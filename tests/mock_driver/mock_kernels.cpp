@@ -8,8 +8,12 @@
 #include <exception>
 #include <sstream>
 
+#include <cmath>
+#include <vector>
+
 #include <humming/layout/pack.h>
 #include <humming/quant/activation.h>
+#include <humming/moe/routing.h>
 
 namespace hm::mock {
 namespace {
@@ -254,6 +258,114 @@ CUresult quantize_activation(const std::string& name, const KernelSignature& sig
   return runtime::CUDA_SUCCESS;
 }
 
+// ---- the MoE routing kernels (kernels/humming/moe/routing.cuh), as plain serial loops on the
+// host over the kernels' own parameter structs and drop rule (routing.h). This checks what the
+// launcher passes; the kernels' thread mapping is checked on a GPU (tests/gpu/test_moe_routing_gpu).
+
+constexpr const char* kMoeAlign = "hm_moe_align";
+constexpr const char* kMoeReducePrefix = "hm_moe_reduce_";
+
+CUresult moe_align(const KernelSignature& signature, const unsigned char* args,
+                   const RangeCheck& in_bounds) {
+  if (signature.params.size() != 1 || signature.params[0].size != sizeof(moe::AlignParams))
+    return runtime::CUDA_ERROR_INVALID_VALUE;
+  const auto p = read<moe::AlignParams>(args + signature.params[0].offset);
+  const int32_t E = p.local_experts;
+  auto at = [](const void* q) { return reinterpret_cast<uint64_t>(q); };
+  if (E < 1 || p.block_size < 1 || p.assignments < 0 || p.capacity % p.block_size != 0 ||
+      p.capacity < moe::align_capacity(p.assignments, E, p.block_size))
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (!in_bounds(at(p.topk_ids), uint64_t(p.assignments) * 4 + (p.assignments == 0)) ||
+      (p.expert_map && !in_bounds(at(p.expert_map), uint64_t(p.num_experts) * 4)) ||
+      !in_bounds(at(p.sorted_ids), uint64_t(p.capacity) * 4) ||
+      !in_bounds(at(p.expert_ids), uint64_t(p.capacity / p.block_size) * 4) ||
+      !in_bounds(at(p.num_tokens_padded), 4) || !in_bounds(at(p.expert_offsets), uint64_t(E + 1) * 4) ||
+      (p.expert_counts && !in_bounds(at(p.expert_counts), uint64_t(E) * 4)))
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  std::vector<int32_t> count(E, 0);
+  for (int64_t i = 0; i < p.assignments; ++i) {
+    const int32_t e = moe::local_expert(p.topk_ids[i], p.expert_map, p.num_experts, E);
+    if (e >= 0) ++count[e];
+  }
+  std::vector<int64_t> next(E + 1, 0);
+  for (int32_t e = 0; e < E; ++e)
+    next[e + 1] = next[e] + (count[e] + p.block_size - 1) / p.block_size * p.block_size;
+  for (int32_t e = 0; e <= E; ++e) p.expert_offsets[e] = static_cast<int32_t>(next[e]);
+  if (p.expert_counts)
+    for (int32_t e = 0; e < E; ++e) p.expert_counts[e] = count[e];
+  *p.num_tokens_padded = static_cast<int32_t>(next[E]);
+  for (int64_t s = 0; s < p.capacity; ++s) p.sorted_ids[s] = static_cast<int32_t>(p.assignments);
+  for (int64_t b = 0; b < p.capacity / p.block_size; ++b) p.expert_ids[b] = -1;
+  for (int32_t e = 0; e < E; ++e)
+    for (int64_t s = next[e]; s < next[e + 1]; s += p.block_size) p.expert_ids[s / p.block_size] = e;
+  for (int64_t i = 0; i < p.assignments; ++i) {
+    const int32_t e = moe::local_expert(p.topk_ids[i], p.expert_map, p.num_experts, E);
+    if (e >= 0) p.sorted_ids[next[e]++] = static_cast<int32_t>(i);
+  }
+  return runtime::CUDA_SUCCESS;
+}
+
+float moe_from16(uint16_t code, bool bf16) {
+  if (bf16) {
+    const uint32_t u = uint32_t(code) << 16;
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  }
+  const int exp = (code >> 10) & 0x1f, man = code & 0x3ff;
+  const float mag = exp == 0 ? std::ldexp(float(man), -24)
+                             : exp == 31 ? (man ? NAN : INFINITY)
+                                         : std::ldexp(float(man | 0x400), exp - 25);
+  return (code & 0x8000) ? -mag : mag;
+}
+
+uint16_t moe_to16(float x, bool bf16) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if (bf16) return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // finite inputs only
+  const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a >= 0x477ff000u) return sign | 0x7c00u;
+  if (a < 0x38800000u) return sign | uint16_t(std::nearbyint(std::fabs(x) * 16777216.0f));
+  const uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);
+  return sign | uint16_t((((r >> 23) - 112) << 10) | ((r >> 13) & 0x3ffu));
+}
+
+CUresult moe_reduce(const std::string& name, const KernelSignature& signature,
+                    const unsigned char* args, const RangeCheck& in_bounds) {
+  if (signature.params.size() != 1 || signature.params[0].size != sizeof(moe::ReduceParams))
+    return runtime::CUDA_ERROR_INVALID_VALUE;
+  const bool bf16 = name.rfind("hm_moe_reduce_bf16_", 0) == 0;
+  const int vec = name.size() > 3 && name.compare(name.size() - 3, 3, "_v8") == 0 ? 8 : 1;
+  const auto p = read<moe::ReduceParams>(args + signature.params[0].offset);
+  auto at = [](const void* q) { return reinterpret_cast<uint64_t>(q); };
+  if (p.n < 1 || p.tokens < 0 || p.top_k < 1 || p.n % vec != 0 || p.vectors != p.tokens * (p.n / vec))
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  const uint64_t rows = uint64_t(p.tokens) * uint64_t(p.top_k);
+  if (!in_bounds(at(p.topk_ids), rows * 4) || !in_bounds(at(p.weights), rows * 4) ||
+      !in_bounds(at(p.out), uint64_t(p.tokens) * uint64_t(p.n) * 2) ||
+      (p.expert_map && !in_bounds(at(p.expert_map), uint64_t(p.num_experts) * 4)))
+    return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+  if (vec == 8 && (at(p.in) % 16 != 0 || at(p.out) % 16 != 0))
+    return runtime::CUDA_ERROR_MISALIGNED_ADDRESS;
+  const auto* in = static_cast<const uint16_t*>(p.in);
+  auto* out = static_cast<uint16_t*>(p.out);
+  for (int64_t t = 0; t < p.tokens; ++t) {
+    for (int64_t c = 0; c < p.n; ++c) {
+      float acc = 0.0f;
+      for (int32_t j = 0; j < p.top_k; ++j) {
+        const int64_t f = t * p.top_k + j;
+        if (moe::local_expert(p.topk_ids[f], p.expert_map, p.num_experts, p.local_experts) < 0)
+          continue;
+        if (!in_bounds(at(in + f * p.n + c), 2)) return runtime::CUDA_ERROR_ILLEGAL_ADDRESS;
+        acc = std::fma(p.weights[f], moe_from16(in[f * p.n + c], bf16), acc);
+      }
+      out[t * p.n + c] = moe_to16(acc, bf16);
+    }
+  }
+  return runtime::CUDA_SUCCESS;
+}
+
 }  // namespace
 
 size_t image_size(const void* image) {
@@ -303,6 +415,11 @@ KernelSignature kernel_signature(const std::string& image, const std::string& na
     signature.known = true;  // one struct by value (kernels/humming/quant/activation.h)
     signature.params.push_back({0, sizeof(actquant::Params)});
     signature.buffer_size = sizeof(actquant::Params);
+  } else if (name == kMoeAlign || starts_with(name, kMoeReducePrefix)) {
+    const size_t size = name == kMoeAlign ? sizeof(moe::AlignParams) : sizeof(moe::ReduceParams);
+    signature.known = true;
+    signature.params.push_back({0, size});
+    signature.buffer_size = size;
   } else if (starts_with(name, kPackWeightPrefix) || starts_with(name, kPackSidePrefix)) {
     // One struct by value (kernels/humming/layout/pack.h).
     const size_t size = starts_with(name, kPackWeightPrefix) ? sizeof(pack::WeightParams)
@@ -330,6 +447,14 @@ bool run_host_kernel(const std::string& name, const KernelSignature& signature,
   }
   if (starts_with(name, kQuantizeActivationPrefix)) {
     *result = quantize_activation(name, signature, args, in_bounds);
+    return true;
+  }
+  if (name == kMoeAlign) {
+    *result = moe_align(signature, args, in_bounds);
+    return true;
+  }
+  if (starts_with(name, kMoeReducePrefix)) {
+    *result = moe_reduce(name, signature, args, in_bounds);
     return true;
   }
   return false;

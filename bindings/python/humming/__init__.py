@@ -17,6 +17,7 @@ from ._format import (CanonicalSizes, CanonicalWeight, Format, PackedSizes, Pack
                       support_matrix)
 from ._plan import NONDETERMINISTIC, DevicePackedWeight, Plan
 from ._pack_device import pack_device
+from ._moe import MoeAlignResult, MoeAlignSizes, moe_align, moe_align_sizes, moe_reduce
 from ._quant import dequantize_activation, quantize_activation, reference_gemm
 from ._quant_device import activation_scale_groups, quantize_activation_device
 from ._runtime import (NO_DEVICE, Context, DeviceInfo, Kernel, LaunchParams, RuntimeInfo,

@@ -186,3 +186,45 @@ def quantize_activation(x, dtype, group_k=0, perm=None):
     quantize_activation_device(context_for(x.device), x2, name, group_k=group_k, perm=perm,
                                codes=codes.view(torch.uint8), scales=scales, stream=stream)
     return codes.view(*lead, k), scales.view(*lead, groups)
+# ---- MoE routing (docs/moe.md) ------------------------------------------------------------------
+def moe_align(topk_ids, num_experts, block_size, expert_map=None, *, num_local_experts=0,
+              with_counts=False):
+    """The indexed MoE layout of int32 topk_ids [T, top_k] on its device, on the current torch
+    stream: (sorted_ids, expert_ids, num_tokens_padded, expert_offsets[, expert_counts]) as int32
+    tensors of fixed capacities (num_tokens_padded stays on the device: one-element tensor).
+    expert_map: optional int32 [num_experts] global -> local (-1: not on this rank)."""
+    from . import _moe
+    if topk_ids.dtype != torch.int32:
+        raise argument_error(f"topk_ids must be int32, got {topk_ids.dtype}")
+    ctx = context_for(topk_ids.device)
+    sizes = _moe.moe_align_sizes(topk_ids.shape[0], topk_ids.shape[1], num_experts, block_size,
+                                 num_local_experts=num_local_experts,
+                                 has_expert_map=expert_map is not None)
+    empty = lambda n: torch.empty(n, dtype=torch.int32, device=topk_ids.device)  # noqa: E731
+    out = _moe.MoeAlignResult(empty(sizes.sorted_ids), empty(sizes.expert_ids), empty(1),
+                              empty(sizes.expert_offsets),
+                              empty(sizes.expert_counts) if with_counts else None)
+    stream = torch.cuda.current_stream(topk_ids.device).cuda_stream
+    _moe.moe_align(ctx, topk_ids.contiguous(), num_experts, block_size, expert_map=expert_map,
+                   num_local_experts=num_local_experts, out=out, stream=stream)
+    result = (out.sorted_ids, out.expert_ids, out.num_tokens_padded, out.expert_offsets)
+    return result + (out.expert_counts,) if with_counts else result
+
+
+def moe_reduce(input, topk_weights, topk_ids, num_experts, expert_map=None, *,
+               num_local_experts=0, out=None):
+    """out[t] = sum_j topk_weights[t, j] * input[t * top_k + j] over kept assignments (f32
+    accumulation, one rounding), for float16/bfloat16 input [T * top_k, N], float32 weights
+    [T, top_k] and int32 topk_ids [T, top_k]; returns out [T, N] (allocated when None)."""
+    from . import _moe
+    tokens = topk_ids.shape[0]
+    if out is None:
+        out = torch.empty((tokens, input.shape[-1]), dtype=input.dtype, device=input.device)
+    if tokens == 0:
+        return out
+    ctx = context_for(input.device)
+    stream = torch.cuda.current_stream(input.device).cuda_stream
+    _moe.moe_reduce(ctx, input.contiguous(), topk_weights.contiguous(), topk_ids.contiguous(),
+                    num_experts, expert_map=expert_map, num_local_experts=num_local_experts,
+                    out=out, stream=stream)
+    return out

@@ -80,6 +80,9 @@ pub const HM_ARG_K: i32 = 18;
 pub const HM_ARG_WORKSPACE_BYTES: i32 = 19;
 pub const HM_ARG_TOP_K: i32 = 20;
 pub const HM_PLAN_NONDETERMINISTIC: i32 = 1;
+pub const HM_MOE_MAX_LOCAL_EXPERTS: i32 = 1024;
+pub const HM_MOE_MIN_BLOCK_SIZE: i32 = 8;
+pub const HM_MOE_MAX_BLOCK_SIZE: i32 = 256;
 pub const HM_SCHEME_GPTQ: i32 = 1;
 pub const HM_SCHEME_AWQ: i32 = 2;
 pub const HM_SCHEME_CT_PACK: i32 = 3;
@@ -692,6 +695,86 @@ extern "C" {
     pub fn hm_quantize_activation_device(
         context: *mut hm_context_t,
         args: *const hm_activation_quant_args_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> hm_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_moe_routing {
+    pub struct_size: u32,
+    pub topk_ids: u64,
+    pub num_tokens: i64,
+    pub top_k: i32,
+    pub num_experts: i32,
+    pub num_local_experts: i32,
+    pub expert_map: u64,
+}
+pub type hm_moe_routing_t = hm_moe_routing;
+extern "C" {
+    pub fn hm_moe_routing_init(routing: *mut hm_moe_routing_t);
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_moe_align_sizes {
+    pub struct_size: u32,
+    pub sorted_ids: i64,
+    pub expert_ids: i64,
+    pub expert_offsets: i64,
+    pub expert_counts: i64,
+}
+pub type hm_moe_align_sizes_t = hm_moe_align_sizes;
+extern "C" {
+    pub fn hm_moe_align_sizes_init(sizes: *mut hm_moe_align_sizes_t);
+}
+extern "C" {
+    pub fn hm_moe_align_sizes(
+        routing: *const hm_moe_routing_t,
+        block_size: i32,
+        out: *mut hm_moe_align_sizes_t,
+    ) -> hm_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_moe_align_out {
+    pub struct_size: u32,
+    pub sorted_ids: u64,
+    pub expert_ids: u64,
+    pub num_tokens_padded: u64,
+    pub expert_offsets: u64,
+    pub expert_counts: u64,
+}
+pub type hm_moe_align_out_t = hm_moe_align_out;
+extern "C" {
+    pub fn hm_moe_align_out_init(out: *mut hm_moe_align_out_t);
+}
+extern "C" {
+    pub fn hm_moe_align(
+        context: *mut hm_context_t,
+        routing: *const hm_moe_routing_t,
+        block_size: i32,
+        out: *const hm_moe_align_out_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> hm_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_moe_reduce_args {
+    pub struct_size: u32,
+    pub dtype: hm_dtype_t,
+    pub n: i64,
+    pub input: u64,
+    pub topk_weights: u64,
+    pub out: u64,
+}
+pub type hm_moe_reduce_args_t = hm_moe_reduce_args;
+extern "C" {
+    pub fn hm_moe_reduce_args_init(args: *mut hm_moe_reduce_args_t);
+}
+extern "C" {
+    pub fn hm_moe_reduce(
+        context: *mut hm_context_t,
+        routing: *const hm_moe_routing_t,
+        args: *const hm_moe_reduce_args_t,
         stream: *mut ::std::os::raw::c_void,
     ) -> hm_status_t;
 }

@@ -25,6 +25,7 @@ mod dtype;
 mod error;
 mod format;
 mod kernel;
+mod moe;
 mod pack;
 mod plan;
 mod quant;
@@ -44,6 +45,7 @@ pub use format::{
     support_matrix, CanonicalSizes, CanonicalWeight, Format, PackedSizes, PackedWeight, Role, Scale,
 };
 pub use kernel::{Kernel, LaunchParams, Slot};
+pub use moe::{moe_align, moe_align_sizes, moe_reduce, MoeAlignOut, MoeAlignSizes, MoeRouting};
 pub use pack::{pack_device, DeviceCanonical, DevicePacked};
 pub use plan::{GemmArgs, Plan, PlanOptions};
 pub use quant::{

@@ -260,4 +260,69 @@ fn quantize_activation_device_matches_host() {
     )
     .unwrap_err();
     assert!(e.message().contains("multiple of 8"), "{e}");
+fn moe_align_and_reduce() {
+    let Some(_env) = mock() else {
+        return;
+    };
+    let ctx = context(0);
+    // 5 tokens, top-2, 4 experts, block 8: expert 0 gets flat ids 0, 3, 9; expert 2 gets 1, 4;
+    // ids -1 and 7 are dropped.
+    let ids: Vec<i32> = vec![0, 2, -1, 0, 2, 7, 3, 3, 1, 0];
+    let d_ids = ctx.to_device(&ids).unwrap();
+    let routing = humming::MoeRouting {
+        topk_ids: Some(&d_ids),
+        num_tokens: 5,
+        top_k: 2,
+        num_experts: 4,
+        ..Default::default()
+    };
+    let s = humming::moe_align_sizes(&routing, 8).unwrap();
+    assert_eq!((s.sorted_ids, s.expert_ids, s.expert_offsets), (40, 5, 5));
+    let mut sorted = ctx.alloc(s.sorted_ids * 4).unwrap();
+    let mut experts = ctx.alloc(s.expert_ids * 4).unwrap();
+    let mut padded = ctx.alloc(4).unwrap();
+    let mut offsets = ctx.alloc(s.expert_offsets * 4).unwrap();
+    let mut out = humming::MoeAlignOut {
+        sorted_ids: Some(&mut sorted),
+        expert_ids: Some(&mut experts),
+        num_tokens_padded: Some(&mut padded),
+        expert_offsets: Some(&mut offsets),
+        expert_counts: None,
+    };
+    humming::moe_align(&ctx, &routing, 8, &mut out, Stream::DEFAULT).unwrap();
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+    let sorted = sorted.to_vec::<i32>().unwrap();
+    assert_eq!(&sorted[..8], &[0, 3, 9, 10, 10, 10, 10, 10]);
+    assert_eq!(&sorted[8..10], &[8, 10]);
+    assert_eq!(&sorted[16..18], &[1, 4]);
+    assert_eq!(&sorted[24..26], &[6, 7]);
+    assert_eq!(padded.to_vec::<i32>().unwrap(), vec![32]);
+    assert_eq!(offsets.to_vec::<i32>().unwrap(), vec![0, 8, 16, 24, 32]);
+    assert_eq!(experts.to_vec::<i32>().unwrap(), vec![0, 1, 2, 3, -1]);
+    let e = humming::moe_align_sizes(&routing, 12).unwrap_err();
+    assert!(e.message().contains("block_size"), "{e}");
+
+    // bf16 values 1.0 (0x3f80) everywhere, weights 0.5: kept pairs sum to 1.0, single ones 0.5.
+    let n = 8usize;
+    let values = vec![0x3f80u16; 10 * n];
+    let weights = vec![0.5f32; 10];
+    let (d_values, d_weights) = (ctx.to_device(&values).unwrap(), ctx.to_device(&weights).unwrap());
+    let mut d_out = ctx.alloc(5 * n * 2).unwrap();
+    humming::moe_reduce(
+        &ctx,
+        &routing,
+        DType::BF16,
+        n as i64,
+        &d_values,
+        &d_weights,
+        &mut d_out,
+        Stream::DEFAULT,
+    )
+    .unwrap();
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+    let got = d_out.to_vec::<u16>().unwrap();
+    let want_rows = [0x3f80u16, 0x3f00, 0x3f00, 0x3f80, 0x3f80];
+    for t in 0..5 {
+        assert!(got[t * n..(t + 1) * n].iter().all(|&x| x == want_rows[t]), "token {t}: {got:?}");
+    }
 }
