@@ -76,7 +76,9 @@ fi
 
 if want all bench moe; then
   echo "== bench: MoE (indexed, Qwen3-30B-A3B / DeepSeek-V3 / gpt-oss shapes)"
-  [ -x ./build-gpu/benchmarks/bench_moe ] && timeout 240 ./build-gpu/benchmarks/bench_moe --json "$OUT/moe.json"
+  timeout 240 ./build-gpu/benchmarks/bench_moe --json "$OUT/moe.json"
+  echo "== bench: MoE routing (hm_moe_align, hm_moe_reduce)"
+  timeout 120 ./build-gpu/benchmarks/bench_moe_routing --json "$OUT/moe_routing.json"
 fi
 
 if want all bench formats; then
@@ -94,13 +96,13 @@ if want sanitize; then
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   T=./build-gpu/tests/test_gpu
   # The kernels are compiled once, outside the sanitizer (the cache is warm for the runs below).
-  timeout 120 $T --gtest_filter='DenseGemm*:PlanGpu.*:*MoeGemm*:ActivationQuantGpu.*' >/dev/null 2>&1
+  timeout 120 $T --gtest_filter='DenseGemm*:PlanGpu.*:*MoeGemm*:ActivationQuantGpu.*:MoeRoutingGpu.*' >/dev/null 2>&1
   # memcheck over everything; racecheck / synccheck slow kernels down by orders of magnitude, so
   # they take the tests that run each default tile once (DenseGemm*) and the workspace test.
   # SANITIZE_TOOLS picks some of the three (default all).
   for spec in "memcheck:*:150" \
-              "racecheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:160" \
-              "synccheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:120"; do
+              "racecheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:MoeRoutingGpu.Align*:MoeRoutingGpu.Reduce*:170" \
+              "synccheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:MoeRoutingGpu.Align*:MoeRoutingGpu.Reduce*:130"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest##*:}; filter=${rest%:*}
     case " ${SANITIZE_TOOLS:-memcheck racecheck synccheck} " in *" $tool "*) ;; *) continue ;; esac
     timeout "$limit" "$CS" --tool "$tool" --error-exitcode 86 --print-limit 40 \
