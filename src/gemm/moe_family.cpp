@@ -61,18 +61,19 @@ class MoeWgmmaFamily final : public DenseFamily {
 
   // A block holds rows of one expert, so the tile grows with the rows an expert gets: about
   // M * top_k / E, with top_k taken as 8 (the routing is not known at plan time; a tuning JSON
-  // can say otherwise). From 8 rows (decode) to 128, doubling when the expected rows do; the
-  // wider tiles take 8 warps (128 channels) to reuse each gathered activation row more.
+  // can say otherwise). Measured on the H200 (NOTES v19, E = 128): 8 rows per block win while
+  // experts get up to ~4 rows (M <= E / 2), 16 at ~8 rows (M = E: 90 against 109 us for 8), 64
+  // at ~64 (M = 8E: 178 against 301 us for 32) and at ~256 (M = 32E: 505 against 548 us for 128
+  // rows); 32 rows in between is not measured.
   std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> default_tiles(
       const Layer& layer) const override {
     auto tile = [](const tune::DenseTile& t) { return std::make_shared<DenseTileOf>(t); };
-    const int64_t e = layer.format.experts;  // M = e gives about 8 rows per expert at top_k 8
+    const int64_t e = layer.format.experts;
     return {
-        {e, tile(moe_tile(8, 4, 8, 4, false, false))},
+        {std::max<int64_t>(1, e / 2), tile(moe_tile(8, 4, 8, 4, false, false))},
         {2 * e, tile(moe_tile(16, 4, 8, 3, false, false))},
         {4 * e, tile(moe_tile(32, 4, 8, 2, true, false))},
-        {8 * e, tile(moe_tile(64, 8, 6, 2, false, true))},
-        {INT64_MAX, tile(moe_tile(128, 8, 4, 1, false, true))},
+        {INT64_MAX, tile(moe_tile(64, 8, 6, 2, false, true))},
     };
   }
 

@@ -161,7 +161,7 @@ TEST_P(MoeGemm, MatchesThePerExpertReferenceAtEveryRange) {
   if (!on_sm90(gpu)) GTEST_SKIP() << "the MoE kernel is sm_90a only";
   std::mt19937 rng(7);
   Layer L = hm::gpu_test::make_layer(GetParam().text, rng);
-  // M through every default range (E, 2E, 4E, 8E and beyond), top_k 1 to 4.
+  // M through every default range (E / 2, 2E, 4E and beyond), top_k 1 to 4.
   const std::pair<int64_t, int> calls[] = {{1, 1}, {1, 4},  {3, 2},   {7, 3},    {12, 2},
                                            {20, 3}, {37, 4}, {100, 2}, {300, 2}, {1100, 4}};
   for (const auto& [m, top_k] : calls) {
