@@ -99,8 +99,9 @@ if want sanitize; then
   timeout 120 $T --gtest_filter='DenseGemm*:PlanGpu.*:*MoeGemm*:ActivationQuantGpu.*:MoeRoutingGpu.*' >/dev/null 2>&1
   # memcheck over everything; racecheck / synccheck slow kernels down by orders of magnitude, so
   # they take the tests that run each default tile once (DenseGemm*) and the workspace test.
-  # SANITIZE_TOOLS picks some of the three (default all).
-  for spec in "memcheck:*:150" \
+  # SANITIZE_TOOLS picks some of the three (default all, and the cluster racecheck below);
+  # MEMCHECK_FILTER narrows memcheck's gtest filter (default every test).
+  for spec in "memcheck:${MEMCHECK_FILTER:-*}:150" \
               "racecheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:MoeRoutingGpu.Align*:MoeRoutingGpu.Reduce*:170" \
               "synccheck:Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:MoeRoutingGpu.Align*:MoeRoutingGpu.Reduce*:130"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest##*:}; filter=${rest%:*}
@@ -114,7 +115,7 @@ if want sanitize; then
   done
 fi
 
-if want sanitize racecheck_cluster; then
+if want racecheck_cluster || { want sanitize && [ -z "${SANITIZE_TOOLS:-}" ]; }; then
   # racecheck flags the cp.async refill of a stage against the dequantization's reads of it in
   # cluster split-K tiles only. The same tile (same mainloop code, same M, same K splits) run with
   # split "global" and "cluster": if only the cluster launch is flagged, the mainloop's ordering

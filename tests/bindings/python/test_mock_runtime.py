@@ -204,7 +204,7 @@ def test_quantize_activation_device_matches_host(mock_context):
             mock_context, mock_context.to_device(a), dtype, group_k=group_k,
             perm=None if p is None else mock_context.to_device(p))
         mock_context.synchronize()
-        host_in = a.astype(np.float32) if p is None else a.astype(np.float32)[:, p]
+        host_in = a.astype(np.float32) if p is None else np.ascontiguousarray(a.astype(np.float32)[:, p])
         want_codes, want_scales = humming.quantize_activation(dtype, host_in, group_k=group_k)
         np.testing.assert_array_equal(codes.numpy(), want_codes)
         np.testing.assert_array_equal(scales.numpy().view(np.uint32), want_scales.view(np.uint32))
