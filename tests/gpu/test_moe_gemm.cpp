@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/support/cuda_driver.hpp"
 #include "gpu/support/dense_layer.hpp"
 #include "humming.h"
 
@@ -258,6 +259,127 @@ TEST(MoeGemmHostile, RoutingOutOfRangeIsSkipped) {
   for (size_t i = L.n; i < out.size(); ++i) ASSERT_EQ(out[i], 0xFFFF) << "element " << i;
   hm_launch_params_destroy(p);
   hm_plan_destroy(plan);
+}
+
+// The whole MoE step on the device, captured once in a CUDA graph: hm_moe_align (routing ->
+// indexed layout), the MoE GEMM, hm_moe_reduce (top-k weighted sum). Replayed three times with
+// new routings and router weights copied in between, outside the graph: no count is read on the
+// host, so one graph serves every routing of the shape.
+TEST(MoeGemmGraph, AlignGemmReduceCapturedOnceReplayedWithNewRoutings) {
+  using namespace gpu_driver;
+  Gpu gpu;
+  if (!on_sm90(gpu)) GTEST_SKIP() << "the MoE kernel is sm_90a only";
+  ASSERT_TRUE(hm::gpu_test::cuda_driver_loaded());
+  const Driver& cu = *hm::gpu_test::cuda_driver();
+  CUcontext primary = nullptr;
+  ASSERT_CU(cu, cuDevicePrimaryCtxRetain(&primary, 0));
+  ASSERT_CU(cu, cuCtxPushCurrent(primary));
+  std::mt19937 rng(23);
+  Layer L = hm::gpu_test::make_layer("w=uint4b8 a=f16 c=f16 s=f16:g128 n=192 k=512 e=8", rng);
+  const int64_t m = 37;
+  const int top_k = 2;
+  hm_plan_t* plan = nullptr;
+  ASSERT_EQ(hm_plan_create(gpu.ctx, L.format, nullptr, &plan), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
+  int32_t block = 0;
+  ASSERT_EQ(hm_plan_moe_block_size(plan, m, &block), HM_SUCCESS) << last_error();
+  hm_moe_routing_t routing;
+  hm_moe_routing_init(&routing);
+  routing.num_tokens = m;
+  routing.top_k = top_k;
+  routing.num_experts = L.experts;
+  hm_moe_align_sizes_t sizes;
+  hm_moe_align_sizes_init(&sizes);
+  ASSERT_EQ(hm_moe_align_sizes(&routing, block, &sizes), HM_SUCCESS) << last_error();
+  int64_t rows = 0;
+  ASSERT_EQ(hm_plan_moe_rows(plan, m, top_k, &rows), HM_SUCCESS) << last_error();
+  EXPECT_EQ(rows, sizes.sorted_ids) << "the plan and the routing agree on the capacity";
+
+  const uint64_t topk_ids = gpu.alloc(static_cast<size_t>(m * top_k * 4));
+  const uint64_t weights = gpu.alloc(static_cast<size_t>(m * top_k * 4));
+  routing.topk_ids = topk_ids;
+  hm_moe_align_out_t out;
+  hm_moe_align_out_init(&out);
+  out.sorted_ids = gpu.alloc(static_cast<size_t>(sizes.sorted_ids * 4));
+  out.expert_ids = gpu.alloc(static_cast<size_t>(sizes.expert_ids * 4));
+  out.num_tokens_padded = gpu.alloc(4);
+  out.expert_offsets = gpu.alloc(static_cast<size_t>(sizes.expert_offsets * 4));
+  const uint64_t a = gpu.alloc(static_cast<size_t>(m * L.k * 2));
+  const uint64_t c = gpu.alloc(static_cast<size_t>(m * top_k * L.n * 2));
+  const uint64_t y = gpu.alloc(static_cast<size_t>(m * L.n * 2));
+  hm::gpu_test::DeviceWeights w = hm::gpu_test::upload_weights(gpu, L);
+  hm_launch_params_t* p = hm::gpu_test::params_for(w, a, c, m, 0, 0);
+  hm_launch_params_set_pointer(p, HM_ARG_SORTED_IDS, out.sorted_ids);
+  hm_launch_params_set_pointer(p, HM_ARG_EXPERT_IDS, out.expert_ids);
+  hm_launch_params_set_pointer(p, HM_ARG_NUM_TOKENS_PADDED, out.num_tokens_padded);
+  hm_launch_params_set_int(p, HM_ARG_TOP_K, top_k);
+  hm_moe_reduce_args_t reduce;
+  hm_moe_reduce_args_init(&reduce);
+  reduce.dtype = HM_DTYPE_F16;
+  reduce.n = L.n;
+  reduce.input = c;
+  reduce.topk_weights = weights;
+  reduce.out = y;
+
+  CUstream stream = nullptr;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cu, cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cu, cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const hm_status_t s0 = hm_moe_align(gpu.ctx, &routing, block, &out, stream);
+  const std::string e0 = last_error();
+  const hm_status_t s1 = hm_plan_gemm(plan, p, stream);
+  const std::string e1 = last_error();
+  const hm_status_t s2 = hm_moe_reduce(gpu.ctx, &routing, &reduce, stream);
+  const std::string e2 = last_error();
+  const CUresult ended = cu.cuStreamEndCapture(stream, &graph);  // always end the capture
+  EXPECT_EQ(s0, HM_SUCCESS) << "align: " << e0;
+  EXPECT_EQ(s1, HM_SUCCESS) << "gemm: " << e1;
+  EXPECT_EQ(s2, HM_SUCCESS) << "reduce: " << e2;
+  ASSERT_EQ(ended, CUDA_SUCCESS) << "the capture was invalidated";
+  ASSERT_CU(cu, cuGraphInstantiateWithFlags(&exec, graph, 0));
+
+  for (int replay = 0; replay < 3; ++replay) {
+    const std::vector<int32_t> routes = route(m, top_k, L.experts, Spread::kRandom, rng);
+    std::vector<float> router(static_cast<size_t>(m * top_k));
+    std::uniform_real_distribution<float> unit(0.f, 1.f);
+    for (auto& v : router) v = unit(rng);
+    const auto acts = hm::gpu_test::random_activations(L, m, rng);
+    ASSERT_CU(cu, cuMemcpyHtoDAsync(topk_ids, routes.data(), routes.size() * 4, stream));
+    ASSERT_CU(cu, cuMemcpyHtoDAsync(weights, router.data(), router.size() * 4, stream));
+    ASSERT_CU(cu, cuMemcpyHtoDAsync(a, acts.codes.data(), acts.codes.size() * 2, stream));
+    ASSERT_CU(cu, cuGraphLaunch(exec, stream));
+    ASSERT_CU(cu, cuStreamSynchronize(stream));  // the host buffers live until here
+    std::vector<uint16_t> got(static_cast<size_t>(m * L.n));
+    ASSERT_EQ(hm_copy_to_host(gpu.ctx, got.data(), y, got.size() * 2), HM_SUCCESS);
+    double num = 0, den = 0;
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t j = 0; j < L.n; ++j) {
+        double want = 0;
+        for (int r = 0; r < top_k; ++r) {
+          const int32_t e = routes[t * top_k + r];
+          const float* wrow = &L.deq[static_cast<size_t>((e * L.n + j) * L.k)];
+          double s = 0;
+          for (int64_t l = 0; l < L.k; ++l) s += acts.values[t * L.k + l] * wrow[l];
+          want += router[t * top_k + r] * s;
+        }
+        double v = 0;
+        hm_dtype_decode(L.out, got[t * L.n + j], &v);
+        ASSERT_TRUE(std::isfinite(v)) << "replay " << replay << " token " << t;
+        num += (v - want) * (v - want);
+        den += want * want;
+      }
+    // The GEMM's bound plus one more f16 rounding (its output, then the reduction's).
+    EXPECT_LE(std::sqrt(num / den), 2 * hm::gpu_test::kF16Bound) << "replay " << replay;
+  }
+  EXPECT_CU(cu, cuGraphExecDestroy(exec));
+  EXPECT_CU(cu, cuGraphDestroy(graph));
+  EXPECT_CU(cu, cuStreamDestroy(stream));
+  hm_launch_params_destroy(p);
+  hm_plan_destroy(plan);
+  CUcontext popped = nullptr;
+  EXPECT_CU(cu, cuCtxPopCurrent(&popped));
+  EXPECT_CU(cu, cuDevicePrimaryCtxRelease(0));
 }
 
 }  // namespace

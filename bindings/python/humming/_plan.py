@@ -63,7 +63,7 @@ class Plan(Handle):
         self.max_m = int(max_m)
         self._packed = self.format.packed_sizes()
         # What every gemm() checks against, read once (the plan's format never changes).
-        self._n, self._k, _ = self.format.shape
+        self._n, self._k, self._experts = self.format.shape
         self._activation, self._output = self.format.activation, self.format.output
         self._bias = self.format.bias
         self._local = threading.local()
@@ -107,6 +107,73 @@ class Plan(Handle):
         check(status)
         return rows
 
+    def _set_weights(self, params, weight, bias, stream):
+        """The weight-side slots: every buffer the format has (checked for size and device),
+        the bias ([N], or [E, N] for a MoE format) when it has one."""
+        device, n = self.context.device, self._n
+        for field, slot in (("weight", raw.HM_ARG_B), ("scales", raw.HM_ARG_SCALES),
+                            ("zero_points", raw.HM_ARG_ZEROS), ("global_scale", raw.HM_ARG_GLOBAL)):
+            nbytes = getattr(self._packed, field)
+            value = getattr(weight, field, None)
+            if not nbytes:
+                continue
+            if value is None:
+                raise argument_error(f"weight.{field} is None, but this format needs "
+                                     f"{nbytes} bytes of it")
+            t = check_device_tensor(value, "weight." + field, device, min_bytes=nbytes,
+                                    stream=stream)
+            params.set_pointer(slot, t.ptr)
+        if self._bias:
+            if bias is None:
+                raise argument_error("argument 'bias' is None, but the format has a bias")
+            shape = (n,) if self._experts == 1 else (self._experts, n)
+            tb = check_device_tensor(bias, "bias", device, self._output, shape=shape,
+                                     stream=stream)
+            params.set_pointer(raw.HM_ARG_BIAS, tb.ptr)
+        elif bias is not None:
+            raise argument_error("argument 'bias' was given, but the format has no bias "
+                                 "(set Format.bias = True)")
+
+    def moe_gemm(self, a, weight, c, *, sorted_ids, expert_ids, num_tokens_padded, top_k,
+                 bias=None, stream=0, params=None):
+        """MoE plans (e >= 2), indexed (docs/moe.md): C[M * top_k, N], row t * top_k + j =
+        A[t] * dequant(W[expert of (t, j)])^T (+ bias[expert]), for a [M, K]. sorted_ids,
+        expert_ids and num_tokens_padded are int32 device tensors laid out by moe_align with
+        the plan's moe_block_size(M) (capacity moe_rows(M, top_k) at least); bias [E, N].
+        Rows of dropped assignments are not written. Asynchronous, no host read of the routing."""
+        if self._experts == 1:
+            raise argument_error("moe_gemm needs a plan of a MoE format (e >= 2); use gemm()")
+        device = self.context.device
+        n, k = self._n, self._k
+        ta = check_device_tensor(a, "a", device, self._activation, stream=stream)
+        if len(ta.shape) != 2 or ta.shape[1] != k:
+            raise argument_error(f"argument 'a' has shape {ta.shape}, expected [M, {k}]")
+        m, top_k = ta.shape[0], int(top_k)
+        tc = check_device_tensor(c, "c", device, self._output, shape=(m * top_k, n),
+                                 stream=stream, writable=True)
+        rows = self.moe_rows(m, top_k)
+        block = self.moe_block_size(m)
+        routing = {}
+        for name, obj, need in (("sorted_ids", sorted_ids, rows),
+                                ("expert_ids", expert_ids, rows // block),
+                                ("num_tokens_padded", num_tokens_padded, 1)):
+            t = check_device_tensor(obj, name, device, stream=stream, min_bytes=4 * need)
+            if t.dtype != "int32":
+                raise argument_error(f"argument '{name}' has dtype {t.dtype}, expected int32")
+            routing[name] = t.ptr
+        if params is None:
+            params = getattr(self._local, "params", None)
+            if params is None:
+                params = self._local.params = LaunchParams()
+        params.clear()
+        params.set(a=ta.ptr, c=tc.ptr, m=m)
+        params.set_pointer(raw.HM_ARG_SORTED_IDS, routing["sorted_ids"])
+        params.set_pointer(raw.HM_ARG_EXPERT_IDS, routing["expert_ids"])
+        params.set_pointer(raw.HM_ARG_NUM_TOKENS_PADDED, routing["num_tokens_padded"])
+        params.set_int(raw.HM_ARG_TOP_K, top_k)
+        self._set_weights(params, weight, bias, stream)
+        check(raw.hm_plan_gemm(self.handle, params.handle, int(stream)))
+
     def describe(self, m):
         """The kernel and tiling used for M, for logs."""
         return copy_out(raw.hm_plan_describe, self.handle, int(m))
@@ -132,26 +199,7 @@ class Plan(Handle):
                 params = self._local.params = LaunchParams()
         params.clear()
         params.set(a=ta.ptr, c=tc.ptr, m=m)
-        for field, slot in (("weight", raw.HM_ARG_B), ("scales", raw.HM_ARG_SCALES),
-                            ("zero_points", raw.HM_ARG_ZEROS), ("global_scale", raw.HM_ARG_GLOBAL)):
-            nbytes = getattr(self._packed, field)
-            value = getattr(weight, field, None)
-            if not nbytes:
-                continue
-            if value is None:
-                raise argument_error(f"weight.{field} is None, but this format needs "
-                                     f"{nbytes} bytes of it")
-            t = check_device_tensor(value, "weight." + field, device, min_bytes=nbytes,
-                                    stream=stream)
-            params.set_pointer(slot, t.ptr)
-        if self._bias:
-            if bias is None:
-                raise argument_error("argument 'bias' is None, but the format has a bias")
-            tb = check_device_tensor(bias, "bias", device, out, shape=(n,), stream=stream)
-            params.set_pointer(raw.HM_ARG_BIAS, tb.ptr)
-        elif bias is not None:
-            raise argument_error("argument 'bias' was given, but the format has no bias "
-                                 "(set Format.bias = True)")
+        self._set_weights(params, weight, bias, stream)
         if workspace is not None:
             # Its size is checked by the library against what this M needs (and named there).
             tw = check_device_tensor(workspace, "workspace", device, stream=stream)

@@ -228,3 +228,121 @@ def moe_reduce(input, topk_weights, topk_ids, num_experts, expert_map=None, *,
                     num_experts, expert_map=expert_map, num_local_experts=num_local_experts,
                     out=out, stream=stream)
     return out
+
+
+class MoE(torch.nn.Module):
+    """A fused-MoE drop-in (the engine's `fused_experts(x, w13, w2, topk_weights, topk_ids)`):
+
+        y[t] = sum_j topk_weights[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t])),  e = topk_ids[t, j]
+
+    with gate_up a MoE format of N = 2 * I (gate rows first, then up rows), K = H, and down one
+    of N = H, K = I, both with the same E. forward() runs, on the current torch stream with no
+    host synchronization: moe_align (for the gate_up plan's block size), the indexed MoE GEMM of
+    gate_up, SiLU * up (torch), moe_align again when the down plan's block size differs (the
+    down GEMM's rows are the assignments: top_k = 1 over the flattened routing), the down GEMM,
+    and moe_reduce. Assignments of experts outside [0, E) (or mapped to -1 by expert_map) are
+    dropped: they add nothing to their token. Works under CUDA graph capture."""
+
+    def __init__(self, gate_up_format, gate_up_packed, down_format, down_packed, *, device=None,
+                 context=None):
+        super().__init__()
+        gu = gate_up_format if isinstance(gate_up_format, Format) else Format(gate_up_format)
+        dn = down_format if isinstance(down_format, Format) else Format(down_format)
+        n_gu, hidden, experts = gu.shape
+        n_dn, inter, experts_dn = dn.shape
+        if experts < 2 or experts != experts_dn:
+            raise argument_error(f"MoE needs two formats with the same e >= 2, got e={experts} and "
+                                 f"e={experts_dn}")
+        if n_gu != 2 * inter or n_dn != hidden:
+            raise argument_error(f"gate_up must be [E, 2 * I, H] and down [E, H, I]: got gate_up "
+                                 f"N={n_gu} K={hidden}, down N={n_dn} K={inter}")
+        if gu.bias or dn.bias:
+            raise argument_error("humming.torch.MoE takes formats without bias")
+        device = torch.device(device if device is not None else "cuda")
+        self.context = context or context_for(device)
+        self.device = torch.device("cuda", self.context.device)
+        self.num_experts, self.hidden, self.intermediate = experts, hidden, inter
+        self.dtype = _HM_TO_TORCH.get(gu.activation.name)
+        if self.dtype not in (torch.float16, torch.bfloat16) or \
+                _HM_TO_TORCH.get(dn.activation.name) != self.dtype or \
+                _HM_TO_TORCH.get(gu.output.name) != self.dtype or \
+                _HM_TO_TORCH.get(dn.output.name) != self.dtype:
+            raise argument_error("humming.torch.MoE runs f16 or bf16 activations and outputs, the "
+                                 "same in both formats")
+
+        def up(value):
+            if value is None:
+                return None
+            if isinstance(value, torch.Tensor):
+                return value.to(self.device).contiguous()
+            return torch.from_numpy(np.ascontiguousarray(value)).to(self.device)
+        for prefix, packed in (("gate_up_", gate_up_packed), ("down_", down_packed)):
+            for name in ("weight", "scales", "zero_points", "global_scale"):
+                self.register_buffer(prefix + name, up(getattr(packed, name, None)))
+        self.gate_up_format, self.down_format = gu.clone(), dn.clone()
+        self.gate_up_plan = Plan(self.context, gu).prepare()
+        self.down_plan = Plan(self.context, dn).prepare()
+
+    @classmethod
+    def from_weights(cls, w_gate_up, w_down, gate_up_format="w=uint4b8 a=f16 c=f16 s=f16:g128",
+                     down_format=None, *, device=None):
+        """Quantizes float expert weights w_gate_up [E, 2 * I, H] and w_down [E, H, I] (tensors
+        or arrays) into the two formats (shapes set from the weights; down_format defaults to
+        gate_up_format's dtypes and scales)."""
+        def host(w):
+            return (w.detach().float().cpu().numpy() if isinstance(w, torch.Tensor)
+                    else np.asarray(w, dtype=np.float32))
+        gu_w, dn_w = host(w_gate_up), host(w_down)
+        if gu_w.ndim != 3 or dn_w.ndim != 3:
+            raise argument_error("w_gate_up and w_down must be [E, N, K]")
+        gu, dn = Format(gate_up_format), Format(down_format or gate_up_format)
+        gu.set_shape(gu_w.shape[1], gu_w.shape[2], gu_w.shape[0])
+        dn.set_shape(dn_w.shape[1], dn_w.shape[2], dn_w.shape[0])
+        return cls(gu, gu.pack(gu.quantize(gu_w)), dn, dn.pack(dn.quantize(dn_w)), device=device)
+
+    def forward(self, x, topk_ids, topk_weights, expert_map=None):
+        """x [T, H] (the layer's dtype), topk_ids int32 [T, top_k], topk_weights float32
+        [T, top_k]; expert_map: optional int32 [global experts] -> local (-1: another rank),
+        this layer holding the E local experts. Returns [T, H]."""
+        if x.dim() != 2 or x.shape[1] != self.hidden or x.dtype != self.dtype:
+            raise argument_error(f"x must be [T, {self.hidden}] {self.dtype}, got "
+                                 f"{tuple(x.shape)} {x.dtype}")
+        tokens, top_k = topk_ids.shape
+        if tokens != x.shape[0] or topk_weights.shape != topk_ids.shape:
+            raise argument_error("topk_ids and topk_weights must be [T, top_k] for x's T tokens")
+        if tokens == 0:
+            return torch.empty_like(x)
+        x = x.contiguous()
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        global_experts = expert_map.shape[0] if expert_map is not None else self.num_experts
+        local = self.num_experts if expert_map is not None else 0
+
+        def routed(ids, plan, m):
+            sorted_ids, expert_ids, padded, _ = moe_align(
+                ids, global_experts, plan.moe_block_size(m), expert_map, num_local_experts=local)
+            return dict(sorted_ids=sorted_ids, expert_ids=expert_ids, num_tokens_padded=padded)
+
+        gate_up = DevicePackedWeight(self.gate_up_weight, self.gate_up_scales,
+                                     self.gate_up_zero_points, self.gate_up_global_scale)
+        down = DevicePackedWeight(self.down_weight, self.down_scales, self.down_zero_points,
+                                  self.down_global_scale)
+        ids = topk_ids.contiguous()
+        h = torch.empty((tokens * top_k, 2 * self.intermediate), dtype=self.dtype, device=x.device)
+        first = routed(ids, self.gate_up_plan, tokens)
+        self.gate_up_plan.moe_gemm(x, gate_up, h, top_k=top_k, stream=stream, **first)
+        act = (torch.nn.functional.silu(h[:, :self.intermediate]) *
+               h[:, self.intermediate:]).contiguous()
+        # The down GEMM's rows are the assignments themselves (top_k = 1 over the flat routing).
+        flat = ids.view(-1, 1)
+        if self.down_plan.moe_block_size(tokens * top_k) == \
+                self.gate_up_plan.moe_block_size(tokens):
+            second = first  # same ids, same padding: row f of act is flat id f
+        else:
+            second = routed(flat, self.down_plan, tokens * top_k)
+        out = torch.empty((tokens * top_k, self.hidden), dtype=self.dtype, device=x.device)
+        self.down_plan.moe_gemm(act, down, out, top_k=1, stream=stream, **second)
+        return moe_reduce(out, topk_weights.float().contiguous(), ids, global_experts,
+                          expert_map, num_local_experts=local)
+
+    def extra_repr(self):
+        return f"gate_up {self.gate_up_format}, down {self.down_format}"

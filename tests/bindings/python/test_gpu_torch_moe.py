@@ -72,3 +72,47 @@ def test_moe_reduce_matches_torch_and_captures(dtype):
     kept = (ids >= 0).reshape(-1, 1)
     want = (values.float() * weights.reshape(-1, 1) * kept).reshape(tokens, top_k, n).sum(1)
     assert torch.equal(out, want.to(dtype))
+
+
+@pytest.mark.parametrize("tokens,top_k,dtype", [(1, 2, torch.float16), (37, 2, torch.float16),
+                                                 (300, 3, torch.bfloat16)])
+def test_moe_layer_matches_torch(tokens, top_k, dtype):
+    """humming.torch.MoE (align -> gate_up GEMM -> SiLU * up -> down GEMM -> reduce) against the
+    same computation in float64 on the host-dequantized experts, with some assignments dropped."""
+    import numpy as np
+    from humming import Format
+    experts, hidden, inter = 8, 256, 128
+    g = torch.Generator().manual_seed(tokens)
+    w13 = torch.randn(experts, 2 * inter, hidden, generator=g) * 0.05
+    w2 = torch.randn(experts, hidden, inter, generator=g) * 0.05
+    name = "f16" if dtype == torch.float16 else "bf16"
+    text = f"w=uint4b8 a={name} c={name} s={name}:g64"
+    gu, dn = Format(text), Format(text)
+    gu.set_shape(2 * inter, hidden, experts)
+    dn.set_shape(hidden, inter, experts)
+    gu_q, dn_q = gu.quantize(w13.numpy()), dn.quantize(w2.numpy())
+    layer = hmt.MoE(gu, gu.pack(gu_q), dn, dn.pack(dn_q))
+    deq13 = torch.from_numpy(gu.dequantize(gu_q)).double()
+    deq2 = torch.from_numpy(dn.dequantize(dn_q)).double()
+    x = torch.randn(tokens, hidden, generator=g).to(dtype)
+    ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
+    ids = ids.to(torch.int32)
+    ids[::5, 0] = -1  # dropped assignments (an expert on another rank, or router padding)
+    weights = torch.rand(tokens, top_k, generator=g)
+    y = layer(x.cuda(), ids.cuda(), weights.cuda())
+    torch.cuda.synchronize()
+    want = torch.zeros(tokens, hidden, dtype=torch.float64)
+    xd = x.double()
+    for t in range(tokens):
+        for j in range(top_k):
+            e = int(ids[t, j])
+            if e < 0:
+                continue
+            h = deq13[e] @ xd[t]
+            act = torch.nn.functional.silu(h[:inter]) * h[inter:]
+            want[t] += float(weights[t, j]) * (deq2[e] @ act)
+    got = y.double().cpu()
+    assert torch.isfinite(got).all()
+    err = float((got - want).norm() / want.norm())
+    assert err < (2e-2 if dtype == torch.float16 else 6e-2), err
+    assert np.isfinite(err)

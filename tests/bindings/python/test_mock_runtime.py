@@ -218,3 +218,40 @@ def test_quantize_activation_device_matches_host(mock_context):
             a.astype(np.float32)), "e4m3")
     with pytest.raises(humming.UnsupportedError, match="int4"):
         humming.quantize_activation_device(mock_context, mock_context.to_device(a), "int4")
+
+
+def test_moe_plan_routing_queries_and_gemm_checks(mock_context):
+    """A MoE plan on the mock: the routing queries, moe_gemm's argument checks and a launch
+    (the mock records it; tests/gpu/test_moe_gemm.cpp checks results on a GPU)."""
+    fmt = Format("w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4")
+    with mock_context.plan(fmt) as plan:
+        plan.prepare()
+        m, top_k = 5, 2
+        block = plan.moe_block_size(m)
+        rows = plan.moe_rows(m, top_k)
+        assert block in (8, 16, 32, 64)
+        assert rows == (m * top_k + 4 * (block - 1) + block - 1) // block * block
+        w = RNG.standard_normal((4, 128, 256)).astype(np.float32)
+        weight = humming.DevicePackedWeight.upload(mock_context, fmt.pack(fmt.quantize(w)))
+        a = mock_context.empty((m, 256), np.float16)
+        c = mock_context.empty((m * top_k, 128), np.float16)
+        routing = dict(sorted_ids=mock_context.empty((rows,), np.int32),
+                       expert_ids=mock_context.empty((rows // block,), np.int32),
+                       num_tokens_padded=mock_context.empty((1,), np.int32))
+        plan.moe_gemm(a, weight, c, top_k=top_k, **routing)
+        mock_context.synchronize()
+        with pytest.raises(humming.InvalidArgumentError, match=r"'c' has shape"):
+            plan.moe_gemm(a, weight, mock_context.empty((m, 128), np.float16), top_k=top_k,
+                          **routing)
+        short = dict(routing, sorted_ids=mock_context.empty((rows - 8,), np.int32))
+        with pytest.raises(humming.InvalidArgumentError, match="sorted_ids"):
+            plan.moe_gemm(a, weight, c, top_k=top_k, **short)
+        wrong = dict(routing, expert_ids=mock_context.empty((rows // block,), np.float32))
+        with pytest.raises(humming.InvalidArgumentError, match="int32"):
+            plan.moe_gemm(a, weight, c, top_k=top_k, **wrong)
+        with pytest.raises(humming.InvalidArgumentError, match="top_k must be in"):
+            plan.moe_gemm(a, weight, mock_context.empty((0, 128), np.float16), top_k=0,
+                          **routing)
+    with mock_context.plan(Format(PLAN_FORMAT)) as dense:
+        with pytest.raises(humming.InvalidArgumentError, match="dense"):
+            dense.moe_block_size(4)
