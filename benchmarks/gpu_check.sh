@@ -42,6 +42,16 @@ if want all tests quick gpu; then
   echo "== gpu tests"
   ctest --test-dir build-gpu -L gpu --output-on-failure -j 8 --timeout 240 > "$OUT/ctest.txt" 2>&1
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|\*\*\*Skipped|Failure|Expected|Which is|rel err|tuning" "$OUT/ctest.txt" | head -60
+  # The GPU host's image has no SWIG: with a SWIG carried in .swig/ (the PyPI wheel's data
+  # directory: cp -r <venv>/site-packages/swig/data .swig/, then run with carry [".swig"]), the
+  # Python module is built and its GPU tests (torch Linear and MoE) run too.
+  if [ -x .swig/data/bin/swig ]; then
+    echo "== python binding GPU tests (carried SWIG)"
+    export SWIG_LIB=$PWD/$(ls -d .swig/data/share/swig/* | head -1)
+    cmake -S . -B build-gpu -DSWIG_EXECUTABLE="$PWD/.swig/data/bin/swig" -DHUMMING_BUILD_PYTHON=ON >/dev/null
+    cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -1
+    ctest --test-dir build-gpu -R bindings_python_gpu -V 2>&1 | grep -E "passed|failed|skipped|FAILED" | tail -5
+  fi
   if want all tests; then
     echo "== api + jit tests (on the GPU host too)"
     ctest --test-dir build-gpu -L 'api|jit' -j 8 2>&1 | tail -4
