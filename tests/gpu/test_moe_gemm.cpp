@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -376,6 +377,96 @@ TEST(MoeGemmGraph, AlignGemmReduceCapturedOnceReplayedWithNewRoutings) {
   EXPECT_CU(cu, cuGraphDestroy(graph));
   EXPECT_CU(cu, cuStreamDestroy(stream));
   hm_launch_params_destroy(p);
+  hm_plan_destroy(plan);
+  CUcontext popped = nullptr;
+  EXPECT_CU(cu, cuCtxPopCurrent(&popped));
+  EXPECT_CU(cu, cuDevicePrimaryCtxRelease(0));
+}
+
+// One plan, two host threads, each on its own stream with its own routing, activations and
+// output, launching the MoE GEMM repeatedly at once: results as on one stream (the MoE family
+// needs no workspace, so nothing is shared but the plan and the weights).
+TEST(MoeGemmStreams, TwoThreadsTwoStreamsOnePlan) {
+  using namespace gpu_driver;
+  Gpu gpu;
+  if (!on_sm90(gpu)) GTEST_SKIP() << "the MoE kernel is sm_90a only";
+  ASSERT_TRUE(hm::gpu_test::cuda_driver_loaded());
+  const Driver& cu = *hm::gpu_test::cuda_driver();
+  CUcontext primary = nullptr;
+  ASSERT_CU(cu, cuDevicePrimaryCtxRetain(&primary, 0));
+  ASSERT_CU(cu, cuCtxPushCurrent(primary));
+  std::mt19937 rng(29);
+  Layer L = hm::gpu_test::make_layer("w=uint4 a=bf16 c=bf16 s=bf16:g64 zp=uint4 bias=1 n=136 k=320 e=5", rng);
+  hm_plan_t* plan = nullptr;
+  ASSERT_EQ(hm_plan_create(gpu.ctx, L.format, nullptr, &plan), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
+  const hm::gpu_test::DeviceWeights w = hm::gpu_test::upload_weights(gpu, L);
+  struct Lane {
+    int64_t m;
+    int top_k;
+    std::vector<int32_t> routes;
+    hm::gpu_test::Activations acts;
+    uint64_t c = 0;
+    hm_launch_params_t* p = nullptr;
+    CUstream stream = nullptr;
+    std::string failure;
+  };
+  Lane lanes[2];
+  lanes[0].m = 29, lanes[0].top_k = 2;
+  lanes[1].m = 300, lanes[1].top_k = 3;
+  for (Lane& lane : lanes) {
+    int32_t block = 0;
+    int64_t capacity = 0;
+    ASSERT_EQ(hm_plan_moe_block_size(plan, lane.m, &block), HM_SUCCESS) << last_error();
+    ASSERT_EQ(hm_plan_moe_rows(plan, lane.m, lane.top_k, &capacity), HM_SUCCESS) << last_error();
+    lane.routes = route(lane.m, lane.top_k, L.experts, Spread::kRandom, rng);
+    const Routing r = align(lane.routes, lane.m, lane.top_k, L.experts, block, capacity);
+    lane.acts = hm::gpu_test::random_activations(L, lane.m, rng);
+    lane.c = gpu.poisoned(static_cast<size_t>(lane.m * lane.top_k * L.n * 2));
+    lane.p = hm::gpu_test::params_for(w, gpu.upload(lane.acts.codes.data(), lane.acts.codes.size() * 2),
+                                      lane.c, lane.m, 0, 0);
+    hm_launch_params_set_pointer(lane.p, HM_ARG_SORTED_IDS,
+                                 gpu.upload(r.sorted_ids.data(), r.sorted_ids.size() * 4));
+    hm_launch_params_set_pointer(lane.p, HM_ARG_EXPERT_IDS,
+                                 gpu.upload(r.expert_ids.data(), r.expert_ids.size() * 4));
+    hm_launch_params_set_pointer(lane.p, HM_ARG_NUM_TOKENS_PADDED, gpu.upload(&r.num_padded, 4));
+    hm_launch_params_set_int(lane.p, HM_ARG_TOP_K, lane.top_k);
+    ASSERT_CU(cu, cuStreamCreate(&lane.stream, CU_STREAM_NON_BLOCKING));
+  }
+  std::vector<std::thread> threads;
+  for (Lane& lane : lanes)
+    threads.emplace_back([&lane, plan] {
+      for (int it = 0; it < 30; ++it)
+        if (hm_plan_gemm(plan, lane.p, lane.stream) != HM_SUCCESS) {
+          lane.failure = "iteration " + std::to_string(it) + ": " + last_error();
+          return;
+        }
+    });
+  for (auto& th : threads) th.join();
+  for (Lane& lane : lanes) {
+    EXPECT_TRUE(lane.failure.empty()) << lane.failure;
+    ASSERT_CU(cu, cuStreamSynchronize(lane.stream));
+    std::vector<uint16_t> out(static_cast<size_t>(lane.m * lane.top_k * L.n));
+    ASSERT_EQ(hm_copy_to_host(gpu.ctx, out.data(), lane.c, out.size() * 2), HM_SUCCESS);
+    double num = 0, den = 0;
+    for (int64_t id = 0; id < lane.m * lane.top_k; ++id) {
+      const int32_t e = lane.routes[id];
+      for (int64_t j = 0; j < L.n; ++j) {
+        const float* wrow = &L.deq[static_cast<size_t>((e * L.n + j) * L.k)];
+        double want = L.bias[static_cast<size_t>(e * L.n + j)];
+        for (int64_t l = 0; l < L.k; ++l)
+          want += lane.acts.values[(id / lane.top_k) * L.k + l] * wrow[l];
+        double got = 0;
+        hm_dtype_decode(L.out, out[id * L.n + j], &got);
+        ASSERT_TRUE(std::isfinite(got)) << "M=" << lane.m << " row " << id;
+        num += (got - want) * (got - want);
+        den += want * want;
+      }
+    }
+    EXPECT_LE(std::sqrt(num / den), hm::gpu_test::kBf16Bound) << "M=" << lane.m;
+    EXPECT_CU(cu, cuStreamDestroy(lane.stream));
+    hm_launch_params_destroy(lane.p);
+  }
   hm_plan_destroy(plan);
   CUcontext popped = nullptr;
   EXPECT_CU(cu, cuCtxPopCurrent(&popped));
