@@ -328,3 +328,52 @@ func TestMockQuantizeActivationDeviceMatchesHost(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestMockMoePlan(t *testing.T) {
+	ctx := mockContext(t, 0)
+	e, n, k, m, topK := 4, 128, 256, 5, 2
+	f, _ := humming.ParseFormat("w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4")
+	q, _ := f.Quantize(make([]float32, e*n*k))
+	packed, _ := f.Pack(q)
+	plan, err := ctx.NewPlan(f, humming.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	if err := plan.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	block, err := plan.MoeBlockSize(int64(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := plan.MoeRows(int64(m), int32(topK))
+	if err != nil || rows != int64((m*topK+e*(int(block)-1)+int(block)-1)/int(block)*int(block)) {
+		t.Fatal(rows, block, err)
+	}
+	a, _ := ctx.Alloc(m * k * 2)
+	w, _ := humming.Upload(ctx, packed.Weight)
+	s, _ := humming.Upload(ctx, packed.Scales)
+	c, _ := ctx.Alloc(m * topK * n * 2)
+	sorted, _ := ctx.Alloc(int(rows) * 4)
+	experts, _ := ctx.Alloc(int(rows) / int(block) * 4)
+	padded, _ := ctx.Alloc(4)
+	params, _ := humming.NewLaunchParams()
+	defer params.Close()
+	args := humming.GemmArgs{A: a, Weight: w, Scales: s}
+	routing := humming.MoeRoutingBuffers{SortedIds: sorted, ExpertIds: experts, NumTokensPadded: padded}
+	if err := plan.MoeGemm(params, args, routing, c, m, topK, humming.DefaultStream); err != nil {
+		t.Fatal(err) // launched; the mock does not compute it
+	}
+	short, _ := ctx.Alloc(m * n * 2)
+	if err := plan.MoeGemm(params, args, routing, short, m, topK, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'C'") {
+		t.Fatal(err)
+	}
+	small := humming.MoeRoutingBuffers{SortedIds: padded, ExpertIds: experts, NumTokensPadded: padded}
+	if err := plan.MoeGemm(params, args, small, c, m, topK, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "SortedIds") {
+		t.Fatal(err)
+	}
+	if err := plan.Gemm(params, args, c, m, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "MoeGemm") {
+		t.Fatal(err)
+	}
+}

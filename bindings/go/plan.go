@@ -31,12 +31,13 @@ type GemmArgs struct {
 // then Gemm runs with no host synchronization and no allocation. A prepared plan may be used
 // from several goroutines at once, each with its own LaunchParams.
 type Plan struct {
-	h      *C.hm_plan_t
-	n      int
-	aRow   int
-	cElem  int
-	bias   bool
-	packed PackedSizes
+	h       *C.hm_plan_t
+	n       int
+	experts int
+	aRow    int
+	cElem   int
+	bias    bool
+	packed  PackedSizes
 }
 
 func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
@@ -61,7 +62,7 @@ func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
 	}
 	p := &Plan{h: h}
 	runtime.SetFinalizer(p, (*Plan).Close)
-	n, k, _, err := format.Shape()
+	n, k, experts, err := format.Shape()
 	if err != nil {
 		p.Close()
 		return nil, err
@@ -77,6 +78,7 @@ func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
 		}
 	}
 	p.n, p.aRow, p.cElem, p.bias, p.packed = int(n), (int(k)*act.Bits()+7)/8, out.bytes(), bias, packed
+	p.experts = int(experts)
 	return p, nil
 }
 
@@ -164,19 +166,77 @@ func optional(name string, m DeviceMemory, need int) (DevicePtr, error) {
 // Gemm runs C[M,N] = A[M,K] * dequant(W)^T (+ bias) on stream, with every buffer's size
 // checked against the format and M first. Asynchronous: synchronize before reading C.
 func (p *Plan) Gemm(params *LaunchParams, args GemmArgs, c DeviceMemory, m int, stream Stream) error {
+	if p.experts > 1 {
+		return invalid("the plan's format has %d experts: use MoeGemm", p.experts)
+	}
+	return p.run(params, args, c, m, m, nil, stream)
+}
+
+// MoeRoutingBuffers is the indexed routing of a MoE call (docs/moe.md), laid out by MoeAlign (or an
+// engine's moe_align) with the plan's MoeBlockSize(m): int32 device buffers.
+type MoeRoutingBuffers struct {
+	SortedIds, ExpertIds, NumTokensPadded DeviceMemory
+}
+
+// MoeGemm runs a MoE plan (experts >= 2), indexed: C[M*topK, N], row t*topK+j being token t
+// through its j-th expert (A [M, K]; Weight, Scales, ZeroPoints, GlobalScale and Bias hold every
+// expert). Every buffer's size is checked first; the routing's contents are read only on the
+// device. Asynchronous.
+func (p *Plan) MoeGemm(params *LaunchParams, args GemmArgs, routing MoeRoutingBuffers, c DeviceMemory, m int,
+	topK int, stream Stream) error {
+	if p.experts < 2 {
+		return invalid("the plan's format is dense (one expert): use Gemm")
+	}
+	rows, err := p.MoeRows(int64(m), int32(topK))
+	if err != nil {
+		return err
+	}
+	block, err := p.MoeBlockSize(int64(m))
+	if err != nil {
+		return err
+	}
+	extra := []slotValue{}
+	for _, r := range []struct {
+		name string
+		slot Slot
+		mem  DeviceMemory
+		need int
+	}{{"SortedIds", ArgSortedIds, routing.SortedIds, int(rows) * 4},
+		{"ExpertIds", ArgExpertIds, routing.ExpertIds, int(rows/int64(block)) * 4},
+		{"NumTokensPadded", ArgNumTokensPadded, routing.NumTokensPadded, 4}} {
+		if err := needBytes(r.name, r.mem, r.need); err != nil {
+			return err
+		}
+		extra = append(extra, slotValue{r.slot, r.mem.Ptr()})
+	}
+	return p.run(params, args, c, m, m*topK, func() error {
+		for _, v := range extra {
+			if err := params.SetPointer(v.slot, v.ptr); err != nil {
+				return err
+			}
+		}
+		return params.SetInt(ArgTopK, int64(topK))
+	}, stream)
+}
+
+type slotValue struct {
+	slot Slot
+	ptr  DevicePtr
+}
+
+// run checks and sets the slots every call has (A with m rows, C with cRows, the weight-side
+// buffers, the workspace), then `more` (the MoE routing), and launches.
+func (p *Plan) run(params *LaunchParams, args GemmArgs, c DeviceMemory, m, cRows int, more func() error,
+	stream Stream) error {
 	if err := needBytes("A", args.A, m*p.aRow); err != nil {
 		return err
 	}
-	if err := needBytes("C", c, m*p.n*p.cElem); err != nil {
+	if err := needBytes("C", c, cRows*p.n*p.cElem); err != nil {
 		return err
 	}
 	biasBytes := 0
 	if p.bias {
-		biasBytes = p.n * p.cElem
-	}
-	type slotValue struct {
-		slot Slot
-		ptr  DevicePtr
+		biasBytes = p.experts * p.n * p.cElem
 	}
 	values := []slotValue{{ArgA, args.A.Ptr()}, {ArgC, c.Ptr()}}
 	for _, o := range []struct {
@@ -212,6 +272,11 @@ func (p *Plan) Gemm(params *LaunchParams, args GemmArgs, c DeviceMemory, m int, 
 			return err
 		}
 		if err := params.SetInt(ArgWorkspaceBytes, int64(args.Workspace.Len())); err != nil {
+			return err
+		}
+	}
+	if more != nil {
+		if err := more(); err != nil {
 			return err
 		}
 	}

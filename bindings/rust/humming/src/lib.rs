@@ -47,7 +47,7 @@ pub use format::{
 pub use kernel::{Kernel, LaunchParams, Slot};
 pub use moe::{moe_align, moe_align_sizes, moe_reduce, MoeAlignOut, MoeAlignSizes, MoeRouting};
 pub use pack::{pack_device, DeviceCanonical, DevicePacked};
-pub use plan::{GemmArgs, Plan, PlanOptions};
+pub use plan::{GemmArgs, MoeRoutingBuffers, Plan, PlanOptions};
 pub use quant::{
     activation_scale_groups, dequantize_activation, quantize_activation,
     quantize_activation_device, reference_gemm_f32, DeviceActivation, QuantizedActivation,

@@ -31,6 +31,13 @@ pub struct GemmArgs<'a> {
     pub workspace: Option<&'a dyn DeviceMemory>,
 }
 
+/// The indexed routing of a MoE call ([`Plan::moe_gemm`]): int32 device buffers.
+pub struct MoeRoutingBuffers<'a> {
+    pub sorted_ids: &'a dyn DeviceMemory,
+    pub expert_ids: &'a dyn DeviceMemory,
+    pub num_tokens_padded: &'a dyn DeviceMemory,
+}
+
 /// A format bound to a context: validated on creation, every kernel compiled in
 /// [`Plan::prepare`], then [`Plan::gemm`] runs with no host synchronization and no allocation.
 /// The header promises a prepared plan may be used from several threads at once (each with its
@@ -38,6 +45,7 @@ pub struct GemmArgs<'a> {
 pub struct Plan {
     raw: NonNull<sys::hm_plan_t>,
     n: usize,
+    experts: usize,
     a_row_bytes: usize,
     c_elem_bytes: usize,
     bias: bool,
@@ -81,12 +89,13 @@ impl Plan {
         let raw = NonNull::new(raw).ok_or_else(|| {
             Error::new(sys::HM_ERROR_INTERNAL, "the library returned a NULL plan")
         })?;
-        let (n, k, _) = format.shape()?;
+        let (n, k, experts) = format.shape()?;
         let act = format.dtype(crate::format::Role::ACTIVATION)?;
         let out = format.dtype(crate::format::Role::OUTPUT)?;
         Ok(Plan {
             raw,
             n: n as usize,
+            experts: experts as usize,
             a_row_bytes: (k as usize * act.bits() as usize).div_ceil(8),
             c_elem_bytes: out.bytes(),
             bias: format.bias()?,
@@ -147,11 +156,62 @@ impl Plan {
         m: usize,
         stream: Stream,
     ) -> Result<()> {
+        if self.experts > 1 {
+            return Err(Error::invalid(format!(
+                "the plan's format has {} experts: use moe_gemm",
+                self.experts
+            )));
+        }
+        self.run(params, args, c, m, m, None, stream)
+    }
+
+    /// MoE plans (experts >= 2), indexed (docs/moe.md): `C[M * top_k, N]`, row `t * top_k + j`
+    /// being token t through its j-th expert (A `[M, K]`; the weight-side buffers and the bias
+    /// hold every expert). The routing buffers are laid out by `moe_align` with
+    /// [`Plan::moe_block_size`]`(M)`; their sizes are checked, their contents read only on the
+    /// device. Asynchronous.
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_gemm(
+        &self,
+        params: &mut LaunchParams,
+        args: &GemmArgs,
+        routing: &MoeRoutingBuffers,
+        c: &mut dyn DeviceMemory,
+        m: usize,
+        top_k: usize,
+        stream: Stream,
+    ) -> Result<()> {
+        if self.experts < 2 {
+            return Err(Error::invalid("the plan's format is dense (one expert): use gemm"));
+        }
+        let rows = self.moe_rows(m as i64, top_k as i32)? as usize;
+        let block = self.moe_block_size(m as i64)? as usize;
+        for (name, buffer, need) in [
+            ("sorted_ids", routing.sorted_ids, rows * 4),
+            ("expert_ids", routing.expert_ids, rows / block * 4),
+            ("num_tokens_padded", routing.num_tokens_padded, 4),
+        ] {
+            require(name, Some(buffer), need)?;
+        }
+        self.run(params, args, c, m, m * top_k, Some((routing, top_k)), stream)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        params: &mut LaunchParams,
+        args: &GemmArgs,
+        c: &mut dyn DeviceMemory,
+        m: usize,
+        c_rows: usize,
+        routing: Option<(&MoeRoutingBuffers, usize)>,
+        stream: Stream,
+    ) -> Result<()> {
         let a = require("a", args.a, m * self.a_row_bytes)?;
         if a == 0 {
             return Err(Error::invalid("'a' is missing"));
         }
-        let c_need = m * self.n * self.c_elem_bytes;
+        let c_need = c_rows * self.n * self.c_elem_bytes;
         if c.byte_len() < c_need {
             return Err(Error::invalid(format!(
                 "'c' has {} bytes of device memory, needs {c_need}",
@@ -162,8 +222,11 @@ impl Plan {
         let scales = require("scales", args.scales, self.packed.scales)?;
         let zeros = require("zero_points", args.zero_points, self.packed.zero_points)?;
         let global = require("global_scale", args.global_scale, self.packed.global_scale)?;
-        let bias =
-            require("bias", args.bias, if self.bias { self.n * self.c_elem_bytes } else { 0 })?;
+        let bias = require(
+            "bias",
+            args.bias,
+            if self.bias { self.experts * self.n * self.c_elem_bytes } else { 0 },
+        )?;
         if !self.bias && args.bias.is_some() {
             return Err(Error::invalid("'bias' was given, but the format has no bias"));
         }
@@ -188,6 +251,13 @@ impl Plan {
             params
                 .set_pointer(Slot::WORKSPACE, ws.device_ptr())?
                 .set_int(Slot::WORKSPACE_BYTES, ws.byte_len() as i64)?;
+        }
+        if let Some((r, top_k)) = routing {
+            params
+                .set_pointer(Slot::SORTED_IDS, r.sorted_ids.device_ptr())?
+                .set_pointer(Slot::EXPERT_IDS, r.expert_ids.device_ptr())?
+                .set_pointer(Slot::NUM_TOKENS_PADDED, r.num_tokens_padded.device_ptr())?
+                .set_int(Slot::TOP_K, top_k as i64)?;
         }
         unsafe { self.gemm_raw(params, stream) }
     }

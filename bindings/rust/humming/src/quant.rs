@@ -164,7 +164,5 @@ pub fn quantize_activation_device(
     }
     args.codes = codes.device_ptr().0;
     args.scales = scales.device_ptr().0;
-    check(unsafe {
-        sys::hm_quantize_activation_device(context.as_raw(), &args, stream.as_raw())
-    })
+    check(unsafe { sys::hm_quantize_activation_device(context.as_raw(), &args, stream.as_raw()) })
 }

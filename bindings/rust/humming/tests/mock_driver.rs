@@ -243,10 +243,15 @@ fn quantize_activation_device_matches_host() {
     let groups = humming::activation_scale_groups(k, group_k).unwrap();
     assert_eq!(groups, 13);
     let mut scales = ctx.alloc(m * groups * 4).unwrap();
-    let input =
-        humming::DeviceActivation { in_dtype: DType::BF16, m, k, a: &a, perm: None };
+    let input = humming::DeviceActivation { in_dtype: DType::BF16, m, k, a: &a, perm: None };
     humming::quantize_activation_device(
-        &ctx, &input, DType::INT8, group_k, &mut codes, &mut scales, Stream::DEFAULT,
+        &ctx,
+        &input,
+        DType::INT8,
+        group_k,
+        &mut codes,
+        &mut scales,
+        Stream::DEFAULT,
     )
     .unwrap();
     ctx.synchronize(Stream::DEFAULT).unwrap();
@@ -259,7 +264,13 @@ fn quantize_activation_device_matches_host() {
     // the library's own rule is what refuses it.
     let mut scales17 = ctx.alloc(m * 17 * 4).unwrap();
     let e = humming::quantize_activation_device(
-        &ctx, &input, DType::INT8, 12, &mut codes, &mut scales17, Stream::DEFAULT,
+        &ctx,
+        &input,
+        DType::INT8,
+        12,
+        &mut codes,
+        &mut scales17,
+        Stream::DEFAULT,
     )
     .unwrap_err();
     assert!(e.message().contains("multiple of 8"), "{e}");
@@ -331,4 +342,41 @@ fn moe_align_and_reduce() {
     for t in 0..5 {
         assert!(got[t * n..(t + 1) * n].iter().all(|&x| x == want_rows[t]), "token {t}: {got:?}");
     }
+}
+
+#[test]
+fn moe_plan_routing_and_gemm_checks() {
+    let Some(_env) = mock() else {
+        return;
+    };
+    let ctx = context(0);
+    let (e, n, k, m, top_k) = (4usize, 128usize, 256usize, 5usize, 2usize);
+    let format = Format::parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4").unwrap();
+    let packed = format.pack(&format.quantize(&vec![0.25f32; e * n * k]).unwrap()).unwrap();
+    let mut plan = Plan::new(&ctx, &format, &PlanOptions::default()).unwrap();
+    plan.prepare().unwrap();
+    let block = plan.moe_block_size(m as i64).unwrap() as usize;
+    let rows = plan.moe_rows(m as i64, top_k as i32).unwrap() as usize;
+    assert_eq!(rows, (m * top_k + e * (block - 1)).div_ceil(block) * block);
+    let a = ctx.alloc(m * k * 2).unwrap();
+    let w = ctx.to_device(&packed.weight).unwrap();
+    let s = ctx.to_device(&packed.scales).unwrap();
+    let mut c = ctx.alloc(m * top_k * n * 2).unwrap();
+    let sorted = ctx.alloc(rows * 4).unwrap();
+    let experts = ctx.alloc(rows / block * 4).unwrap();
+    let padded = ctx.alloc(4).unwrap();
+    let mut params = LaunchParams::new().unwrap();
+    let args = GemmArgs { a: Some(&a), weight: Some(&w), scales: Some(&s), ..Default::default() };
+    let routing = humming::MoeRoutingBuffers {
+        sorted_ids: &sorted,
+        expert_ids: &experts,
+        num_tokens_padded: &padded,
+    };
+    plan.moe_gemm(&mut params, &args, &routing, &mut c, m, top_k, Stream::DEFAULT).unwrap();
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+    let short = humming::MoeRoutingBuffers { sorted_ids: &padded, ..routing };
+    let err = plan.moe_gemm(&mut params, &args, &short, &mut c, m, top_k, Stream::DEFAULT);
+    assert!(err.unwrap_err().message().contains("'sorted_ids'"));
+    let err = plan.gemm(&mut params, &args, &mut c, m, Stream::DEFAULT).unwrap_err();
+    assert!(err.message().contains("moe_gemm"), "{err}");
 }
