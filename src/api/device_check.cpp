@@ -16,6 +16,7 @@
 #include <string>
 
 #include "api/context.hpp"
+#include "core/address.hpp"
 #include "core/error.hpp"
 
 namespace hm::api {
@@ -28,14 +29,8 @@ const char* const kSlotNames[] = {
 static_assert(sizeof(kSlotNames) / sizeof(kSlotNames[0]) == hm_launch_params::kNamedPointerSlots,
               "one name per pointer slot of humming.h");
 
-std::string hex(uint64_t value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
 std::string named(const char* slot, uint64_t pointer) {
-  return std::string(slot) + " (" + hex(pointer) + ")";
+  return std::string(slot) + " (" + core::hex_address(pointer) + ")";
 }
 
 // Whether the device can read pageable host memory it was never told about (HMM or ATS): then a
@@ -105,7 +100,7 @@ void check_pointer(const runtime::Device& device, const char* slot, uint64_t poi
     if (mapped != pointer)
       fail(HM_ERROR_INVALID_ARGUMENT,
            named(slot, pointer) + " is the host address of registered host memory; kernels " +
-               "reach it at " + hex(mapped) + " (cuMemHostGetDevicePointer): pass that address");
+               "reach it at " + core::hex_address(mapped) + " (cuMemHostGetDevicePointer): pass that address");
     return;
   }
   if (ordinal == ours) return;
@@ -143,7 +138,7 @@ void check_stream(const runtime::Device& device, runtime::CUstream stream) {
   // another context then fails in cuLaunchKernel instead).
   if (device.owns_stream(stream) == false)
     fail(HM_ERROR_WRONG_DEVICE,
-         "the stream " + hex(reinterpret_cast<uintptr_t>(stream)) +
+         "the stream " + core::hex_address(reinterpret_cast<uintptr_t>(stream)) +
              " belongs to another CUDA context (another device, or a context of device " +
              std::to_string(device.ordinal()) +
              " other than its primary context, which the plan's kernels are loaded in), or is "

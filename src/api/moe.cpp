@@ -9,7 +9,9 @@
 
 #include "api/context.hpp"
 #include "api/guard.hpp"
+#include "api/device_check.hpp"
 #include "api/utility.hpp"
+#include "core/address.hpp"
 #include "core/checked.hpp"
 #include "core/dtype.hpp"
 #include "jit/codegen_moe.hpp"
@@ -60,10 +62,10 @@ void require_address(uint64_t pointer, const char* name) {
 // on the context's device.
 void check_routing_pointers(const runtime::Device& device, const hm_moe_routing_t& r) {
   require_address(r.topk_ids, "routing->topk_ids");
-  require_aligned(r.topk_ids, 4, "routing->topk_ids");
-  require_aligned(r.expert_map, 4, "routing->expert_map");
-  require_on_device(device, r.topk_ids, "routing->topk_ids");
-  require_on_device(device, r.expert_map, "routing->expert_map");
+  core::require_aligned(r.topk_ids, 4, "routing->topk_ids");
+  core::require_aligned(r.expert_map, 4, "routing->expert_map");
+  check_device_pointer(device, "routing->topk_ids", r.topk_ids);
+  check_device_pointer(device, "routing->expert_map", r.expert_map);
 }
 
 uint32_t grid_for(int64_t items, int64_t per_block) {
@@ -128,13 +130,13 @@ HM_API hm_status_t hm_moe_align(hm_context_t* context, const hm_moe_routing_t* r
     const char* names[] = {"out->sorted_ids", "out->expert_ids", "out->num_tokens_padded",
                            "out->expert_offsets", "out->expert_counts"};
     for (int i = 0; i < 4; ++i) require_address(outputs[i], names[i]);
-    for (int i = 0; i < 5; ++i) require_aligned(outputs[i], 4, names[i]);
+    for (int i = 0; i < 5; ++i) core::require_aligned(outputs[i], 4, names[i]);
     const std::shared_ptr<ContextState>& state = context->state;
     const runtime::Device& device = device_of(*state, "hm_moe_align");
     check_routing_pointers(device, *routing);
-    for (int i = 0; i < 5; ++i) require_on_device(device, outputs[i], names[i]);
+    for (int i = 0; i < 5; ++i) check_device_pointer(device, names[i], outputs[i]);
     const auto cu_stream = static_cast<runtime::CUstream>(stream);
-    require_stream_on_device(device, cu_stream);
+    check_stream(device, cu_stream);
 
     const hm_kernel& kernel = utility_kernel(state, jit::moe_align_kernel(state->arch_name));
     moe::AlignParams p{};
@@ -180,9 +182,9 @@ HM_API hm_status_t hm_moe_reduce(hm_context_t* context, const hm_moe_routing_t* 
     require_address(args->input, "args->input");
     require_address(args->topk_weights, "args->topk_weights");
     require_address(args->out, "args->out");
-    require_aligned(args->input, 2, "args->input");
-    require_aligned(args->out, 2, "args->out");
-    require_aligned(args->topk_weights, 4, "args->topk_weights");
+    core::require_aligned(args->input, 2, "args->input");
+    core::require_aligned(args->out, 2, "args->out");
+    core::require_aligned(args->topk_weights, 4, "args->topk_weights");
     const int64_t rows = core::size_product({routing->num_tokens, routing->top_k}, "rows of in");
     // Byte sizes of in and out: checked so no index in the kernel wraps.
     const int64_t in_bytes = core::size_product({rows, args->n, 2}, "args->input bytes");
@@ -194,11 +196,11 @@ HM_API hm_status_t hm_moe_reduce(hm_context_t* context, const hm_moe_routing_t* 
     const std::shared_ptr<ContextState>& state = context->state;
     const runtime::Device& device = device_of(*state, "hm_moe_reduce");
     check_routing_pointers(device, *routing);
-    require_on_device(device, args->input, "args->input");
-    require_on_device(device, args->topk_weights, "args->topk_weights");
-    require_on_device(device, args->out, "args->out");
+    check_device_pointer(device, "args->input", args->input);
+    check_device_pointer(device, "args->topk_weights", args->topk_weights);
+    check_device_pointer(device, "args->out", args->out);
     const auto cu_stream = static_cast<runtime::CUstream>(stream);
-    require_stream_on_device(device, cu_stream);
+    check_stream(device, cu_stream);
 
     const int vec = args->n % 8 == 0 && args->input % 16 == 0 && args->out % 16 == 0 ? 8 : 1;
     const hm_kernel& kernel =

@@ -9,7 +9,9 @@
 #include "api/context.hpp"
 #include "api/format.hpp"
 #include "api/guard.hpp"
+#include "api/device_check.hpp"
 #include "api/utility.hpp"
+#include "core/address.hpp"
 #include "jit/codegen_pack.hpp"
 #include "quant/layout.hpp"
 #include "quant/quantize.hpp"
@@ -89,7 +91,7 @@ HM_API hm_status_t hm_pack_device(hm_context_t* context, const hm_format_t* form
     if (in->codes == 0) fail(HM_ERROR_INVALID_ARGUMENT, "in->codes is 0: every format has codes");
     if (out->weight == 0)
       fail(HM_ERROR_INVALID_ARGUMENT, "out->weight is 0: every format has a packed weight");
-    require_aligned(out->weight, 16, "out->weight");  // 16-byte segment stores
+    core::require_aligned(out->weight, 16, "out->weight");  // 16-byte segment stores
 
     // Side tensors: [E][R][G] codes -> [E][groups][columns], zero-filled.
     SideJob jobs[3];
@@ -97,8 +99,8 @@ HM_API hm_status_t hm_pack_device(hm_context_t* context, const hm_format_t* form
     auto add = [&](uint64_t src, uint64_t dst, int bytes, int64_t rows, int64_t groups_in,
                    int64_t groups, int64_t columns, const char* what) {
       const std::string in_name = std::string("in->") + what, out_name = std::string("out->") + what;
-      require_aligned(src, bytes, in_name.c_str());
-      require_aligned(dst, bytes, out_name.c_str());
+      core::require_aligned(src, bytes, in_name.c_str());
+      core::require_aligned(dst, bytes, out_name.c_str());
       SideJob& j = jobs[job_count++];
       j.what = what;
       j.in = src;
@@ -127,11 +129,11 @@ HM_API hm_status_t hm_pack_device(hm_context_t* context, const hm_format_t* form
       fail(HM_ERROR_NO_DEVICE, "the context has no device (HM_NO_DEVICE, for ahead-of-time "
                                "compilation): packing on the device needs one");
     const runtime::Device& device = *state->device;
-    require_on_device(device, in->codes, "in->codes");
-    require_on_device(device, out->weight, "out->weight");
+    check_device_pointer(device, "in->codes", in->codes);
+    check_device_pointer(device, "out->weight", out->weight);
     for (int i = 0; i < job_count; ++i) {
-      require_on_device(device, jobs[i].in, (std::string("in->") + jobs[i].what).c_str());
-      require_on_device(device, jobs[i].out, (std::string("out->") + jobs[i].what).c_str());
+      check_device_pointer(device, (std::string("in->") + jobs[i].what).c_str(), jobs[i].in);
+      check_device_pointer(device, (std::string("out->") + jobs[i].what).c_str(), jobs[i].out);
     }
     const auto cu_stream = static_cast<runtime::CUstream>(stream);
     const std::optional<bool> owns = device.owns_stream(cu_stream);

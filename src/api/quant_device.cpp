@@ -9,6 +9,7 @@
 #include "api/context.hpp"
 #include "api/device_check.hpp"
 #include "api/utility.hpp"
+#include "core/address.hpp"
 #include "api/guard.hpp"
 #include "core/checked.hpp"
 #include "core/dtype.hpp"
@@ -87,9 +88,9 @@ HM_API hm_status_t hm_quantize_activation_device(hm_context_t* context,
     if (x.codes == 0) fail(HM_ERROR_INVALID_ARGUMENT, "args->codes is 0: the codes are required");
     if (x.scales == 0)
       fail(HM_ERROR_INVALID_ARGUMENT, "args->scales is 0: the scales are required");
-    require_aligned(x.a, 2, "args->a");
-    require_aligned(x.perm, 4, "args->perm");
-    require_aligned(x.scales, 4, "args->scales");
+    core::require_aligned(x.a, 2, "args->a");
+    core::require_aligned(x.perm, 4, "args->perm");
+    core::require_aligned(x.scales, 4, "args->scales");
 
     if (!state->device)
       fail(HM_ERROR_NO_DEVICE, "the context has no device (HM_NO_DEVICE, for ahead-of-time "

@@ -5,10 +5,10 @@
 #include "gemm/dense_family.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
 #include "api/context.hpp"  // hm_launch_params (the C ABI's argument slots)
+#include "core/address.hpp"
 #include "core/error.hpp"
 #include "jit/codegen.hpp"
 #include "runtime/launch.hpp"
@@ -19,18 +19,6 @@ namespace {
 // K % 8 == 0: activation rows load in 16-byte units (the wgmma kernel needs it; the mma.sync
 // kernel has a variant without).
 bool aligned_k(const Layer& layer) { return layer.format.k % 8 == 0; }
-
-std::string hex(uint64_t value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
-void require_aligned(uint64_t pointer, uint64_t alignment, const char* slot) {
-  if (pointer % alignment != 0)
-    fail(HM_ERROR_MISALIGNED, std::string(slot) + " must be " + std::to_string(alignment) +
-                                  "-byte aligned, got 0x" + hex(pointer));
-}
 
 }  // namespace
 
@@ -157,16 +145,16 @@ void DenseFamily::marshal(const Layer& layer, const hm_launch_params& params, bo
       reinterpret_cast<const int32_t*>(ptr(HM_ARG_EXPERT_IDS, "HM_ARG_EXPERT_IDS", moe));
   p.num_padded = reinterpret_cast<const int32_t*>(
       ptr(HM_ARG_NUM_TOKENS_PADDED, "HM_ARG_NUM_TOKENS_PADDED", moe));
-  require_aligned(params.pointers[HM_ARG_A], aligned_k(layer) ? 16 : 2, "HM_ARG_A");
-  require_aligned(params.pointers[HM_ARG_B], 16, "HM_ARG_B");
-  require_aligned(params.pointers[HM_ARG_C], 2, "HM_ARG_C");
+  core::require_aligned(params.pointers[HM_ARG_A], aligned_k(layer) ? 16 : 2, "HM_ARG_A");
+  core::require_aligned(params.pointers[HM_ARG_B], 16, "HM_ARG_B");
+  core::require_aligned(params.pointers[HM_ARG_C], 2, "HM_ARG_C");
   // Scales and zero points are staged in 16-byte units by the wgmma kernel; the rule holds for
   // both families so that an alignment that works for one M works for all.
-  require_aligned(params.pointers[HM_ARG_SCALES], 16, "HM_ARG_SCALES");
-  require_aligned(params.pointers[HM_ARG_ZEROS], 16, "HM_ARG_ZEROS");
-  require_aligned(params.pointers[HM_ARG_SORTED_IDS], 4, "HM_ARG_SORTED_IDS");
-  require_aligned(params.pointers[HM_ARG_EXPERT_IDS], 4, "HM_ARG_EXPERT_IDS");
-  require_aligned(params.pointers[HM_ARG_NUM_TOKENS_PADDED], 4, "HM_ARG_NUM_TOKENS_PADDED");
+  core::require_aligned(params.pointers[HM_ARG_SCALES], 16, "HM_ARG_SCALES");
+  core::require_aligned(params.pointers[HM_ARG_ZEROS], 16, "HM_ARG_ZEROS");
+  core::require_aligned(params.pointers[HM_ARG_SORTED_IDS], 4, "HM_ARG_SORTED_IDS");
+  core::require_aligned(params.pointers[HM_ARG_EXPERT_IDS], 4, "HM_ARG_EXPERT_IDS");
+  core::require_aligned(params.pointers[HM_ARG_NUM_TOKENS_PADDED], 4, "HM_ARG_NUM_TOKENS_PADDED");
 }
 
 void DenseFamily::launch(const Tile& tile, const Layer& layer, runtime::CUfunction function,
@@ -186,7 +174,7 @@ void DenseFamily::launch(const Tile& tile, const Layer& layer, runtime::CUfuncti
                " bytes (HM_ARG_WORKSPACE / HM_ARG_WORKSPACE_BYTES; " +
                "hm_plan_workspace_size gives the size for a largest M), got " +
                std::to_string(have) + " bytes");
-    require_aligned(ws, 16, "HM_ARG_WORKSPACE");
+    core::require_aligned(ws, 16, "HM_ARG_WORKSPACE");
   }
   launch_dense(*layer.device, function, entry, layer.format, layer.shape, dense_tile(tile), g,
                p, ws, m, call.stream);

@@ -124,8 +124,7 @@ std::vector<Range> parse_ranges(const std::string& text) {
     if (const auto it = e.find("max_m"); it != e.end()) {
       // 64-bit JSON integers; an unsigned one above INT64_MAX is out of range, not wrapped.
       HM_REQUIRE(it->is_number_integer() &&
-                     (it->is_number_unsigned() ? it->get<uint64_t>() <= INT64_MAX
-                                               : it->get<int64_t>() >= 1) &&
+                     (!it->is_number_unsigned() || it->get<uint64_t>() <= INT64_MAX) &&
                      it->get<int64_t>() >= 1,
                  HM_ERROR_PARSE,
                  where + ".max_m is " + it->dump() + ", outside the range [1, 2^63 - 1]");

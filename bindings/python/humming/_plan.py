@@ -107,6 +107,16 @@ class Plan(Handle):
         check(status)
         return rows
 
+    def _cleared_params(self, params):
+        """The caller's launch params, or this thread's own (one per thread: they are not
+        thread-safe), cleared for a call."""
+        if params is None:
+            params = getattr(self._local, "params", None)
+            if params is None:
+                params = self._local.params = LaunchParams()
+        params.clear()
+        return params
+
     def _set_weights(self, params, weight, bias, stream):
         """The weight-side slots: every buffer the format has (checked for size and device),
         the bias ([N], or [E, N] for a MoE format) when it has one."""
@@ -161,11 +171,7 @@ class Plan(Handle):
             if t.dtype != "int32":
                 raise argument_error(f"argument '{name}' has dtype {t.dtype}, expected int32")
             routing[name] = t.ptr
-        if params is None:
-            params = getattr(self._local, "params", None)
-            if params is None:
-                params = self._local.params = LaunchParams()
-        params.clear()
+        params = self._cleared_params(params)
         params.set(a=ta.ptr, c=tc.ptr, m=m)
         params.set_pointer(raw.HM_ARG_SORTED_IDS, routing["sorted_ids"])
         params.set_pointer(raw.HM_ARG_EXPERT_IDS, routing["expert_ids"])
@@ -193,11 +199,7 @@ class Plan(Handle):
                                  f"(K = {k} in {act.name})")
         m = ta.shape[0]
         tc = check_device_tensor(c, "c", device, out, shape=(m, n), stream=stream, writable=True)
-        if params is None:
-            params = getattr(self._local, "params", None)
-            if params is None:
-                params = self._local.params = LaunchParams()
-        params.clear()
+        params = self._cleared_params(params)
         params.set(a=ta.ptr, c=tc.ptr, m=m)
         self._set_weights(params, weight, bias, stream)
         if workspace is not None:

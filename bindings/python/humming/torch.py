@@ -317,9 +317,9 @@ class MoE(torch.nn.Module):
         global_experts = expert_map.shape[0] if expert_map is not None else self.num_experts
         local = self.num_experts if expert_map is not None else 0
 
-        def routed(ids, plan, m):
+        def routed(ids, block):
             sorted_ids, expert_ids, padded, _ = moe_align(
-                ids, global_experts, plan.moe_block_size(m), expert_map, num_local_experts=local)
+                ids, global_experts, block, expert_map, num_local_experts=local)
             return dict(sorted_ids=sorted_ids, expert_ids=expert_ids, num_tokens_padded=padded)
 
         gate_up = DevicePackedWeight(self.gate_up_weight, self.gate_up_scales,
@@ -328,17 +328,17 @@ class MoE(torch.nn.Module):
                                   self.down_global_scale)
         ids = topk_ids.contiguous()
         h = torch.empty((tokens * top_k, 2 * self.intermediate), dtype=self.dtype, device=x.device)
-        first = routed(ids, self.gate_up_plan, tokens)
+        block_up = self.gate_up_plan.moe_block_size(tokens)
+        block_down = self.down_plan.moe_block_size(tokens * top_k)
+        first = routed(ids, block_up)
         self.gate_up_plan.moe_gemm(x, gate_up, h, top_k=top_k, stream=stream, **first)
         act = (torch.nn.functional.silu(h[:, :self.intermediate]) *
                h[:, self.intermediate:]).contiguous()
         # The down GEMM's rows are the assignments themselves (top_k = 1 over the flat routing).
-        flat = ids.view(-1, 1)
-        if self.down_plan.moe_block_size(tokens * top_k) == \
-                self.gate_up_plan.moe_block_size(tokens):
+        if block_down == block_up:
             second = first  # same ids, same padding: row f of act is flat id f
         else:
-            second = routed(flat, self.down_plan, tokens * top_k)
+            second = routed(ids.view(-1, 1), block_down)
         out = torch.empty((tokens * top_k, self.hidden), dtype=self.dtype, device=x.device)
         self.down_plan.moe_gemm(act, down, out, top_k=1, stream=stream, **second)
         return moe_reduce(out, topk_weights.float().contiguous(), ids, global_experts,
