@@ -726,6 +726,11 @@ int bench(Run& run, const std::vector<int64_t>& ms) {
       l.packed.global_scale ? dev.upload(repeated_value(HM_DTYPE_F32, 1.0, l.packed.global_scale)) : 0;
   const uint64_t bias = l.bias ? dev.upload(std::vector<uint8_t>(l.n * dtype_bits(l.out) / 8, 0)) : 0;
   const uint64_t a = dev.upload(random_elements(l.act, static_cast<size_t>(max_m * l.k), 2));
+  // 8-bit activations come with per-token f32 scales (HM_ARG_ACT_SCALES).
+  const uint64_t act_scales = dtype_bits(l.act) == 8
+                                  ? dev.upload(repeated_value(HM_DTYPE_F32, 1.0 / 64,
+                                                              static_cast<size_t>(max_m) * 4))
+                                  : 0;
   const uint64_t c = dev.alloc(static_cast<size_t>(max_m * l.n * dtype_bits(l.out) / 8));
 
   // cuBLAS operands: unquantized [N,K] weights and, unless the activations already are 16-bit
@@ -791,6 +796,7 @@ int bench(Run& run, const std::vector<int64_t>& ms) {
     if (zp) HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_ZEROS, zp));
     if (gs) HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_GLOBAL, gs));
     if (bias) HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_BIAS, bias));
+    if (act_scales) HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_ACT_SCALES, act_scales));
     if (ws) {
       HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_WORKSPACE, ws));
       HM_CHECK(hm_launch_params_set_int(p, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(ws_bytes)));

@@ -8,7 +8,8 @@
 # benchmark, no tests), profile (ncu of the dense GEMM at a few M), sanitize (compute-sanitizer:
 # memcheck over the whole GPU test binary, racecheck and synccheck over the dense-GEMM and plan
 # tests, which run every default tile; each tool's report in $OUT/sanitize_<tool>.txt), actquant
-# (the activation quantizer's benchmark), moe (the MoE GEMM benchmark).
+# (the activation quantizer's benchmark), moe (the MoE GEMM benchmark), a8 (8-bit activation
+# GEMM benchmarks), a8tests (only the 8-bit activation GPU tests).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile).
@@ -89,6 +90,23 @@ if want all bench moe; then
   timeout 240 ./build-gpu/benchmarks/bench_moe --json "$OUT/moe.json"
   echo "== bench: MoE routing (hm_moe_align, hm_moe_reduce)"
   timeout 120 ./build-gpu/benchmarks/bench_moe_routing --json "$OUT/moe_routing.json"
+fi
+
+if want all bench a8; then
+  # 8-bit activations (issue 17): W4A8 (e2m1 x e4m3), W8A8 fp8, int4 x e4m3, channel scales,
+  # and e2m1 x e5m2; cuBLAS f16 in the same run (its fp8 path is not wired into bench_gemm).
+  echo "== bench: 8-bit activations"
+  for f in "w=e2m1 a=e4m3 c=bf16 s=bf16:channel" "w=e4m3 a=e4m3 c=bf16 s=f32:channel" \
+           "w=uint4b8 a=e4m3 c=bf16 s=bf16:channel"; do
+    name=$(echo "$f" | sed 's/[ =:]/_/g')
+    $B --format "$f n=8192 k=8192" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_a8_$name.json"
+  done
+  $B --format "w=e2m1 a=e4m3 c=bf16 s=bf16:channel n=28672 k=4096" --ms 1,128,2048 --no-cublas --label default --json "$OUT/gemm_a8_w4a8_n28672_k4096.json"
+fi
+
+if want a8tests; then
+  echo "== 8-bit activation GPU tests"
+  timeout 300 ./build-gpu/tests/test_gpu --gtest_filter='*A8*:DenseGemmExact.*' 2>&1 | grep -vE '^\[ +(OK|RUN) ' | tail -60 | tee "$OUT/a8tests.txt"
 fi
 
 if want all bench formats; then

@@ -457,13 +457,16 @@ typedef struct hm_launch_params hm_launch_params_t;
 #define HM_ARG_EXPERT_IDS 9         /* int32 [rows / block size]: the local expert of each block
                                      * (-1 or out of range: skipped) */
 #define HM_ARG_NUM_TOKENS_PADDED 10 /* int32 scalar: the used length of SORTED_IDS */
+/* 8-bit activations (a=e4m3, a=e5m2): f32 [M] per-token scales of A, as
+ * hm_quantize_activation_device writes them with group_k = 0 (A row i is codes * scale[i]). */
+#define HM_ARG_ACT_SCALES 11
 #define HM_ARG_M 16        /* integers from here */
 #define HM_ARG_N 17
 #define HM_ARG_K 18
 #define HM_ARG_WORKSPACE_BYTES 19
 #define HM_ARG_TOP_K 20    /* MoE: experts per token, 1..HM_MAX_TOP_K */
 
-/* Only the slots named above are accepted: set_pointer takes HM_ARG_A .. HM_ARG_NUM_TOKENS_PADDED,
+/* Only the slots named above are accepted: set_pointer takes HM_ARG_A .. HM_ARG_ACT_SCALES,
  * set_int HM_ARG_M .. HM_ARG_TOP_K; any other id is HM_ERROR_INVALID_ARGUMENT. */
 HM_API hm_status_t hm_launch_params_create(hm_launch_params_t **out);
 HM_API void hm_launch_params_destroy(hm_launch_params_t *params);
@@ -529,6 +532,9 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * [M][K] in the activation dtype), HM_ARG_B (packed weight), HM_ARG_SCALES, HM_ARG_ZEROS,
  * HM_ARG_GLOBAL (as the format needs), HM_ARG_BIAS ([N] in the output dtype, if the format has a
  * bias), HM_ARG_C ([M][N] in the output dtype), HM_ARG_WORKSPACE(_BYTES) and HM_ARG_M.
+ * 8-bit activations (a=e4m3, a=e5m2; sm_90a, docs/activations.md): A holds one code per byte and
+ * HM_ARG_ACT_SCALES the f32 scale of each row ([M], 4-byte aligned; hm_quantize_activation_device
+ * with group_k = 0 writes both), K % 16 == 0, and C = (codes * scale[row]) * dequant(W)^T.
  * MoE formats (e >= 2) run indexed: W, scales, zero points, global scales and bias hold every
  * expert ([E][...]); A is [M][K] tokens; C is [M * top_k][N], row token * top_k + j the output
  * of the token's j-th expert; HM_ARG_SORTED_IDS, HM_ARG_EXPERT_IDS, HM_ARG_NUM_TOKENS_PADDED

@@ -92,6 +92,7 @@ const (
 	ArgSortedIds             Slot  = C.HM_ARG_SORTED_IDS
 	ArgExpertIds             Slot  = C.HM_ARG_EXPERT_IDS
 	ArgNumTokensPadded       Slot  = C.HM_ARG_NUM_TOKENS_PADDED
+	ArgActScales             Slot  = C.HM_ARG_ACT_SCALES
 	ArgM                     Slot  = C.HM_ARG_M
 	ArgN                     Slot  = C.HM_ARG_N
 	ArgK                     Slot  = C.HM_ARG_K

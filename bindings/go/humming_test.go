@@ -61,6 +61,21 @@ func TestVersionMatchesHeader(t *testing.T) {
 	}
 }
 
+// A new pointer slot (8-bit activations' per-token scales), taken by launch params.
+func TestActScalesSlotIsTheHeaders(t *testing.T) {
+	if humming.ArgActScales != 11 || int(humming.ArgActScales) != define(t, header(t), "HM_ARG_ACT_SCALES") {
+		t.Fatal(humming.ArgActScales)
+	}
+	params, err := humming.NewLaunchParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer params.Close()
+	if err := params.SetPointer(humming.ArgActScales, 0x1000); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestErrorsCarryStatusNameAndMessage(t *testing.T) {
 	_, err := humming.ParseFormat("w=int4 bogus")
 	var e *humming.Error
@@ -178,10 +193,17 @@ func TestFormats(t *testing.T) {
 		t.Fatalf("kernels on sm_90a: %v %v", names, err)
 	}
 	fp8, _ := humming.ParseFormat("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=256 k=256")
-	if _, err := fp8.Kernels("sm_90a"); !errors.As(err, &e) || e.Status != humming.ErrorUnsupported {
-		t.Fatalf("e4m3 activations have no kernel yet: %v", err)
+	if names, err := fp8.Kernels("sm_90a"); err != nil || strings.Join(names, " ") != "dense_wgmma" {
+		t.Fatalf("e4m3 activations with channel scales on sm_90a: %v %v", names, err)
 	}
 	fp8.Close()
+	// Valid, but no kernel yet: the error names what is missing.
+	fp8Groups, _ := humming.ParseFormat("w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=256 k=256")
+	if _, err := fp8Groups.Kernels("sm_90a"); !errors.As(err, &e) || e.Status != humming.ErrorUnsupported ||
+		!strings.Contains(e.Message, "e4m3 activations") {
+		t.Fatalf("e4m3 activations with group scales have no kernel yet: %v", err)
+	}
+	fp8Groups.Close()
 	g.Close()
 	g.Close()
 	if _, _, _, err := g.Shape(); !errors.Is(err, &humming.Error{Status: humming.ErrorInvalidState}) {

@@ -2,6 +2,7 @@ package humming_test
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -376,4 +377,69 @@ func TestMockMoePlan(t *testing.T) {
 	if err := plan.Gemm(params, args, c, m, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "MoeGemm") {
 		t.Fatal(err)
 	}
+}
+
+func TestMockGemmTakesActScalesWith8BitActivationsOnly(t *testing.T) {
+	ctx := mockContext(t, 0)
+	n, k, m := 128, 256, 16
+	actScales, _ := ctx.Alloc(m * 4)
+	c, _ := ctx.Alloc(m * n * 2)
+	params, _ := humming.NewLaunchParams()
+	defer params.Close()
+	plan := func(t *testing.T, spec string) (*humming.Plan, *humming.PackedWeight) {
+		f, err := humming.ParseFormat(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Close)
+		p, err := ctx.NewPlan(f, humming.PlanOptions{})
+		if e, ok := err.(*humming.Error); ok && e.Category() == humming.ErrorUnsupported {
+			// Until the library has 8-bit activation kernels; plan_internal_test.go covers the
+			// same checks through Plan.Gemm meanwhile.
+			t.Skipf("the library cannot plan %q yet: %v", spec, err)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		q, err := f.Quantize(make([]float32, n*k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		packed, err := f.Pack(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, packed
+	}
+	upload := func(b []byte) humming.DeviceMemory {
+		d, err := humming.Upload(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	t.Run("f16", func(t *testing.T) {
+		// f16 activations have no scales: a buffer given for them is refused before the C call.
+		p, packed := plan(t, fmt.Sprintf("w=uint4b8 a=f16 c=f16 s=f16:g128 n=%d k=%d", n, k))
+		a, _ := ctx.Alloc(m * k * 2)
+		args := humming.GemmArgs{A: a, Weight: upload(packed.Weight), Scales: upload(packed.Scales), ActScales: actScales}
+		if err := p.Gemm(params, args, c, m, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'ActScales' was given") {
+			t.Fatal(err)
+		}
+	})
+	t.Run("e4m3", func(t *testing.T) {
+		// A is one code byte per element, and its [M] f32 scales are required.
+		p, packed := plan(t, fmt.Sprintf("w=e2m1 a=e4m3 c=bf16 s=bf16:channel n=%d k=%d", n, k))
+		a, _ := ctx.Alloc(m * k)
+		short, _ := ctx.Alloc((m - 1) * 4)
+		args := humming.GemmArgs{A: a, Weight: upload(packed.Weight), Scales: upload(packed.Scales)}
+		if err := p.Gemm(params, args, c, m, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'ActScales' is nil") {
+			t.Fatal(err)
+		}
+		args.ActScales = short
+		if err := p.Gemm(params, args, c, m, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'ActScales' has 60 bytes") {
+			t.Fatal(err)
+		}
+	})
 }

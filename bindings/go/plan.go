@@ -25,19 +25,24 @@ type PlanOptions struct {
 // what the format does not use.
 type GemmArgs struct {
 	A, Weight, Scales, ZeroPoints, GlobalScale, Bias, Workspace DeviceMemory
+	// ActScales is for 8-bit activations (a=e4m3, a=e5m2) only, and needed there: A holds one
+	// code per byte and ActScales the f32 scale of each of its M rows (M*4 bytes), as
+	// Context.QuantizeActivationDevice writes them with groupK 0.
+	ActScales DeviceMemory
 }
 
 // Plan binds a format to a context: validated on creation, every kernel compiled in Prepare,
 // then Gemm runs with no host synchronization and no allocation. A prepared plan may be used
 // from several goroutines at once, each with its own LaunchParams.
 type Plan struct {
-	h       *C.hm_plan_t
-	n       int
-	experts int
-	aRow    int
-	cElem   int
-	bias    bool
-	packed  PackedSizes
+	h          *C.hm_plan_t
+	n          int
+	experts    int
+	activation DType
+	aRow       int
+	cElem      int
+	bias       bool
+	packed     PackedSizes
 }
 
 func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
@@ -78,7 +83,7 @@ func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
 		}
 	}
 	p.n, p.aRow, p.cElem, p.bias, p.packed = int(n), (int(k)*act.Bits()+7)/8, out.bytes(), bias, packed
-	p.experts = int(experts)
+	p.experts, p.activation = int(experts), act
 	return p, nil
 }
 
@@ -164,7 +169,8 @@ func optional(name string, m DeviceMemory, need int) (DevicePtr, error) {
 }
 
 // Gemm runs C[M,N] = A[M,K] * dequant(W)^T (+ bias) on stream, with every buffer's size
-// checked against the format and M first. Asynchronous: synchronize before reading C.
+// checked against the format and M first. Asynchronous: synchronize before reading C. 8-bit
+// activations (a=e4m3, a=e5m2): A is [M, K] codes and args.ActScales their [M] f32 scales.
 func (p *Plan) Gemm(params *LaunchParams, args GemmArgs, c DeviceMemory, m int, stream Stream) error {
 	if p.experts > 1 {
 		return invalid("the plan's format has %d experts: use MoeGemm", p.experts)
@@ -224,6 +230,24 @@ type slotValue struct {
 	ptr  DevicePtr
 }
 
+// checkActScales: per-row f32 scales come with 8-bit activations (a=e4m3, a=e5m2), whose codes
+// mean nothing without them, and only with them (the library refuses the slot for every other
+// format, so a buffer given there is a mistake too).
+func (p *Plan) checkActScales(scales DeviceMemory, m int) error {
+	scaled := p.activation == DTypeE4m3 || p.activation == DTypeE5m2
+	switch {
+	case scaled && scales == nil:
+		return invalid("'ActScales' is nil; a=%s activations need one f32 scale per row (%d bytes for M = %d)",
+			p.activation, m*4, m)
+	case scaled:
+		return needBytes("ActScales", scales, m*4)
+	case scales != nil:
+		return invalid("'ActScales' was given, but a=%s activations have no scales (only a=e4m3 and a=e5m2 do)",
+			p.activation)
+	}
+	return nil
+}
+
 // run checks and sets the slots every call has (A with m rows, C with cRows, the weight-side
 // buffers, the workspace), then `more` (the MoE routing), and launches.
 func (p *Plan) run(params *LaunchParams, args GemmArgs, c DeviceMemory, m, cRows int, more func() error,
@@ -234,11 +258,17 @@ func (p *Plan) run(params *LaunchParams, args GemmArgs, c DeviceMemory, m, cRows
 	if err := needBytes("C", c, cRows*p.n*p.cElem); err != nil {
 		return err
 	}
+	if err := p.checkActScales(args.ActScales, m); err != nil {
+		return err
+	}
 	biasBytes := 0
 	if p.bias {
 		biasBytes = p.experts * p.n * p.cElem
 	}
 	values := []slotValue{{ArgA, args.A.Ptr()}, {ArgC, c.Ptr()}}
+	if args.ActScales != nil {
+		values = append(values, slotValue{ArgActScales, args.ActScales.Ptr()})
+	}
 	for _, o := range []struct {
 		name string
 		slot Slot

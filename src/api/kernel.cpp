@@ -54,7 +54,7 @@ HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t* params, int3
     if (slot < 0 || slot >= hm_launch_params::kNamedPointerSlots)
       fail(HM_ERROR_INVALID_ARGUMENT,
            "slot " + std::to_string(slot) +
-               " is not a pointer slot (HM_ARG_A .. HM_ARG_NUM_TOKENS_PADDED, i.e. 0.." +
+               " is not a pointer slot (HM_ARG_A .. HM_ARG_ACT_SCALES, i.e. 0.." +
                std::to_string(hm_launch_params::kNamedPointerSlots - 1) + ")");
     params->pointers[slot] = device_pointer;
   });

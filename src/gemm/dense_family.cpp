@@ -16,9 +16,9 @@
 namespace hm::gemm {
 namespace {
 
-// K % 8 == 0: activation rows load in 16-byte units (the wgmma kernel needs it; the mma.sync
-// kernel has a variant without).
-bool aligned_k(const Layer& layer) { return layer.format.k % 8 == 0; }
+// Activation rows load in 16-byte units (K % 8 == 0 for 16-bit activations, K % 16 == 0 for
+// 8-bit): the wgmma kernel needs it; the mma.sync kernel has a variant without.
+bool aligned_k(const Layer& layer) { return tune::rows_in_16_byte_units(layer.format); }
 
 }  // namespace
 
@@ -115,7 +115,7 @@ uint64_t DenseFamily::workspace_bytes(const Tile& tile, const Layer& layer, int6
 }
 
 std::string DenseFamily::describe(const Tile& tile, const Layer& layer, int64_t m) const {
-  return describe_dense(dense_tile(tile), geometry(tile, layer, m), aligned_k(layer));
+  return describe_dense(dense_tile(tile), layer.format, geometry(tile, layer, m), aligned_k(layer));
 }
 
 void DenseFamily::marshal(const Layer& layer, const hm_launch_params& params, bool moe,
@@ -139,6 +139,9 @@ void DenseFamily::marshal(const Layer& layer, const hm_launch_params& params, bo
   p.global =
       reinterpret_cast<const float*>(ptr(HM_ARG_GLOBAL, "HM_ARG_GLOBAL", f.has_global_scale()));
   p.bias = reinterpret_cast<const void*>(ptr(HM_ARG_BIAS, "HM_ARG_BIAS", f.has_bias));
+  // 8-bit activations carry one f32 scale per row of A (hm_quantize_activation_device).
+  p.act_scales = reinterpret_cast<const float*>(
+      ptr(HM_ARG_ACT_SCALES, "HM_ARG_ACT_SCALES", f.activation.bits() == 8));
   p.sorted_ids =
       reinterpret_cast<const int32_t*>(ptr(HM_ARG_SORTED_IDS, "HM_ARG_SORTED_IDS", moe));
   p.expert_ids =
@@ -148,6 +151,7 @@ void DenseFamily::marshal(const Layer& layer, const hm_launch_params& params, bo
   core::require_aligned(params.pointers[HM_ARG_A], aligned_k(layer) ? 16 : 2, "HM_ARG_A");
   core::require_aligned(params.pointers[HM_ARG_B], 16, "HM_ARG_B");
   core::require_aligned(params.pointers[HM_ARG_C], 2, "HM_ARG_C");
+  core::require_aligned(params.pointers[HM_ARG_ACT_SCALES], 4, "HM_ARG_ACT_SCALES");
   // Scales and zero points are staged in 16-byte units by the wgmma kernel; the rule holds for
   // both families so that an alignment that works for one M works for all.
   core::require_aligned(params.pointers[HM_ARG_SCALES], 16, "HM_ARG_SCALES");

@@ -10,9 +10,10 @@ namespace hm::gemm {
 namespace {
 
 // The TMA descriptors of a wgmma tile that copies with TMA (gemm/dense_wgmma.cuh): activations
-// [m][k] as 16-bit elements in boxes of [block_m][64] with the 128B swizzle the wgmma descriptor
-// reads; the weight as [strips][k_chunks * chunk words] of 32-bit words in boxes of one chunk of
-// each of the tile's strips (docs/layout.md: a strip's chunks are contiguous); the codes below.
+// [m][k] in boxes of [block_m][one K step] (128 bytes: 64 16-bit or 128 8-bit values) with the
+// 128B swizzle the wgmma descriptor reads; the weight as [strips][k_chunks * chunk words] of
+// 32-bit words in boxes of one K step's chunks of each of the tile's strips (docs/layout.md: a
+// strip's chunks are contiguous; a last step past them arrives as zeros); the codes below.
 void encode_tma(const runtime::Device& device, const core::Format& f, const tune::DenseTile& tile,
                 const quant::PackedShape& shape, gemm::DenseParams& p) {
   static_assert(sizeof(gemm::DenseParams::TensorMap) == sizeof(runtime::CUtensorMap));
@@ -22,14 +23,18 @@ void encode_tma(const runtime::Device& device, const core::Format& f, const tune
     runtime::encode_tensor_map(device, tensor, &map, what);
     std::memcpy(&out, &map, sizeof map);
   };
-  encode({p.a, 2, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
-          static_cast<uint64_t>(f.k) * 2, static_cast<uint32_t>(tile.block_m), 64, true},
+  const int act_bytes = f.activation.bits() / 8;
+  encode({p.a, act_bytes, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
+          static_cast<uint64_t>(f.k) * act_bytes, static_cast<uint32_t>(tile.block_m),
+          static_cast<uint32_t>(tune::dense_k_step(tile, f)), true},
          p.tma_a, "HM_ARG_A");
   const uint64_t chunk_bytes = static_cast<uint64_t>(quant::chunk_bytes(f.weight.bits()));
-  const uint64_t k_chunks = static_cast<uint64_t>(shape.k_padded) / 64;
+  const uint64_t k_chunks = static_cast<uint64_t>(shape.k_padded) / quant::kChunkK;
+  const uint64_t step_chunks =
+      static_cast<uint64_t>(gemm::dense_wgmma_step_chunks(f.activation.bits()));
   encode({p.w, 4, static_cast<uint64_t>(shape.n_padded) / 16, k_chunks * chunk_bytes / 4,
           k_chunks * chunk_bytes, static_cast<uint32_t>(tile.warps),
-          static_cast<uint32_t>(chunk_bytes / 4), false},
+          static_cast<uint32_t>(step_chunks * chunk_bytes / 4), false},
          p.tma_w, "HM_ARG_B");
   // Scale and zero-point codes [groups][columns], in boxes of [slots][block channels], when a
   // chunk's slots are consecutive group rows (the kernel asks the same question).
@@ -61,13 +66,15 @@ DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& f,
   return g;
 }
 
-std::string describe_dense(const tune::DenseTile& tile, const DenseGeometry& g, bool aligned_k) {
+std::string describe_dense(const tune::DenseTile& tile, const core::Format& f,
+                           const DenseGeometry& g, bool aligned_k) {
   const tune::DenseLaunch& launch = g.launch;
   return tile.name() + (aligned_k ? "" : " unaligned-k") + " grid " +
          std::to_string(launch.grid_x) + "x" + std::to_string(launch.grid_y) + "x" +
          std::to_string(launch.splits) + (launch.cluster ? " (cluster split-K " : " (split-K ") +
          std::to_string(launch.splits) + " x " + std::to_string(launch.k_chunks_per_split) +
-         " chunks of 64), workspace " + std::to_string(g.workspace_bytes) + " bytes";
+         " K steps of " + std::to_string(tune::dense_k_step(tile, f)) + "), workspace " +
+         std::to_string(g.workspace_bytes) + " bytes";
 }
 
 void launch_dense(const runtime::Device& device, runtime::CUfunction function,

@@ -25,10 +25,10 @@ struct DenseGeometry {
 DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& format,
                              const quant::PackedShape& shape, int64_t m, int multiprocessors);
 
-// "wg_bm16_w4_st8_b4_mb_tma_pw_cs grid 64x1x8 (cluster split-K 8 x 8 chunks of 64), workspace
+// "wg_bm16_w4_st8_b4_mb_tma_pw_cs grid 64x1x8 (cluster split-K 8 x 8 K steps of 64), workspace
 // 0 bytes" (hm_plan_describe, after the family's name).
-std::string describe_dense(const tune::DenseTile& tile, const DenseGeometry& geometry,
-                           bool aligned_k);
+std::string describe_dense(const tune::DenseTile& tile, const core::Format& format,
+                           const DenseGeometry& geometry, bool aligned_k);
 
 // Completes `p` (whose tensor pointers the caller has set and checked) for M = m and launches
 // `function` on `stream`: shapes, splits, the workspace's counters and partials (at `workspace`,

@@ -54,6 +54,9 @@ class MoeWgmmaFamily final : public DenseFamily {
     if (f.experts < 2)
       return "the indexed MoE kernel takes formats with experts (e >= 2), not e=" +
              std::to_string(f.experts);
+    if (f.activation.bits() != 16)
+      return "the indexed MoE kernel takes f16 or bf16 activations; " + f.activation.name() +
+             " activations run on dense layers only (so far)";
     core::Format one = f;  // an expert is a dense layer
     one.experts = 1;
     return jit::dense_gemm_gap(one, tune::DenseKernel::kWgmma, arch);

@@ -46,7 +46,7 @@ constexpr const char* kScaleCodeSmallFloat = "::hm::gemm::kScaleCodeSmallFloat";
 // How the dense kernels read a scale code of dtype `sd` (not none) next to activations `act`:
 // the kScaleCode* constant, or nullptr when they cannot.
 const char* dense_scale_code(const core::Dtype& sd, const core::Dtype& act) {
-  if (sd == act) return "::hm::gemm::kScaleCodeAct";
+  if (sd == act && act.bits() == 16) return "::hm::gemm::kScaleCodeAct";
   if (sd.code() == HM_DTYPE_F32) return "::hm::gemm::kScaleCodeF32";
   if (sd.code() == HM_DTYPE_F16) return "::hm::gemm::kScaleCodeF16";
   if (sd.code() == HM_DTYPE_BF16) return "::hm::gemm::kScaleCodeBf16";
@@ -62,14 +62,27 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
   using core::Dtype;
   const Dtype act = f.activation, w = f.weight, sd = f.scale, out = f.output;
   const bool act_16 = act.code() == HM_DTYPE_F16 || act.code() == HM_DTYPE_BF16;
-  if (!act_16)
-    return "the dense kernels take f16 or bf16 activations; " + act.name() +
+  const bool act_8 = act.code() == HM_DTYPE_E4M3 || act.code() == HM_DTYPE_E5M2;
+  if (!act_16 && !act_8)
+    return "the dense kernels take f16, bf16, e4m3 or e5m2 activations; " + act.name() +
            " activations have no kernel yet";
+  if (act_8) {
+    // The wgmma kernel's 8-bit path (gemm/dequant_a8.cuh): channel or tensor scales in the
+    // epilogue, weights converted exactly; group scales need a second accumulator per K group.
+    if (kernel != tune::DenseKernel::kWgmma)
+      return act.name() + " activations run on the wgmma kernel (sm_90a) only; mma.sync "
+                          "(sm_89 fp8, sm_80 int8) has no 8-bit path yet";
+    if (f.has_group_scales())
+      return "group and block scales with " + act.name() +
+             " activations are not implemented yet (channel or tensor scales are)";
+    if (f.has_zero_point())
+      return "zero points with " + act.name() + " activations are not implemented yet";
+  }
   if (f.experts != 1)
     return "the dense kernels take e=1 (MoE formats, here e=" + std::to_string(f.experts) +
            ", run on the MoE family)";
-  if (f.accumulator.code() == HM_DTYPE_F16 && act.code() != HM_DTYPE_F16)
-    return "f16 accumulation needs f16 activations (rule R5)";
+  if (f.accumulator.code() == HM_DTYPE_F16 && act.code() != HM_DTYPE_F16 && !act_8)
+    return "f16 accumulation needs f16, e4m3 or e5m2 activations (rule R5)";
   if (w.bits() > 8 || !(w.is_integer() || w.kind() == core::DtypeKind::kFloat))
     return "the dense kernels take weights of 1..8 bits, not " + w.name();
   if (!sd.is_none() && dense_scale_code(sd, act) == nullptr)
@@ -94,6 +107,8 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
   const std::string gap = dense_gemm_gap(f, tile.kernel, core::parse_arch(arch));
   if (!gap.empty()) fail(HM_ERROR_UNSUPPORTED, gap);
   const bool act_f16 = f.activation.code() == HM_DTYPE_F16;
+  const bool act_e4m3 = f.activation.code() == HM_DTYPE_E4M3;
+  const int act_bits = f.activation.bits();  // 16, or 8 (e4m3, e5m2: the gap check passed)
   const bool acc_f16 = f.accumulator.code() == HM_DTYPE_F16;
   const Dtype w = f.weight;
 
@@ -118,7 +133,9 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
   const bool has_group_k = f.scale_kind == ScaleKind::kGroup || f.scale_kind == ScaleKind::kBlock ||
                            f.scale_kind == ScaleKind::kGroupTensor;
 
-  const char* act = act_f16 ? "::hm::f16" : "::hm::bf16";
+  const char* act = act_bits == 8 ? (act_e4m3 ? "::hm::e4m3" : "::hm::e5m2")
+                    : act_f16      ? "::hm::f16"
+                                   : "::hm::bf16";
   const char* out = f.output.code() == HM_DTYPE_F16 ? "::hm::f16" : "::hm::bf16";
 
   // One named constant per line: a generated config reads like a table, and a swapped pair of
@@ -127,6 +144,9 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
   c << "struct Config {\n"
     << "  using Act = " << act << ";\n"
     << "  using Out = " << out << ";\n"
+    << "  static constexpr int kActBits = " << act_bits << ";\n"
+    << "  static constexpr int kActExpBits = " << f.activation.exponent_bits() << ";\n"
+    << "  static constexpr int kActManBits = " << f.activation.mantissa_bits() << ";\n"
     << "  static constexpr bool kActIsF16 = " << (act_f16 ? "true" : "false") << ";\n"
     << "  static constexpr bool kAccF16 = " << (acc_f16 ? "true" : "false") << ";\n"
     << "  static constexpr int kWeightBits = " << w.bits() << ";\n"
@@ -150,9 +170,12 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
   if (wg) {
     // The instruction for N = block_m tokens (scripts/gen_wgmma.py writes one header per N).
     prelude = "#include <humming/ptx/wgmma/m64n" + std::to_string(tile.block_m) + ".cuh>\n\n";
-    c << "  using Wgmma = ::hm::ptx::WgmmaRs<" << tile.block_m << ", "
-      << (acc_f16 ? "::hm::ptx::kWgmmaF16AccF16"
-                  : act_f16 ? "::hm::ptx::kWgmmaF16AccF32" : "::hm::ptx::kWgmmaBf16AccF32")
+    const char* kind = act_bits == 8 ? (act_e4m3 ? (acc_f16 ? "kWgmmaE4m3AccF16" : "kWgmmaE4m3AccF32")
+                                                 : (acc_f16 ? "kWgmmaE5m2AccF16" : "kWgmmaE5m2AccF32"))
+                       : acc_f16   ? "kWgmmaF16AccF16"
+                       : act_f16   ? "kWgmmaF16AccF32"
+                                   : "kWgmmaBf16AccF32";
+    c << "  using Wgmma = ::hm::ptx::WgmmaRs<" << tile.block_m << ", ::hm::ptx::" << kind
       << ">;\n";
   }
   c << "};\n";

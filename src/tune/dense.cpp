@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/quote.hpp"
 #include <humming/gemm/params.h>
+#include <humming/layout/spec.h>
 
 namespace hm::tune {
 
@@ -89,8 +90,10 @@ std::string DenseTile::config() const {
   return c;
 }
 
+bool rows_in_16_byte_units(const core::Format& f) { return f.k * f.activation.bits() % 128 == 0; }
+
 bool wgmma_covers(const core::Format& f, const core::Arch& arch) {
-  return arch.major == 9 && arch.minor == 0 && arch.suffix == 'a' && f.k % 8 == 0 &&
+  return arch.major == 9 && arch.minor == 0 && arch.suffix == 'a' && rows_in_16_byte_units(f) &&
          f.scale_kind != core::ScaleKind::kBlock;
 }
 
@@ -279,6 +282,11 @@ int code_bytes(const core::Dtype& d) { return (d.bits() + 7) / 8; }
 
 }  // namespace
 
+int dense_k_step(const DenseTile& tile, const core::Format& f) {
+  return tile.kernel == DenseKernel::kWgmma ? gemm::dense_wgmma_step_k(f.activation.bits())
+                                            : quant::kChunkK;
+}
+
 DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int64_t m,
                               int64_t n_padded, int64_t k_padded, int multiprocessors) {
   DenseLaunch l{};
@@ -289,14 +297,16 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
   if (tile.kernel == DenseKernel::kWgmma) {
     const int group_k = f.has_group_scales() ? f.group_k : 0;
     l.smem_bytes = static_cast<uint32_t>(gemm::dense_wgmma_smem_bytes(
-        tile.block_m, tile.warps, tile.stages, bits, gemm::dense_group_slots(group_k),
+        tile.block_m, tile.warps, tile.stages,
+        bits * gemm::dense_wgmma_step_chunks(f.activation.bits()), gemm::dense_group_slots(group_k),
         f.has_group_scales() ? code_bytes(f.scale) : 0,
         f.has_zero_point() ? code_bytes(f.zero_point) : 0));
   } else {
     l.smem_bytes = static_cast<uint32_t>(gemm::dense_smem_bytes(
         tile.block_m, tile.block_n(), gemm::dense_chunks_in_flight(tile.warp_strips, bits)));
   }
-  const int64_t k_chunks = k_padded / 64;
+  // K steps: 64-wide chunks, or 128 k per step for the wgmma kernel's 8-bit activations.
+  const int64_t k_chunks = (k_padded + dense_k_step(tile, f) - 1) / dense_k_step(tile, f);
   const int64_t blocks = l.grid_x * l.grid_y;
   // Small grids split K so that about one wave of blocks (blocks_per_sm on every SM) streams
   // the weights, with at least 4 chunks per split and the f32 partials within 16 MiB.

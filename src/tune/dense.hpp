@@ -76,8 +76,11 @@ struct DenseRange {
   DenseTile tile;
 };
 
-// Whether the wgmma kernel covers a format on an arch: sm_90a, K a multiple of 8 (activation rows
-// load in 16-byte units), no block scales (those stay on mma.sync).
+// Whether activation rows of the format load in 16-byte units: K a multiple of 8 (16-bit
+// activations) or 16 (8-bit).
+bool rows_in_16_byte_units(const core::Format& format);
+// Whether the wgmma kernel covers a format on an arch: sm_90a, rows_in_16_byte_units, no block
+// scales (those stay on mma.sync).
 bool wgmma_covers(const core::Format& format, const core::Arch& arch);
 // Whether a wgmma tile with a copying warp (`producer`) covers a format: its scale and zero-point
 // codes must come as TMA boxes (group sizes that are multiples or divisors of 64).
@@ -105,6 +108,9 @@ struct DenseLaunch {
   uint32_t threads;        // per block
   uint32_t smem_bytes;     // dynamic shared memory per block
 };
+// The k of one K step of a tile's kernel (DenseParams::k_chunks_per_split counts steps): 64, or
+// 128 for the wgmma kernel with 8-bit activations (gemm/params.h).
+int dense_k_step(const DenseTile& tile, const core::Format& format);
 // Grid, block and split-K for one call (see dense.cpp for the rule).
 DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& format, int64_t m,
                               int64_t n_padded, int64_t k_padded, int multiprocessors);

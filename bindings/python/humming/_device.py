@@ -171,7 +171,7 @@ def check_device_tensor(obj, name, device, dtype=None, shape=None, min_bytes=Non
     """Checks one device argument and returns its DeviceTensor.
 
     device: the context's ordinal; dtype: a Humming dtype (sub-byte dtypes are accepted as
-    uint8/int8 bytes: pass shape in bytes then); shape: the exact shape; min_bytes: the least
+    uint8/int8 bytes: pass shape in bytes then; e4m3/e5m2 also as uint8 codes); shape: the exact shape; min_bytes: the least
     size for opaque buffers (packed weights, workspace)."""
     t = device_tensor(obj, name, stream)
     if t.device not in ("cuda", "cuda_managed"):
@@ -183,9 +183,18 @@ def check_device_tensor(obj, name, device, dtype=None, shape=None, min_bytes=Non
                              f"cuda:{device}", raw.HM_ERROR_WRONG_DEVICE)
     if dtype is not None:
         wanted = expected_name(dtype)
-        ok = t.dtype == wanted if wanted else t.dtype in ("uint8", "int8")
+        if wanted is None:
+            ok = t.dtype in ("uint8", "int8")
+            what = "uint8 (sub-byte codes packed two per byte)"
+        elif wanted.startswith("float8"):
+            # fp8 codes also come as plain bytes: quantize_activation_device writes uint8, and
+            # sources without float8 types (numpy, __cuda_array_interface__) have nothing else.
+            ok = t.dtype in (wanted, "uint8")
+            what = f"{wanted} or uint8 (one code per byte)"
+        else:
+            ok = t.dtype == wanted
+            what = wanted
         if not ok:
-            what = wanted or "uint8 (sub-byte codes packed two per byte)"
             raise argument_error(f"argument '{name}' has dtype {t.dtype}, expected {what} "
                                  f"(the format's {DType(dtype).name})")
     if not t.contiguous:

@@ -7,6 +7,7 @@ import numpy as np
 
 from . import raw
 from ._device import check_device_tensor
+from ._dtype import DType
 from ._errors import argument_error, check, copy_out
 from ._format import Format, PackedWeight
 from ._handle import Handle
@@ -144,13 +145,37 @@ class Plan(Handle):
             raise argument_error("argument 'bias' was given, but the format has no bias "
                                  "(set Format.bias = True)")
 
+    def _set_act_scales(self, params, act_scales, m, stream):
+        """HM_ARG_ACT_SCALES: for 8-bit activations (a=e4m3, a=e5m2) the float32 scale of each
+        of A's m rows, without which the codes mean nothing; for any other format a tensor given
+        here is a mistake (the library refuses the slot too)."""
+        act = self._activation
+        if act not in (DType.E4M3, DType.E5M2):
+            if act_scales is not None:
+                raise argument_error(f"argument 'act_scales' was given, but a={act.name} "
+                                     "activations have no scales (only a=e4m3 and a=e5m2 do)")
+            return
+        if act_scales is None:
+            raise argument_error(f"argument 'act_scales' is None, but a={act.name} activations "
+                                 f"need their float32 per-token scales, shape ({m},) "
+                                 "(quantize_activation_device with group_k=0 writes them)")
+        ts = check_device_tensor(act_scales, "act_scales", self.context.device, stream=stream)
+        if ts.dtype != "float32":
+            raise argument_error(f"argument 'act_scales' has dtype {ts.dtype}, expected float32")
+        # [M, 1] is what quantize_activation_device returns for group_k=0: the same bytes.
+        if tuple(ts.shape) not in ((m,), (m, 1)):
+            raise argument_error(f"argument 'act_scales' has shape {ts.shape}, expected ({m},) "
+                                 f"(one scale per row of 'a')")
+        params.set(act_scales=ts.ptr)
+
     def moe_gemm(self, a, weight, c, *, sorted_ids, expert_ids, num_tokens_padded, top_k,
-                 bias=None, stream=0, params=None):
+                 bias=None, act_scales=None, stream=0, params=None):
         """MoE plans (e >= 2), indexed (docs/moe.md): C[M * top_k, N], row t * top_k + j =
         A[t] * dequant(W[expert of (t, j)])^T (+ bias[expert]), for a [M, K]. sorted_ids,
         expert_ids and num_tokens_padded are int32 device tensors laid out by moe_align with
-        the plan's moe_block_size(M) (capacity moe_rows(M, top_k) at least); bias [E, N].
-        Rows of dropped assignments are not written. Asynchronous, no host read of the routing."""
+        the plan's moe_block_size(M) (capacity moe_rows(M, top_k) at least); bias [E, N];
+        act_scales as in gemm(). Rows of dropped assignments are not written. Asynchronous, no
+        host read of the routing."""
         if self._experts == 1:
             raise argument_error("moe_gemm needs a plan of a MoE format (e >= 2); use gemm()")
         device = self.context.device
@@ -177,6 +202,7 @@ class Plan(Handle):
         params.set_pointer(raw.HM_ARG_EXPERT_IDS, routing["expert_ids"])
         params.set_pointer(raw.HM_ARG_NUM_TOKENS_PADDED, routing["num_tokens_padded"])
         params.set_int(raw.HM_ARG_TOP_K, top_k)
+        self._set_act_scales(params, act_scales, m, stream)
         self._set_weights(params, weight, bias, stream)
         check(raw.hm_plan_gemm(self.handle, params.handle, int(stream)))
 
@@ -184,11 +210,15 @@ class Plan(Handle):
         """The kernel and tiling used for M, for logs."""
         return copy_out(raw.hm_plan_describe, self.handle, int(m))
 
-    def gemm(self, a, weight, c, *, bias=None, workspace=None, stream=0, params=None):
+    def gemm(self, a, weight, c, *, bias=None, workspace=None, act_scales=None, stream=0,
+             params=None):
         """C[M,N] = A[M,K] * dequant(W)^T (+ bias) on `stream` (an int CUstream; 0 is the
         default stream). a, c, bias and workspace are device tensors; weight is a
-        DevicePackedWeight (or any object with the same attributes). Every tensor is checked for
-        device, dtype, shape and contiguity first. Asynchronous."""
+        DevicePackedWeight (or any object with the same attributes). 8-bit activations (a=e4m3,
+        a=e5m2): a is [M, K] codes (float8 or uint8) and act_scales, required there and refused
+        elsewhere, their float32 [M] per-token scales (quantize_activation_device with
+        group_k=0 writes both). Every tensor is checked for device, dtype, shape and contiguity
+        first. Asynchronous."""
         device = self.context.device
         n, k = self._n, self._k
         act, out = self._activation, self._output
@@ -201,6 +231,7 @@ class Plan(Handle):
         tc = check_device_tensor(c, "c", device, out, shape=(m, n), stream=stream, writable=True)
         params = self._cleared_params(params)
         params.set(a=ta.ptr, c=tc.ptr, m=m)
+        self._set_act_scales(params, act_scales, m, stream)
         self._set_weights(params, weight, bias, stream)
         if workspace is not None:
             # Its size is checked by the library against what this M needs (and named there).

@@ -197,7 +197,8 @@ class LaunchParams(Handle):
             if slot is None:
                 raise argument_error(f"unknown launch slot {key!r}; the slots are the HM_ARG_* "
                                      "names in lower case (a, b, c, bias, scales, zeros, global, "
-                                     "workspace, m, n, k, workspace_bytes)")
+                                     "workspace, sorted_ids, expert_ids, num_tokens_padded, "
+                                     "act_scales, m, n, k, workspace_bytes, top_k)")
             if slot >= raw.HM_ARG_M:
                 self.set_int(slot, value)
             else:

@@ -6,8 +6,9 @@
 
 The weight is quantized and packed once (on the host, through the library's reference path) and
 kept on the device in the standard layout; forward() runs hm_plan_gemm on the current torch
-stream with no host synchronization and no allocation besides the output tensor (which torch
-takes from the graph pool under capture), so it works under CUDA graph capture.
+stream with no host synchronization and no allocation besides the output tensor (and, for
+8-bit activations, the codes and scales it quantizes the input into; torch takes them all from
+the graph pool under capture), so it works under CUDA graph capture.
 Importing humming does not import torch; importing humming.torch does.
 """
 import threading
@@ -73,11 +74,23 @@ class Linear(torch.nn.Module):
         if experts != 1:
             raise argument_error("humming.torch.Linear is for dense layers (experts = 1)")
         self.in_features, self.out_features = k, n
-        self.input_dtype = _HM_TO_TORCH.get(fmt.activation.name)
         self.output_dtype = _HM_TO_TORCH.get(fmt.output.name)
+        # 8-bit activations (a=e4m3, a=e5m2): forward() takes an input of the output dtype (f16
+        # or bf16) and quantizes it per token on the device, into the codes and scales the
+        # kernels read.
+        act = fmt.activation.name
+        self.activation_codes = act if act in ("e4m3", "e5m2") else None
+        if self.activation_codes is None:
+            self.input_dtype = _HM_TO_TORCH.get(act)
+        elif self.output_dtype in (torch.float16, torch.bfloat16):
+            self.input_dtype = self.output_dtype
+        else:
+            self.input_dtype = None
         if self.input_dtype is None or self.output_dtype is None:
-            raise argument_error(f"humming.torch.Linear runs f16/bf16/f32 activations and outputs; "
-                                 f"the format has a={fmt.activation.name} c={fmt.output.name}")
+            raise argument_error(f"humming.torch.Linear runs f16/bf16/f32 activations and outputs, "
+                                 f"or e4m3/e5m2 activations with an f16/bf16 output (the input "
+                                 f"is quantized from that dtype); the format has a={act} "
+                                 f"c={fmt.output.name}")
 
         def up(value):
             if value is None:
@@ -150,8 +163,14 @@ class Linear(torch.nn.Module):
         if a.shape[0] == 0:
             return out.reshape(*lead, self.out_features)
         stream = torch.cuda.current_stream(x.device).cuda_stream
+        act_scales = None
+        if self.activation_codes is not None:
+            # One scale per token (group_k=0), the form the kernels read, on the same stream.
+            a, act_scales = quantize_activation(a, self.activation_codes)
+            act_scales = act_scales.view(-1)
         weight = DevicePackedWeight(self.weight, self.scales, self.zero_points, self.global_scale)
-        self.plan.gemm(a, weight, out, bias=self.bias, workspace=self.workspace, stream=stream)
+        self.plan.gemm(a, weight, out, bias=self.bias, workspace=self.workspace,
+                       act_scales=act_scales, stream=stream)
         return out.reshape(*lead, self.out_features)
 
     def extra_repr(self):

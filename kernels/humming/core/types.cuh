@@ -26,6 +26,13 @@ struct f16 {
 struct bf16 {
   uint16 bits;
 };
+// 8-bit float activations (OCP e4m3fn, e5m2): what the kernels' 8-bit Configs name as Act.
+struct e4m3 {
+  unsigned char bits;
+};
+struct e5m2 {
+  unsigned char bits;
+};
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 

@@ -1,4 +1,4 @@
-// Dense quantized GEMM on Hopper warpgroup MMA (sm90a), 16-bit activations:
+// Dense quantized GEMM on Hopper warpgroup MMA (sm90a), 16- or 8-bit activations:
 //   C[m, n] = A[m, k] * dequant(W)[n, k]^T (+ bias).
 //
 // Orientation (docs/layout.md §1): weights are the MMA's A operand, taken from registers after
@@ -8,9 +8,15 @@
 // the warpgroup's 64 channels, which is exactly one standard-layout chunk row: the layout's
 // register order is the wgmma A fragment.
 //
+// Activation width (C::kActBits): the kernel steps K by one 128-byte row of activations, 64 k of
+// f16 / bf16 (m64nNk16, one weight chunk per warp, gemm/dequant.cuh) or 128 k of e4m3 / e5m2
+// (m64nNk32, two chunks per warp, gemm/dequant_a8.cuh); either way a step is 16 A registers and
+// 4 wgmma, each reading the next 32 bytes of the activation rows. 8-bit activations come with a
+// per-token f32 scale that the epilogue applies.
+//
 // Block: kWarps / 4 warpgroups side by side along N (channels), all sharing the activation tile
-// of kBlockM tokens. Pipeline: kStages shared-memory stages, each holding one 64-wide K chunk of
-// activations, of every warp's weight chunk and of the block's scale / zero-point codes, filled
+// of kBlockM tokens. Pipeline: kStages shared-memory stages, each holding one K step of
+// activations, of every warp's weight chunks and of the block's scale / zero-point codes, filled
 // kStages - 1 chunks ahead of the compute, either by every thread with cp.async (each thread's
 // share planned once per block, stepped by constants per chunk) or by one thread with TMA boxes
 // (C::kTma). Per chunk each warp dequantizes its 16 A registers (4 atoms) and issues 4 wgmma;
@@ -27,6 +33,7 @@
 
 #include <humming/core/types.cuh>
 #include <humming/gemm/dequant.cuh>
+#include <humming/gemm/dequant_a8.cuh>
 #include <humming/gemm/epilogue.cuh>
 #include <humming/gemm/params.h>
 #include <humming/gemm/sched.cuh>
@@ -43,6 +50,10 @@ struct DenseWgmma {
   using D = Dequant<C>;
   using RowTerms = typename D::RowTerms;
   static constexpr int kBits = C::kWeightBits;
+  static constexpr int kActBits = C::kActBits;  // 16 or 8
+  static constexpr int kActBytes = kActBits / 8;
+  static constexpr int kStepK = dense_wgmma_step_k(kActBits);  // k per stage (128 bytes of a row)
+  static constexpr int kStepChunks = dense_wgmma_step_chunks(kActBits);  // chunks per warp and step
   static constexpr int kWarps = C::kWarps;
   static constexpr int kThreads = kWarps * 32;  // the warps that compute
   // With C::kProducer one more warp only copies (its lane 0 issues every TMA of every stage), so
@@ -52,22 +63,27 @@ struct DenseWgmma {
   static constexpr int kBlockN = 16 * kWarps;
   static constexpr int kTokenGroups = C::kBlockM / 8;
   static constexpr int kChunkBytes = quant::chunk_bytes(kBits);
+  static constexpr int kWarpStepBytes = kStepChunks * kChunkBytes;  // a warp's weights per step
+  static constexpr int kLaneWords = kStepChunks * kBits;             // ... per lane, in words
   static constexpr int kSlots = D::kGroupSlots;
   static constexpr int kScaleBytes = D::kGroupScalesInMainloop ? D::kScaleCodeBytes : 0;
   static constexpr int kZeroBytes = C::kZeroPoint != kZeroNone ? D::kZeroCodeBytes : 0;
-  // One stage: [activations kBlockM x 128 B][weights kWarps x chunk][scale codes][zero codes].
+  // One stage: [activations kBlockM x 128 B][weights kWarps x step][scale codes][zero codes].
   static constexpr int kWeightOffset = dense_wgmma_weight_offset(C::kBlockM);
-  static constexpr int kScaleOffset = dense_wgmma_scale_offset(C::kBlockM, kWarps, kBits);
+  static constexpr int kScaleOffset = dense_wgmma_scale_offset(C::kBlockM, kWarps, kLaneWords);
   static constexpr int kZeroOffset =
-      dense_wgmma_zero_offset(C::kBlockM, kWarps, kBits, kSlots, kScaleBytes);
-  static constexpr int kStageBytes = dense_wgmma_stage_bytes(C::kBlockM, kWarps, kBits, kSlots,
-                                                             kScaleBytes, kZeroBytes);
+      dense_wgmma_zero_offset(C::kBlockM, kWarps, kLaneWords, kSlots, kScaleBytes);
+  static constexpr int kStageBytes = dense_wgmma_stage_bytes(C::kBlockM, kWarps, kLaneWords,
+                                                             kSlots, kScaleBytes, kZeroBytes);
   using Epilogue = DenseEpilogue<C, kWarps, 1, kBlockThreads, C::kClusterSplit>;
 
   static_assert(kWarps % 4 == 0 && kWarps >= 4, "whole warpgroups");
   static_assert(C::kBlockM % 8 == 0 && C::kBlockM >= 8 && C::kBlockM <= 256, "wgmma N is 8..256");
   static_assert(kStages >= 2, "double buffering at least");
-  static_assert(C::kAlignedK, "activation rows load in 16-byte units (K % 8 == 0)");
+  static_assert(C::kAlignedK, "activation rows load in 16-byte units (K % (128 / kActBits) == 0)");
+  static_assert(kActBits == 16 || kActBits == 8, "16- or 8-bit activations");
+  static_assert(kActBits == 16 || !D::kHasRowCodes,
+                "8-bit activations take channel or tensor scales and no zero points (so far)");
   static_assert(C::kScaleKind != kScaleBlock, "block scales use the mma.sync kernel");
   static_assert(!C::kTma || C::kDecoupled, "TMA copies complete on the stages' mbarriers");
   static_assert(!C::kProducer || C::kTma, "the copying warp copies with TMA");
@@ -82,9 +98,9 @@ struct DenseWgmma {
   static_assert(!C::kProducer || kCodesByTma,
                 "the copying warp needs the scale / zero-point codes as TMA boxes too");
   static constexpr uint32 kTmaBytes =
-      C::kBlockM * 128 + kWarps * kChunkBytes +
+      C::kBlockM * 128 + kWarps * kWarpStepBytes +
       (kCodesByTma ? kSlots * kBlockN * (kScaleBytes + kZeroBytes) : 0);
-  static constexpr int kChunkWords = kChunkBytes / 4;
+  static constexpr int kWarpStepWords = kWarpStepBytes / 4;
   // Arrivals that complete a stage's `full` barrier: the copying thread's alone when TMA does
   // everything, else every thread's cp.async arrival.
   static constexpr int kFullArrivals = kCodesByTma ? 1 : kThreads;
@@ -92,7 +108,7 @@ struct DenseWgmma {
   static __device__ __forceinline__ bool copies_by_tma() {
     return threadIdx.x == (C::kProducer ? kThreads : 0);
   }
-  static_assert(dense_wgmma_smem_bytes(C::kBlockM, kWarps, kStages, kBits, kSlots, kScaleBytes,
+  static_assert(dense_wgmma_smem_bytes(C::kBlockM, kWarps, kStages, kLaneWords, kSlots, kScaleBytes,
                                        kZeroBytes) -
                         1024 >=
                     (kStages * kStageBytes > Epilogue::kSmemBytes ? kStages * kStageBytes
@@ -110,10 +126,13 @@ struct DenseWgmma {
     static constexpr int kActIters = (C::kBlockM * 8 + kThreads - 1) / kThreads;
     static constexpr int kRowsPerIter = kThreads / 8;
     static_assert(kThreads % 64 == 0, "rows of one thread share their swizzle phase");
-    // Weights: unit u is byte 16 (u % units per chunk) of warp u / (units per chunk)'s chunk;
-    // the stage keeps the warps' chunks back to back, so it lands at kWeightOffset + 16 u.
-    static constexpr int kUnitsPerChunk = kChunkBytes / 16;
-    static constexpr int kWeightIters = (kWarps * kUnitsPerChunk + kThreads - 1) / kThreads;
+    // Activations: a 16-byte unit is kUnitK values of a row.
+    static constexpr int kUnitK = 16 / kActBytes;
+    // Weights: unit u is byte 16 (u % units per step) of warp u / (units per step)'s chunks of
+    // the step (contiguous: docs/layout.md, a strip's chunks follow each other); the stage keeps
+    // the warps' steps back to back, so it lands at kWeightOffset + 16 u.
+    static constexpr int kUnitsPerStep = kWarpStepBytes / 16;
+    static constexpr int kWeightIters = (kWarps * kUnitsPerStep + kThreads - 1) / kThreads;
     // The codes of one side tensor (scales or zero points, [group][cols] of kBytes-byte codes),
     // laid out in the stage as [slot][block channel]: unit u is slot u / units per row, 16-byte
     // unit u % units per row. One pass of the block's threads covers them (asserted below).
@@ -154,7 +173,10 @@ struct DenseWgmma {
     int kc;                // the next chunk
     uint32 act_dst;        // stage offset of iteration 0
     const char* w[kWeightIters];
-    int w_step[kWeightIters];  // kChunkBytes, or 0 past the last strip (the unit is zero-filled)
+    int w_step[kWeightIters];  // kWarpStepBytes, or 0 past the last strip (the unit is zero-filled)
+    // Two chunks per step: the steps whose chunk of this unit exists (the last step of an odd
+    // number of chunks has only its first; the other is zero-filled, never read past the strip).
+    int w_steps[kStepChunks > 1 ? kWeightIters : 1];
     uint32 unit_dst;           // this thread's 16-byte unit in a stage: threadIdx.x * 16
     const void* map_a;         // TMA: the tensor maps (in the kernel's parameter) and the box
     const void* map_w;         //      coordinates of the block's rows, strips and channels
@@ -167,7 +189,7 @@ struct DenseWgmma {
                                       int64_t kc0) {
       const int t = threadIdx.x;
       const int r0 = t / 8, unit = t % 8;
-      act_row_step = int64_t{kRowsPerIter} * p.k * 2;
+      act_row_step = int64_t{kRowsPerIter} * p.k * kActBytes;
       if constexpr (C::kMoe) {
         // Gathered rows (sched.cuh): each iteration's row of A, or none for a padding slot.
         act_real = 0;
@@ -176,19 +198,20 @@ struct DenseWgmma {
         for (int j = 0; j < kActIters; ++j) {
           const int r = r0 + j * kRowsPerIter;
           const int64_t row = r < C::kBlockM ? a_row<C>(p, m0 + r) : -1;
-          act[j] = static_cast<const char*>(p.a) + ((row < 0 ? 0 : row) * p.k + kc0 * 64 + unit * 8) * 2;
+          act[j] = static_cast<const char*>(p.a) +
+                   ((row < 0 ? 0 : row) * p.k + kc0 * kStepK + unit * kUnitK) * kActBytes;
           if (row >= 0) act_real |= 1u << j;
         }
       } else {
-        const char* act0 =
-            static_cast<const char*>(p.a) + ((m0 + r0) * p.k + kc0 * 64 + unit * 8) * 2;
+        const char* act0 = static_cast<const char*>(p.a) +
+                           ((m0 + r0) * p.k + kc0 * kStepK + unit * kUnitK) * kActBytes;
 #pragma unroll
         for (int j = 0; j < kActPointers; ++j) act[j] = act0 + j * act_row_step;
         const int64_t rows = p.m - m0 < C::kBlockM ? p.m - m0 : C::kBlockM;
         act_rows =
             r0 < rows ? static_cast<int>((rows - r0 + kRowsPerIter - 1) / kRowsPerIter) : 0;
       }
-      act_k = static_cast<int>(kc0 * 64) + unit * 8;
+      act_k = static_cast<int>(kc0 * kStepK) + unit * kUnitK;
       k = static_cast<int>(p.k);
       kc = static_cast<int>(kc0);
       act_dst = r0 * 128 + ((unit ^ (r0 & 7)) * 16);
@@ -203,11 +226,17 @@ struct DenseWgmma {
 #pragma unroll
       for (int j = 0; j < kWeightIters; ++j) {
         const int u = t + j * kThreads;
-        const int64_t strip = strip0 + u / kUnitsPerChunk;
-        const bool real = u < kWarps * kUnitsPerChunk && strip < strips;
+        const int64_t strip = strip0 + u / kUnitsPerStep;
+        const bool real = u < kWarps * kUnitsPerStep && strip < strips;
         w[j] = static_cast<const char*>(p.w) +
-               (real ? (strip * k_chunks + kc0) * kChunkBytes + (u % kUnitsPerChunk) * 16 : 0);
-        w_step[j] = real ? kChunkBytes : 0;
+               (real ? (strip * k_chunks + kc0 * kStepChunks) * kChunkBytes +
+                           (u % kUnitsPerStep) * 16
+                     : 0);
+        w_step[j] = real ? kWarpStepBytes : 0;
+        if constexpr (kStepChunks > 1) {
+          const int c = (u % kUnitsPerStep) / (kChunkBytes / 16);  // the unit's chunk of a step
+          w_steps[j] = static_cast<int>((k_chunks - c + kStepChunks - 1) / kStepChunks);
+        }
       }
       const int64_t n0 = strip0 * 16;
       if constexpr (kScaleBytes > 0) scale.template plan<kScaleBytes>(p.scales, p.scale_cols, n0, p.n_pad);
@@ -225,8 +254,8 @@ struct DenseWgmma {
           } else {
             ptx::mbarrier_expect_tx(full, kTmaBytes);
           }
-          ptx::tma_load_2d(stage, map_a, kc * 64, tma_m0, full);
-          ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kChunkWords, tma_strip0, full);
+          ptx::tma_load_2d(stage, map_a, kc * kStepK, tma_m0, full);
+          ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kWarpStepWords, tma_strip0, full);
           if constexpr (kCodesByTma) {
             // Slot 0's group row; the slots are the rows after it (params.h).
             const int group = D::group_of_slot(kc, 0);
@@ -243,7 +272,7 @@ struct DenseWgmma {
         if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset + unit_dst, kc);
         if constexpr (kZeroBytes > 0) zero.copy(stage + kZeroOffset + unit_dst, kc);
       }
-      act_k += 64;
+      act_k += kStepK;
       ++kc;
     }
 
@@ -262,10 +291,13 @@ struct DenseWgmma {
       for (int j = 0; j < kActPointers; ++j) act[j] += 128;
 #pragma unroll
       for (int j = 0; j < kWeightIters; ++j) {
-        if (kWeightIters * kThreads == kWarps * kUnitsPerChunk ||
-            threadIdx.x + j * kThreads < kWarps * kUnitsPerChunk)
+        if (kWeightIters * kThreads == kWarps * kUnitsPerStep ||
+            threadIdx.x + j * kThreads < kWarps * kUnitsPerStep) {
+          bool here = w_step[j] != 0;
+          if constexpr (kStepChunks > 1) here = here && kc < w_steps[j];
           ptx::cp_async_16(stage + kWeightOffset + unit_dst + j * kThreads * 16, w[j],
-                           w_step[j] ? 16 : 0);
+                           here ? 16 : 0);
+        }
         w[j] += w_step[j];
       }
     }
@@ -312,35 +344,44 @@ struct DenseWgmma {
     // address) in every step, which costs more than the dequantization at small M.
     const uint32 base_offset = pinned(base_address - raw_address);
     const int lane_pinned = static_cast<int>(pinned(static_cast<uint32>(lane)));
-    const uint32 weights_at = pinned(base_offset + kWeightOffset + warp * kChunkBytes);
+    const uint32 weights_at = pinned(base_offset + kWeightOffset + warp * kWarpStepBytes);
     const uint32 row = warp * 16 + g;
     const uint32 scales_at = pinned(base_offset + kScaleOffset + row * kScaleBytes);
     const uint32 zeros_at = pinned(base_offset + kZeroOffset + row * kZeroBytes);
-    // Dequantizes the weights of the chunk in stage s into the warp's 16 A registers.
+    // Dequantizes the weights of the step in stage s into the warp's 16 A registers.
     auto dequantize = [&](int s, uint32 (&a)[16]) {
       const uint32 stage = s * kStageBytes;
-      uint32 words[kBits];
-      D::template load_lane_words<false>(words, smem_raw + weights_at + stage, lane_pinned);
-      RowTerms lo[kSlots], hi[kSlots];
+      if constexpr (kActBits == 8) {
+        uint32 words[kStepChunks][kBits];
 #pragma unroll
-      for (int slot = 0; slot < kSlots; ++slot) {
-        typename D::RowCodes c_lo{0, 0}, c_hi{0, 0};
-        if constexpr (kScaleBytes > 0) {
-          const void* codes = smem_raw + scales_at + stage + slot * kBlockN * kScaleBytes;
-          c_lo.scale = D::scale_code(codes, 0);
-          c_hi.scale = D::scale_code(codes, 8);
+        for (int c = 0; c < kStepChunks; ++c)
+          load_lane_words<kBits, false>(words[c], smem_raw + weights_at + stage + c * kChunkBytes,
+                                        lane_pinned);
+        DequantA8<C>::step_fragments(a, words);
+      } else {
+        uint32 words[kBits];
+        D::template load_lane_words<false>(words, smem_raw + weights_at + stage, lane_pinned);
+        RowTerms lo[kSlots], hi[kSlots];
+#pragma unroll
+        for (int slot = 0; slot < kSlots; ++slot) {
+          typename D::RowCodes c_lo{0, 0}, c_hi{0, 0};
+          if constexpr (kScaleBytes > 0) {
+            const void* codes = smem_raw + scales_at + stage + slot * kBlockN * kScaleBytes;
+            c_lo.scale = D::scale_code(codes, 0);
+            c_hi.scale = D::scale_code(codes, 8);
+          }
+          if constexpr (kZeroBytes > 0) {
+            const void* codes = smem_raw + zeros_at + stage + slot * kBlockN * kZeroBytes;
+            c_lo.zero = D::zero_code(codes, 0);
+            c_hi.zero = D::zero_code(codes, 8);
+          }
+          lo[slot] = D::row_terms(c_lo);
+          hi[slot] = D::row_terms(c_hi);
         }
-        if constexpr (kZeroBytes > 0) {
-          const void* codes = smem_raw + zeros_at + stage + slot * kBlockN * kZeroBytes;
-          c_lo.zero = D::zero_code(codes, 0);
-          c_hi.zero = D::zero_code(codes, 8);
-        }
-        lo[slot] = D::row_terms(c_lo);
-        hi[slot] = D::row_terms(c_hi);
+        D::chunk_fragments(a, words, lo, hi);
       }
-      D::chunk_fragments(a, words, lo, hi);
     };
-    // Issues the 4 wgmma of the chunk in stage s (A: the registers, B: its activation tile).
+    // Issues the 4 wgmma of the step in stage s (A: the registers, B: its activation tile).
     const uint64_t descriptor0 = ptx::smem_descriptor_k_sw128(pinned(base_address));
     auto issue = [&](int s, const uint32 (&a)[16]) {
       const uint64_t stage_descriptor = ptx::advance_descriptor(descriptor0, s * kStageBytes);
@@ -348,7 +389,7 @@ struct DenseWgmma {
 #pragma unroll
       for (int x = 0; x < 4; ++x)
         C::Wgmma::run(acc.v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
-                      ptx::advance_descriptor(stage_descriptor, x * 32));  // next 16 of K
+                      ptx::advance_descriptor(stage_descriptor, x * 32));  // next 32 bytes of K
       ptx::wgmma_commit();
     };
     // With C::kDequantAhead a warp dequantizes chunk i + 1 into a second register set while

@@ -25,6 +25,50 @@ constexpr int kZeroNone = 0, kZeroInt = 1, kZeroFloat = 2;
 constexpr int kScaleCodeAct = 0, kScaleCodeF32 = 1, kScaleCodeUe8m0 = 2, kScaleCodeSmallFloat = 3,
               kScaleCodeF16 = 4, kScaleCodeBf16 = 5;
 
+// A lane's kBits words of one chunk (`chunk`: its first byte), read segment by segment (4, 2 or
+// 1 words, the layout's lane offsets) with one vector load each: streamed from global memory
+// (kStream: not kept in L1) or plain loads (shared memory). Independent of the activation width.
+template <bool kStream, int kN>
+__device__ __forceinline__ void load_words(uint32 (&r)[kN], const uint32* src) {
+  if constexpr (kStream) {
+    ptx::load_global_stream(r, src);
+  } else if constexpr (kN == 4) {
+    const uint4 v = *reinterpret_cast<const uint4*>(src);
+    r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
+  } else if constexpr (kN == 2) {
+    const uint2 v = *reinterpret_cast<const uint2*>(src);
+    r[0] = v.x, r[1] = v.y;
+  } else {
+    r[0] = *src;
+  }
+}
+template <int kBits, bool kStream>
+__device__ __forceinline__ void load_lane_words(uint32 (&words)[kBits], const void* chunk,
+                                                int lane) {
+  const uint32* base = static_cast<const uint32*>(chunk);
+#pragma unroll
+  for (int w = 0; w < kBits;) {
+    const int seg = quant::segment_words(kBits, w);
+    const uint32* src = base + quant::lane_word_offset(kBits, lane, w);
+    if (seg == 4) {
+      uint32 r[4];
+      load_words<kStream>(r, src);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) words[w + i] = r[i];
+    } else if (seg == 2) {
+      uint32 r[2];
+      load_words<kStream>(r, src);
+      words[w] = r[0];
+      words[w + 1] = r[1];
+    } else {
+      uint32 r[1];
+      load_words<kStream>(r, src);
+      words[w] = r[0];
+    }
+    w += seg;
+  }
+}
+
 template <class C>
 struct Dequant {
   using Act = typename C::Act;
@@ -178,48 +222,11 @@ struct Dequant {
     return w;
   }
 
-  // A lane's kBits words of one chunk (`chunk`: its first byte), read segment by segment (4, 2
-  // or 1 words, the layout's lane offsets) with one vector load each: streamed from global
-  // memory (kStream: not kept in L1) or plain loads (shared memory).
+  // A lane's kBits words of one chunk (lane_words below).
   template <bool kStream>
   static __device__ __forceinline__ void load_lane_words(uint32 (&words)[kBits], const void* chunk,
                                                          int lane) {
-    const uint32* base = static_cast<const uint32*>(chunk);
-#pragma unroll
-    for (int w = 0; w < kBits;) {
-      const int seg = quant::segment_words(kBits, w);
-      const uint32* src = base + quant::lane_word_offset(kBits, lane, w);
-      if (seg == 4) {
-        uint32 r[4];
-        load_words<kStream>(r, src);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) words[w + i] = r[i];
-      } else if (seg == 2) {
-        uint32 r[2];
-        load_words<kStream>(r, src);
-        words[w] = r[0];
-        words[w + 1] = r[1];
-      } else {
-        uint32 r[1];
-        load_words<kStream>(r, src);
-        words[w] = r[0];
-      }
-      w += seg;
-    }
-  }
-  template <bool kStream, int kN>
-  static __device__ __forceinline__ void load_words(uint32 (&r)[kN], const uint32* src) {
-    if constexpr (kStream) {
-      ptx::load_global_stream(r, src);
-    } else if constexpr (kN == 4) {
-      const uint4 v = *reinterpret_cast<const uint4*>(src);
-      r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
-    } else if constexpr (kN == 2) {
-      const uint2 v = *reinterpret_cast<const uint2*>(src);
-      r[0] = v.x, r[1] = v.y;
-    } else {
-      r[0] = *src;
-    }
+    gemm::load_lane_words<kBits, kStream>(words, chunk, lane);
   }
 
   // The 16 MMA A registers of one 16 x 64 chunk (4 atoms of 4 registers, layout order), from a

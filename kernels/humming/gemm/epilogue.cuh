@@ -1,5 +1,6 @@
 // The dense GEMM epilogue, shared by the mma.sync and wgmma kernels: accumulators -> shared f32
-// tile -> (split-K reduction) -> channel scale, global scale, bias, conversion, coalesced store.
+// tile -> (split-K reduction) -> activation scale (8-bit activations), channel scale, global
+// scale, bias, conversion, coalesced store.
 //
 // Split-K partial tiles meet either in global memory (a workspace of f32 partials, reduced by
 // the tile's last block to finish) or, when the splits of a tile run as one thread-block cluster
@@ -14,6 +15,7 @@
 
 #include <humming/core/types.cuh>
 #include <humming/gemm/dequant.cuh>
+#include <humming/gemm/dequant_a8.cuh>
 #include <humming/gemm/params.h>
 #include <humming/gemm/sched.cuh>
 #include <humming/ptx/cluster.cuh>
@@ -70,11 +72,25 @@ struct DenseEpilogue {
     return v;
   }
 
+  // What every value of tile row `token` (a row of A that exists) is multiplied by first: with
+  // 8-bit activations, the row's activation scale times the power of two the weight conversion
+  // left (gemm/dequant_a8.cuh); else 1. The product of two f32 is exact for power-of-two factors
+  // and rounds once otherwise, before the channel scale as the reference order has it.
+  static constexpr bool kRowScale = C::kActBits == 8;
+  static __device__ __forceinline__ float row_factor(const DenseParams& p, int64_t token) {
+    if constexpr (kRowScale) {
+      return p.act_scales[a_row<C>(p, token)] * exp2i(DequantA8<C>::kFactorExp);
+    } else {
+      return 1.0f;
+    }
+  }
+
   // Tile row `token` (m0 + r): C row c_row(token) (sched.cuh), none for padding.
   static __device__ __forceinline__ void store(const DenseParams& p, float v, int64_t token,
                                                int64_t channel) {
     const int64_t row = c_row<C>(p, token);
     if (row < 0 || channel >= p.n) return;
+    if constexpr (kRowScale) v *= row_factor(p, token);
     static_cast<Out*>(p.c)[row * p.n + channel] = from_float<Out>(finish(p, v, channel));
   }
 
@@ -103,10 +119,13 @@ struct DenseEpilogue {
       for (int i = 0; i < kVec; ++i) store(p, v[i], token, channel + i);
       return;
     }
+    const float factor = row_factor(p, token);
     uint32 words[kVec / 2];
 #pragma unroll
     for (int i = 0; i < kVec; i += 2)
-      words[i / 2] = pack_pair<Out>(finish(p, v[i], channel + i), finish(p, v[i + 1], channel + i + 1));
+      words[i / 2] = pack_pair<Out>(finish(p, kRowScale ? v[i] * factor : v[i], channel + i),
+                                    finish(p, kRowScale ? v[i + 1] * factor : v[i + 1],
+                                           channel + i + 1));
     Out* dst = static_cast<Out*>(p.c) + row * p.n + channel;
     if constexpr (kVec == 8) {
       *reinterpret_cast<uint4*>(dst) = make_uint4(words[0], words[1], words[2], words[3]);

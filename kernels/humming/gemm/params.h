@@ -18,13 +18,16 @@ struct DenseParams {
   const void* zeros;    // packed zero points [groups][n_pad] (or null)
   const float* global;  // f32 global scale (or null)
   const void* bias;     // [n] output dtype (or null)
+  const float* act_scales;  // 8-bit activations: f32 [m] per-token scales of A (else null)
   void* c;              // [m][n] output, row-major, output dtype
   float* partials;      // split-K: [splits][m][n_pad] f32 (workspace)
   int32_t* counters;    // split-K: one per output tile, zero on entry, left zero (workspace)
   int64_t m, n, k;      // the real problem
   int64_t n_pad, k_pad;  // the packed weight's padded shape
   int64_t scale_cols;    // columns of the packed scale tensor (n_pad, or n_pad / group_n for blocks)
-  int32_t k_chunks_per_split;  // 64-wide K chunks each split handles
+  // K steps each split handles: a step is one 128-byte row of activations, 64 k of 16-bit
+  // activations (one weight chunk), 128 k of 8-bit ones (two chunks; dense_wgmma_step_chunks).
+  int32_t k_chunks_per_split;
   int32_t splits;              // gridDim.z
   // MoE, indexed (gemm/sched.cuh; null sorted_ids: a dense GEMM). Token block y's rows are the
   // flat assignment ids sorted_ids[y * block_m + r] (A row id / top_k, C row id; an id >= m * top_k
@@ -91,38 +94,44 @@ HM_PARAMS_HD constexpr bool dense_group_slots_consecutive(int group_k) {
 // sizes cluster split-K with it, the epilogue keeps one set of registers per split.
 constexpr int kDenseMaxClusterSplits = 8;
 
-// Shared memory of the sm90a wgmma kernel (gemm/dense_wgmma.cuh). Each pipeline stage holds,
-// for one 64-wide K chunk: the activation tile [block_m][64] (128-byte rows, 128B-swizzled, so
-// stage starts are 1024-byte aligned), one weight chunk per warp (128 * bits bytes), and the
-// scale and zero-point codes of the block's channels per group slot [slot][channel], each part
-// starting on a multiple of 128 bytes (TMA destinations). The epilogue's f32 tile reuses the
-// stages; 1024 bytes of slack let the kernel align the base.
+// The sm90a wgmma kernel (gemm/dense_wgmma.cuh) steps K by one 128-byte row of activations:
+// 64 k of 16-bit activations, one 64-wide weight chunk per warp; 128 k of 8-bit activations,
+// two chunks per warp.
+HM_PARAMS_HD constexpr int dense_wgmma_step_k(int act_bits) { return 1024 / act_bits; }
+HM_PARAMS_HD constexpr int dense_wgmma_step_chunks(int act_bits) { return 16 / act_bits; }
+
+// Shared memory of the wgmma kernel. Each pipeline stage holds, for one K step: the activation
+// tile [block_m][128 bytes] (128B-swizzled, so stage starts are 1024-byte aligned), each warp's
+// weight chunks of the step (128 bytes per 32-bit word a lane holds: `lane_words` = weight bits
+// x chunks per step), and the scale and zero-point codes of the block's channels per group slot
+// [slot][channel], each part starting on a multiple of 128 bytes (TMA destinations). The
+// epilogue's f32 tile reuses the stages; 1024 bytes of slack let the kernel align the base.
 HM_PARAMS_HD constexpr int dense_round_up(int x, int to) { return (x + to - 1) / to * to; }
 HM_PARAMS_HD constexpr int dense_wgmma_weight_offset(int block_m) { return block_m * 128; }
-HM_PARAMS_HD constexpr int dense_wgmma_scale_offset(int block_m, int warps, int weight_bits) {
-  return dense_wgmma_weight_offset(block_m) + warps * 128 * weight_bits;
+HM_PARAMS_HD constexpr int dense_wgmma_scale_offset(int block_m, int warps, int lane_words) {
+  return dense_wgmma_weight_offset(block_m) + warps * 128 * lane_words;
 }
-HM_PARAMS_HD constexpr int dense_wgmma_zero_offset(int block_m, int warps, int weight_bits,
+HM_PARAMS_HD constexpr int dense_wgmma_zero_offset(int block_m, int warps, int lane_words,
                                                    int group_slots, int scale_code_bytes) {
-  return dense_round_up(dense_wgmma_scale_offset(block_m, warps, weight_bits) +
+  return dense_round_up(dense_wgmma_scale_offset(block_m, warps, lane_words) +
                             group_slots * 16 * warps * scale_code_bytes,
                         128);
 }
-HM_PARAMS_HD constexpr int dense_wgmma_stage_bytes(int block_m, int warps, int weight_bits,
+HM_PARAMS_HD constexpr int dense_wgmma_stage_bytes(int block_m, int warps, int lane_words,
                                                    int group_slots, int scale_code_bytes,
                                                    int zero_code_bytes) {
-  return dense_round_up(dense_wgmma_zero_offset(block_m, warps, weight_bits, group_slots,
+  return dense_round_up(dense_wgmma_zero_offset(block_m, warps, lane_words, group_slots,
                                                 scale_code_bytes) +
                             group_slots * 16 * warps * zero_code_bytes,
                         1024);
 }
 HM_PARAMS_HD constexpr int dense_wgmma_smem_bytes(int block_m, int warps, int stages,
-                                                  int weight_bits, int group_slots,
+                                                  int lane_words, int group_slots,
                                                   int scale_code_bytes, int zero_code_bytes) {
-  return 1024 + (stages * dense_wgmma_stage_bytes(block_m, warps, weight_bits, group_slots,
+  return 1024 + (stages * dense_wgmma_stage_bytes(block_m, warps, lane_words, group_slots,
                                                   scale_code_bytes, zero_code_bytes) >
                          block_m * (16 * warps + 4) * 4
-                     ? stages * dense_wgmma_stage_bytes(block_m, warps, weight_bits, group_slots,
+                     ? stages * dense_wgmma_stage_bytes(block_m, warps, lane_words, group_slots,
                                                         scale_code_bytes, zero_code_bytes)
                      : block_m * (16 * warps + 4) * 4);
 }

@@ -13,7 +13,7 @@ namespace hm::gemm {
 struct BlockWork {
   int64_t m0;                // the tile's first row (dense: token; MoE: slot of sorted_ids)
   int64_t strip0;            // the tile's first 16-channel strip
-  int64_t kc_begin, kc_end;  // the 64-wide K chunks of this split (never empty)
+  int64_t kc_begin, kc_end;  // the K steps of this split (never empty; params.h)
   int64_t expert;            // MoE: the expert of the rows; dense: 0. -1: the block has no work
 };
 
@@ -24,7 +24,10 @@ __device__ __forceinline__ BlockWork block_work(const DenseParams& p) {
   BlockWork w;
   w.strip0 = static_cast<int64_t>(blockIdx.x) * kStrips;
   w.m0 = static_cast<int64_t>(blockIdx.y) * C::kBlockM;
-  const int64_t k_chunks = p.k_pad / 64;
+  // K steps of the kernel: 64-wide chunks, or 128 k for the wgmma kernel's 8-bit activations
+  // (params.h; a last step may hold one real chunk).
+  constexpr int kStepK = dense_wgmma_step_k(C::kActBits);
+  const int64_t k_chunks = (p.k_pad + kStepK - 1) / kStepK;
   w.kc_begin = static_cast<int64_t>(blockIdx.z) * p.k_chunks_per_split;
   w.kc_end = w.kc_begin + p.k_chunks_per_split < k_chunks ? w.kc_begin + p.k_chunks_per_split
                                                           : k_chunks;

@@ -9,10 +9,19 @@
 namespace hm::ptx {
 
 // The operand types and accumulator of a wgmma.
-enum WgmmaKind { kWgmmaF16AccF32, kWgmmaBf16AccF32, kWgmmaF16AccF16 };
+enum WgmmaKind {
+  kWgmmaF16AccF32,
+  kWgmmaBf16AccF32,
+  kWgmmaF16AccF16,
+  kWgmmaE4m3AccF32,
+  kWgmmaE5m2AccF32,
+  kWgmmaE4m3AccF16,
+  kWgmmaE5m2AccF16,
+};
 
-// wgmma.mma_async m64nNk16 with A (64 x 16) from four registers per thread and B (16 x N) by a
-// shared-memory descriptor, accumulating into d (f32: [N / 8][4]; f16 pairs: [N / 8][2]):
+// wgmma.mma_async m64nNk16 (16-bit inputs) or m64nNk32 (8-bit floats) with A (64 x K) from four
+// registers per thread and B (K x N) by a shared-memory descriptor: 32 bytes of K either way,
+// accumulating into d (f32: [N / 8][4]; f16 pairs: [N / 8][2]):
 //   static void run(float (&d)[N / 8][4], uint32 a0, a1, a2, a3, unsigned long long desc).
 // Include ptx/wgmma/m64n<N>.cuh for the width a kernel uses.
 template <int kN, WgmmaKind kKind>

@@ -43,6 +43,12 @@ def test_checks_reject_with_clear_messages():
         check_device_tensor(object(), "a", 0)
     # Sub-byte dtypes travel as bytes.
     check_device_tensor(FakeCudaArray(0x10000, (4, 4), "|u1"), "a", 0, humming.DType.E2M1)
+    # fp8 codes too (quantize_activation_device writes uint8), but nothing wider.
+    for fp8 in (humming.DType.E4M3, humming.DType.E5M2):
+        check_device_tensor(FakeCudaArray(0x10000, (4, 4), "|u1"), "a", 0, fp8)
+    with pytest.raises(humming.InvalidArgumentError,
+                       match="'a' has dtype float16, expected float8_e4m3fn or uint8"):
+        check_device_tensor(FakeCudaArray(0x10000, (4, 4), "<f2"), "a", 0, humming.DType.E4M3)
 
 
 def test_dlpack_capsule_is_parsed_and_cpu_memory_refused():

@@ -32,6 +32,38 @@ def test_linear_matches_matmul(dtype, fmt):
     assert ((y.float() - linear(x).float()).norm() / linear(x).float().norm()) < 0.2
 
 
+@pytest.mark.parametrize("act", ["e4m3", "e5m2"])
+def test_linear_with_8_bit_activations(act):
+    """a=e4m3/e5m2: forward() quantizes its bf16 input per token (quantize_activation,
+    group_k=0) and runs the 8-bit GEMM with those scales, i.e. computes
+    dequant(codes, scales) @ dequant(W)^T."""
+    torch.manual_seed(2)
+    k = 512
+    linear = torch.nn.Linear(k, 256, bias=True).to("cuda", torch.bfloat16)
+    layer = hmt.Linear.from_linear(linear, f"w=e2m1 a={act} c=bf16 s=bf16:channel", max_m=64)
+    assert layer.input_dtype == torch.bfloat16
+    x = torch.randn(2, 7, k, device="cuda", dtype=torch.bfloat16)
+    y = layer(x)
+    assert y.shape == (2, 7, 256) and y.dtype == torch.bfloat16
+    codes, scales = hmt.quantize_activation(x, act)
+    a = humming.dequantize_activation(act, codes.reshape(-1, k).view(torch.uint8).cpu().numpy(),
+                                      scales.reshape(-1, 1).cpu().numpy(), k)
+    expected = reference(layer, linear, torch.from_numpy(a).to("cuda").reshape(2, 7, k))
+    error = (y.float() - expected).norm() / expected.norm()
+    assert error < 1e-2
+    # The quantization runs inside forward(), so it is captured with the GEMM.
+    graph = torch.cuda.CUDAGraph()
+    static_x = x.clone()
+    with torch.cuda.graph(graph):
+        static_y = layer(static_x)
+    static_x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(static_y, layer(static_x), rtol=0, atol=0)
+    with pytest.raises(humming.InvalidArgumentError, match="dtype"):
+        layer(x.half())  # the input is quantized from the layer's output dtype only
+
+
 def test_linear_on_a_side_stream_and_under_graph_capture():
     torch.manual_seed(1)
     linear = torch.nn.Linear(256, 128, bias=False).to("cuda", torch.float16)

@@ -74,6 +74,7 @@ pub const HM_ARG_WORKSPACE: i32 = 7;
 pub const HM_ARG_SORTED_IDS: i32 = 8;
 pub const HM_ARG_EXPERT_IDS: i32 = 9;
 pub const HM_ARG_NUM_TOKENS_PADDED: i32 = 10;
+pub const HM_ARG_ACT_SCALES: i32 = 11;
 pub const HM_ARG_M: i32 = 16;
 pub const HM_ARG_N: i32 = 17;
 pub const HM_ARG_K: i32 = 18;

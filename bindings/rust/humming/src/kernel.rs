@@ -22,6 +22,7 @@ impl Slot {
     pub const SORTED_IDS: Slot = Slot(sys::HM_ARG_SORTED_IDS);
     pub const EXPERT_IDS: Slot = Slot(sys::HM_ARG_EXPERT_IDS);
     pub const NUM_TOKENS_PADDED: Slot = Slot(sys::HM_ARG_NUM_TOKENS_PADDED);
+    pub const ACT_SCALES: Slot = Slot(sys::HM_ARG_ACT_SCALES);
     pub const M: Slot = Slot(sys::HM_ARG_M);
     pub const N: Slot = Slot(sys::HM_ARG_N);
     pub const K: Slot = Slot(sys::HM_ARG_K);

@@ -2,6 +2,7 @@
 use std::ptr::NonNull;
 
 use crate::context::{Context, DeviceMemory, Stream};
+use crate::dtype::DType;
 use crate::error::{c_string, check, copy_out, Error, Result};
 use crate::format::{Format, PackedSizes};
 use crate::kernel::{LaunchParams, Slot};
@@ -23,6 +24,11 @@ pub struct PlanOptions {
 #[derive(Default)]
 pub struct GemmArgs<'a> {
     pub a: Option<&'a dyn DeviceMemory>,
+    /// 8-bit activations (a=e4m3, a=e5m2) only, and needed there: `a` holds one code per byte
+    /// and this the f32 scale of each of its M rows, as
+    /// [`quantize_activation_device`](crate::quantize_activation_device) writes them with
+    /// group_k 0.
+    pub act_scales: Option<&'a dyn DeviceMemory>,
     pub weight: Option<&'a dyn DeviceMemory>,
     pub scales: Option<&'a dyn DeviceMemory>,
     pub zero_points: Option<&'a dyn DeviceMemory>,
@@ -46,6 +52,7 @@ pub struct Plan {
     raw: NonNull<sys::hm_plan_t>,
     n: usize,
     experts: usize,
+    activation: DType,
     a_row_bytes: usize,
     c_elem_bytes: usize,
     bias: bool,
@@ -75,6 +82,30 @@ fn require(name: &str, buffer: Option<&dyn DeviceMemory>, need: usize) -> Result
     }
 }
 
+/// The `ACT_SCALES` pointer for M rows: `Some` exactly for 8-bit activations (a=e4m3, a=e5m2),
+/// whose codes mean nothing without their per-row f32 scales; the library refuses the slot for
+/// every other format, so a buffer given there is a mistake too.
+fn act_scales_pointer(
+    activation: DType,
+    buffer: Option<&dyn DeviceMemory>,
+    m: usize,
+) -> Result<Option<u64>> {
+    let scaled = activation == DType::E4M3 || activation == DType::E5M2;
+    match (scaled, buffer) {
+        (true, None) => Err(Error::invalid(format!(
+            "'act_scales' is missing; a={activation} activations need one f32 scale per row ({} \
+             bytes for M = {m})",
+            m * 4
+        ))),
+        (true, Some(b)) => require("act_scales", Some(b), m * 4).map(Some),
+        (false, Some(_)) => Err(Error::invalid(format!(
+            "'act_scales' was given, but a={activation} activations have no scales (only a=e4m3 \
+             and a=e5m2 do)"
+        ))),
+        (false, None) => Ok(None),
+    }
+}
+
 impl Plan {
     pub fn new(context: &Context, format: &Format, options: &PlanOptions) -> Result<Plan> {
         let tuning =
@@ -96,6 +127,7 @@ impl Plan {
             raw,
             n: n as usize,
             experts: experts as usize,
+            activation: act,
             a_row_bytes: (k as usize * act.bits() as usize).div_ceil(8),
             c_elem_bytes: out.bytes(),
             bias: format.bias()?,
@@ -147,7 +179,9 @@ impl Plan {
     }
 
     /// `C[M,N] = A[M,K] * dequant(W)^T (+ bias)` on `stream`, with every buffer's size checked
-    /// against the format and M first. Asynchronous: synchronize before reading C.
+    /// against the format and M first. Asynchronous: synchronize before reading C. 8-bit
+    /// activations (a=e4m3, a=e5m2): `a` is `[M, K]` codes, `args.act_scales` their `[M]` f32
+    /// scales.
     pub fn gemm(
         &self,
         params: &mut LaunchParams,
@@ -211,6 +245,7 @@ impl Plan {
         if a == 0 {
             return Err(Error::invalid("'a' is missing"));
         }
+        let act_scales = act_scales_pointer(self.activation, args.act_scales, m)?;
         let c_need = c_rows * self.n * self.c_elem_bytes;
         if c.byte_len() < c_need {
             return Err(Error::invalid(format!(
@@ -236,6 +271,9 @@ impl Plan {
             .set_pointer(Slot::B, crate::DevicePtr(weight))?
             .set_pointer(Slot::C, c.device_ptr())?
             .set_int(Slot::M, m as i64)?;
+        if let Some(ptr) = act_scales {
+            params.set_pointer(Slot::ACT_SCALES, crate::DevicePtr(ptr))?;
+        }
         for (slot, ptr) in [
             (Slot::SCALES, scales),
             (Slot::ZEROS, zeros),
@@ -266,5 +304,42 @@ impl Plan {
 impl std::fmt::Debug for Plan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Plan(n {}, {:?})", self.n, self.packed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::DevicePtr;
+
+    /// Only its size matters to the checks; nothing reads through it.
+    struct Buffer(usize);
+
+    impl DeviceMemory for Buffer {
+        fn device_ptr(&self) -> DevicePtr {
+            DevicePtr(0x1000)
+        }
+        fn byte_len(&self) -> usize {
+            self.0
+        }
+    }
+
+    // The check Plan::gemm and Plan::moe_gemm run before the C call, for every activation kind
+    // (the mock tests reach it through a plan only where the library can plan a=e4m3 formats).
+    #[test]
+    fn act_scales_come_with_8_bit_activations_only() {
+        let (enough, short) = (Buffer(16 * 4), Buffer(15 * 4));
+        for act in [DType::E4M3, DType::E5M2] {
+            assert_eq!(act_scales_pointer(act, Some(&enough), 16).unwrap(), Some(0x1000));
+            let e = act_scales_pointer(act, None, 16).unwrap_err();
+            assert!(e.message().contains("'act_scales' is missing"), "{e}");
+            let e = act_scales_pointer(act, Some(&short), 16).unwrap_err();
+            assert!(e.message().contains("'act_scales' has 60 bytes"), "{e}");
+        }
+        for act in [DType::F16, DType::BF16, DType::INT8] {
+            assert_eq!(act_scales_pointer(act, None, 16).unwrap(), None);
+            let e = act_scales_pointer(act, Some(&enough), 16).unwrap_err();
+            assert!(e.message().contains("'act_scales' was given"), "{e}");
+        }
     }
 }

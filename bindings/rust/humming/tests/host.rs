@@ -1,6 +1,9 @@
 //! Host paths of the safe crate: versions, errors, dtypes, formats, quantization and packing,
 //! the reference GEMM, activation quantization, checkpoint conversion.
-use humming::{sys, CheckpointTensor, ConvertOptions, DType, Error, Format, Role};
+use humming::{
+    sys, CheckpointTensor, ConvertOptions, DType, DevicePtr, Error, Format, LaunchParams, Role,
+    Slot,
+};
 
 fn header() -> String {
     let path = std::env::var("HUMMING_HEADER").unwrap_or_else(|_| {
@@ -25,6 +28,15 @@ fn version_matches_the_header() {
     assert_eq!(humming::version(), expected);
     assert_eq!(humming::version_string(), format!("{}.{}.{}", expected.0, expected.1, expected.2));
     assert_eq!(humming::abi_version(), define(&h, "HM_ABI_VERSION"));
+}
+
+#[test]
+fn act_scales_slot_is_the_headers() {
+    // A new pointer slot (8-bit activations' per-token scales), taken by launch params.
+    assert_eq!(Slot::ACT_SCALES.0, 11);
+    assert_eq!(Slot::ACT_SCALES.0 as u32, define(&header(), "HM_ARG_ACT_SCALES"));
+    let mut params = LaunchParams::new().unwrap();
+    params.set_pointer(Slot::ACT_SCALES, DevicePtr(0x1000)).unwrap();
 }
 
 #[test]
@@ -112,7 +124,10 @@ fn formats() {
     assert_eq!(int4.kernels(Some("sm_90a")).unwrap(), ["dense_wgmma", "dense_mma"]);
     assert_eq!(int4.kernels(Some("sm_80")).unwrap(), ["dense_mma"]);
     let fp8 = Format::parse("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=256 k=256").unwrap();
-    let e = fp8.kernels(Some("sm_90a")).unwrap_err();
+    assert_eq!(fp8.kernels(Some("sm_90a")).unwrap(), ["dense_wgmma"]);
+    // Valid, but no kernel yet: the error names what is missing.
+    let fp8_groups = Format::parse("w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=256 k=256").unwrap();
+    let e = fp8_groups.kernels(Some("sm_90a")).unwrap_err();
     assert_eq!(e.status(), sys::HM_ERROR_UNSUPPORTED, "{e}");
     assert!(e.message().contains("e4m3 activations"), "{e}");
     assert!(humming::support_matrix().unwrap().len() > 256);

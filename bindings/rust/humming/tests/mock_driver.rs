@@ -380,3 +380,61 @@ fn moe_plan_routing_and_gemm_checks() {
     let err = plan.gemm(&mut params, &args, &mut c, m, Stream::DEFAULT).unwrap_err();
     assert!(err.message().contains("moe_gemm"), "{err}");
 }
+
+#[test]
+fn gemm_takes_act_scales_with_8_bit_activations_only() {
+    let Some(_env) = mock() else {
+        return;
+    };
+    let ctx = context(0);
+    let (n, k, m) = (128usize, 256usize, 16usize);
+    let act_scales = ctx.alloc(m * 4).unwrap();
+    let c = || ctx.alloc(m * n * 2).unwrap();
+    let mut params = LaunchParams::new().unwrap();
+
+    // f16 activations have no scales: a buffer given for them is refused before the C call.
+    let f16 = Format::parse(&format!("w=uint4b8 a=f16 c=f16 s=f16:g128 n={n} k={k}")).unwrap();
+    let packed = f16.pack(&f16.quantize(&vec![0.25f32; n * k]).unwrap()).unwrap();
+    let plan = Plan::new(&ctx, &f16, &PlanOptions::default()).unwrap();
+    let (a, w, s) = (
+        ctx.alloc(m * k * 2).unwrap(),
+        ctx.to_device(&packed.weight).unwrap(),
+        ctx.to_device(&packed.scales).unwrap(),
+    );
+    let args = GemmArgs {
+        a: Some(&a),
+        act_scales: Some(&act_scales),
+        weight: Some(&w),
+        scales: Some(&s),
+        ..Default::default()
+    };
+    let e = plan.gemm(&mut params, &args, &mut c(), m, Stream::DEFAULT).unwrap_err();
+    assert!(e.message().contains("'act_scales' was given"), "{e}");
+
+    // e4m3 activations: A is one code byte per element, and its [M] f32 scales are required.
+    let spec = format!("w=e2m1 a=e4m3 c=bf16 s=bf16:channel n={n} k={k}");
+    let e4m3 = Format::parse(&spec).unwrap();
+    let plan = match Plan::new(&ctx, &e4m3, &PlanOptions::default()) {
+        Ok(plan) => plan,
+        Err(e) if e.category() == sys::HM_ERROR_UNSUPPORTED => {
+            // Until the library has 8-bit activation kernels; plan.rs's unit test
+            // act_scales_come_with_8_bit_activations_only covers the same check meanwhile.
+            eprintln!("skipped the a=e4m3 sub-case: the library cannot plan \"{spec}\" yet: {e}");
+            return;
+        }
+        Err(e) => panic!("{spec}: {e}"),
+    };
+    let packed = e4m3.pack(&e4m3.quantize(&vec![0.25f32; n * k]).unwrap()).unwrap();
+    let (a, w, s) = (
+        ctx.alloc(m * k).unwrap(),
+        ctx.to_device(&packed.weight).unwrap(),
+        ctx.to_device(&packed.scales).unwrap(),
+    );
+    let short = ctx.alloc((m - 1) * 4).unwrap();
+    let args = GemmArgs { a: Some(&a), weight: Some(&w), scales: Some(&s), ..Default::default() };
+    let e = plan.gemm(&mut params, &args, &mut c(), m, Stream::DEFAULT).unwrap_err();
+    assert!(e.message().contains("'act_scales' is missing"), "{e}");
+    let args = GemmArgs { act_scales: Some(&short), ..args };
+    let e = plan.gemm(&mut params, &args, &mut c(), m, Stream::DEFAULT).unwrap_err();
+    assert!(e.message().contains("'act_scales' has 60 bytes"), "{e}");
+}

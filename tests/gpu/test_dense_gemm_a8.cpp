@@ -1,0 +1,275 @@
+// The dense GEMM with 8-bit activations (e4m3, e5m2: the wgmma kernel's path through
+// gemm/dequant_a8.cuh) through the public plan API on a real GPU. The reference multiplies the
+// activations' exact values (code x per-token scale, in f64) by the host-dequantized weight, so
+// the only error left is the kernel's f32 (or f16) accumulation and the output rounding.
+// Skipped (exit 77) without a GPU; formats the device cannot run (no sm_90a) are skipped too.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "humming.h"
+#include "gpu/support/dense_layer.hpp"
+#include "gpu/support/tunings.hpp"
+
+namespace {
+
+using hm::gpu_test::Gpu;
+using hm::gpu_test::Layer;
+using hm::gpu_test::last_error;
+using namespace hm::gpu_test::tunings;
+
+bool device_has_wgmma(Gpu& gpu) {
+  hm_device_info_t info;
+  hm_device_info_init(&info);
+  return hm_context_device_info(gpu.ctx, &info) == HM_SUCCESS && info.cc_major == 9 &&
+         info.cc_minor == 0;
+}
+
+// 8-bit activations of m tokens: codes (one byte each), per-token f32 scales and the exact
+// values code * scale in f64.
+struct Activations8 {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<double> values;
+};
+
+// The value of each of the 256 codes of `dtype`.
+std::vector<double> code_values(hm_dtype_t dtype) {
+  std::vector<double> v(256);
+  for (uint32_t c = 0; c < 256; ++c) hm_dtype_decode(dtype, c, &v[c]);
+  return v;
+}
+
+void fill_values(Activations8& a, hm_dtype_t dtype, int64_t m, int64_t k) {
+  const std::vector<double> table = code_values(dtype);
+  a.values.resize(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      a.values[i * k + j] = table[a.codes[i * k + j]] * static_cast<double>(a.scales[i]);
+}
+
+// Random N(0, 1) rows quantized per token by the library's host quantizer (the rule the GPU
+// quantizer follows bit for bit).
+Activations8 quantized_activations(const Layer& L, int64_t m, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<size_t>(m * L.k));
+  for (auto& v : x) v = normal(rng);
+  Activations8 a;
+  a.codes.resize(x.size());
+  a.scales.resize(static_cast<size_t>(m));
+  EXPECT_EQ(hm_quantize_activation(L.act, x.data(), m, L.k, 0, a.codes.data(), a.scales.data()),
+            HM_SUCCESS)
+      << last_error();
+  fill_values(a, L.act, m, L.k);
+  return a;
+}
+
+// Integers -2..2 with power-of-two scales: every product and sum is exact.
+Activations8 exact_activations(const Layer& L, int64_t m, std::mt19937& rng) {
+  std::uniform_int_distribution<int> small(-2, 2), pow(-1, 1);
+  Activations8 a;
+  a.codes.resize(static_cast<size_t>(m * L.k));
+  a.scales.resize(static_cast<size_t>(m));
+  for (auto& c : a.codes) {
+    uint32_t code = 0;
+    hm_dtype_encode(L.act, small(rng), &code);
+    c = static_cast<uint8_t>(code);
+  }
+  for (auto& s : a.scales) s = std::ldexp(1.0f, pow(rng));
+  fill_values(a, L.act, m, L.k);
+  return a;
+}
+
+// A layer whose canonical codes are drawn uniformly from [lo, hi] with power-of-two scales
+// (2^-2 .. 2^0): exact in every product for the weight types used below.
+Layer exact_layer(const std::string& text, std::mt19937& rng, int lo, int hi) {
+  Layer L = hm::gpu_test::parse_layer(text);
+  hm_canonical_sizes_t cs;
+  hm_canonical_sizes_init(&cs);
+  EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
+  std::vector<uint8_t> codes(cs.codes);
+  std::vector<float> scales(cs.scales), global(cs.global_scale, 0.5f);
+  std::uniform_int_distribution<int> code(lo, hi), pow(-2, 0);
+  for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
+  for (auto& v : scales) v = std::ldexp(1.0f, pow(rng));
+  hm_canonical_weight_t q;
+  hm_canonical_weight_init(&q);
+  q.codes = codes.data();
+  q.scales = cs.scales ? scales.data() : nullptr;
+  q.global_scale = cs.global_scale ? global.data() : nullptr;
+  hm::gpu_test::pack_canonical(L, q);
+  return L;
+}
+
+struct Result {
+  double rel_err, max_abs;
+};
+
+// Runs the plan (default tiles, or `tuning`) twice for the activations (the second call checks
+// the split-K counters were left at zero) against the f64 reference.
+Result run(Gpu& gpu, Layer& L, const Activations8& a, int64_t m, const char* tuning = nullptr) {
+  const std::vector<double> ref = hm::gpu_test::reference(L, a.values, m);
+  hm_plan_options_t options;
+  hm_plan_options_init(&options);
+  options.tuning_json = tuning;
+  hm_plan_t* plan = nullptr;
+  EXPECT_EQ(hm_plan_create(gpu.ctx, L.format, &options, &plan), HM_SUCCESS) << last_error();
+  if (!plan) return {1e9, 1e9};
+  EXPECT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
+  uint64_t ws_bytes = 0;
+  EXPECT_EQ(hm_plan_workspace_size(plan, m, &ws_bytes), HM_SUCCESS) << last_error();
+  const hm::gpu_test::DeviceWeights weights = hm::gpu_test::upload_weights(gpu, L);
+  const uint64_t c = gpu.poisoned(static_cast<size_t>(m * L.n * 2));
+  hm_launch_params_t* p = hm::gpu_test::params_for(
+      weights, gpu.upload(a.codes.data(), a.codes.size()), c, m, gpu.zeroed(ws_bytes), ws_bytes);
+  hm_launch_params_set_pointer(p, HM_ARG_ACT_SCALES,
+                               gpu.upload(a.scales.data(), a.scales.size() * 4));
+  for (int rep = 0; rep < 2; ++rep) {
+    EXPECT_EQ(hm_plan_gemm(plan, p, nullptr), HM_SUCCESS) << last_error();
+    EXPECT_EQ(hm_stream_synchronize(gpu.ctx, nullptr), HM_SUCCESS) << last_error();
+  }
+  const std::vector<uint16_t> out = hm::gpu_test::download(gpu, L, c, m);
+  hm_launch_params_destroy(p);
+  hm_plan_destroy(plan);
+  gpu.free_all();
+  Result r{hm::gpu_test::relative_error(L, out, ref), 0};
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double got = 0;
+    hm_dtype_decode(L.out, out[i], &got);
+    r.max_abs = std::max(r.max_abs, std::isfinite(got) ? std::fabs(got - ref[i]) : 1e9);
+  }
+  return r;
+}
+
+struct FormatCase {
+  const char* text;
+  double bound;  // relative Frobenius error: f32 accumulation plus the output rounding
+};
+
+// K with an odd number of 64-wide chunks (576, 320, 7392 -> 7424) leaves the last 128-wide step
+// half empty. Output rounding: bf16 2^-8, f16 2^-11; f16 accumulation rounds every MMA's sum.
+const FormatCase kCases[] = {
+    {"w=e4m3 a=e4m3 c=bf16 s=f32:channel n=200 k=576", 1e-2},
+    {"w=e2m1 a=e4m3 c=bf16 s=bf16:channel bias=1 n=136 k=320", 1e-2},
+    {"w=uint4b8 a=e4m3 c=f16 s=f16:channel n=130 k=384", 2e-3},
+    {"w=e2m1 a=e5m2 c=f16 s=tensor n=72 k=256", 2e-3},
+    {"w=e3m2 a=e4m3 c=f16 s=e4m3:channel n=64 k=1024", 2e-3},
+    {"w=e5m2 a=e5m2 c=bf16 s=bf16:channel n=96 k=512", 1e-2},
+    {"w=uint4b8 a=e4m3 c=f16 s=f16:channel acc=f16 n=128 k=256", 2e-2},
+    // A tensor-parallel slice (N = 10944, K = 7392 of a 14B-class MLP).
+    {"w=e4m3 a=e4m3 c=bf16 s=bf16:channel n=10944 k=7392", 1e-2},
+};
+
+class DenseGemmA8 : public testing::TestWithParam<FormatCase> {};
+
+TEST_P(DenseGemmA8, MatchesTheHostReferenceForEveryTileAndRaggedShape) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  std::mt19937 rng(21);
+  Layer L = hm::gpu_test::make_layer(GetParam().text, rng);
+  const bool large = L.n * L.k > (int64_t{1} << 24);
+  for (int64_t m : large ? std::vector<int64_t>{1, 33} : std::vector<int64_t>{1, 5, 17, 33, 70, 130, 300}) {
+    const Activations8 a = quantized_activations(L, m, rng);
+    const Result r = run(gpu, L, a, m);
+    EXPECT_LE(r.rel_err, GetParam().bound) << GetParam().text << " m=" << m << " max |diff| "
+                                           << r.max_abs;
+  }
+}
+
+// The same through the wgmma tile shapes the defaults do not reach: two warpgroups at N = 8, a
+// block barrier at 256 tokens, dequantization ahead at the fewest stages, TMA boxes (the half
+// step past an odd chunk count comes from the weight map's zero fill), cluster split-K and a
+// copying warp.
+TEST_P(DenseGemmA8, MatchesTheHostReferenceThroughForcedTiles) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  std::mt19937 rng(22);
+  Layer L = hm::gpu_test::make_layer(GetParam().text, rng);
+  if (L.n * L.k > (int64_t{1} << 24)) GTEST_SKIP() << "the default tiles cover the large shape";
+  for (const char* tuning :
+       {kWgmmaWide, kWgmmaAhead, kWgmmaTma, kWgmmaCluster, kWgmmaProducer})
+    for (int64_t m : {1, 3, 17, 70, 300}) {
+      const Activations8 a = quantized_activations(L, m, rng);
+      const Result r = run(gpu, L, a, m, tuning);
+      EXPECT_LE(r.rel_err, GetParam().bound)
+          << GetParam().text << " m=" << m << " max |diff| " << r.max_abs << " tuning " << tuning;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, DenseGemmA8, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<FormatCase>& info) {
+                           return "case" + std::to_string(info.index);
+                         });
+
+// Small integers and powers of two throughout: the result must equal the f64 reference bit for
+// bit, so one misplaced element (the 8-bit fragment order, the two chunks of a step, the
+// per-token scale's row, split-K) fails. Weights: every e2m1 code (including the subnormal
+// +-0.5), and int4 through the f16 path.
+TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  std::mt19937 rng(23);
+  struct Exact {
+    const char* text;
+    int lo, hi;  // canonical codes
+  };
+  for (const Exact& e : {Exact{"w=e2m1 a=e4m3 c=f16 s=f16:channel n=208 k=704", 0, 15},
+                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:channel n=200 k=640", 5, 11},
+                         Exact{"w=e2m1 a=e5m2 c=f16 s=tensor n=72 k=320", 0, 15}}) {
+    Layer L = exact_layer(e.text, rng, e.lo, e.hi);
+    for (const char* tuning : {static_cast<const char*>(nullptr), kWgmmaWide, kWgmmaAhead,
+                               kWgmmaTma, kWgmmaCluster, kWgmmaProducer})
+      for (int64_t m : {1, 3, 16, 17, 40, 97, 129, 260}) {
+        const Activations8 a = exact_activations(L, m, rng);
+        const Result r = run(gpu, L, a, m, tuning);
+        EXPECT_EQ(r.max_abs, 0.0) << e.text << " m=" << m << " rel err " << r.rel_err
+                                  << " tuning " << (tuning ? tuning : "default");
+      }
+  }
+}
+
+// The activation scales are an argument of their own: missing, set for a 16-bit format, or
+// misaligned, the call is refused before anything runs.
+TEST(DenseGemmA8Arguments, ActivationScalesAreCheckedBeforeTheLaunch) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  std::mt19937 rng(24);
+  Layer L = hm::gpu_test::make_layer("w=e2m1 a=e4m3 c=bf16 s=bf16:channel n=128 k=256", rng);
+  hm_plan_t* plan = nullptr;
+  ASSERT_EQ(hm_plan_create(gpu.ctx, L.format, nullptr, &plan), HM_SUCCESS) << last_error();
+  const hm::gpu_test::DeviceWeights weights = hm::gpu_test::upload_weights(gpu, L);
+  const uint64_t scales = gpu.zeroed(64);
+  uint64_t ws_bytes = 0;
+  ASSERT_EQ(hm_plan_workspace_size(plan, 4, &ws_bytes), HM_SUCCESS) << last_error();
+  hm_launch_params_t* p = hm::gpu_test::params_for(
+      weights, gpu.zeroed(4 * 256), gpu.zeroed(4 * 128 * 2), 4, gpu.zeroed(ws_bytes), ws_bytes);
+  EXPECT_EQ(hm_plan_gemm(plan, p, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("HM_ARG_ACT_SCALES is not set"), std::string::npos) << last_error();
+  hm_launch_params_set_pointer(p, HM_ARG_ACT_SCALES, scales + 2);
+  EXPECT_EQ(hm_plan_gemm(plan, p, nullptr), HM_ERROR_MISALIGNED) << last_error();
+  hm_launch_params_set_pointer(p, HM_ARG_ACT_SCALES, scales);
+  EXPECT_EQ(hm_plan_gemm(plan, p, nullptr), HM_SUCCESS) << last_error();
+  EXPECT_EQ(hm_stream_synchronize(gpu.ctx, nullptr), HM_SUCCESS) << last_error();
+  hm_launch_params_destroy(p);
+  hm_plan_destroy(plan);
+
+  Layer F = hm::gpu_test::make_layer("w=e2m1 a=bf16 c=bf16 s=bf16:channel n=128 k=256", rng);
+  ASSERT_EQ(hm_plan_create(gpu.ctx, F.format, nullptr, &plan), HM_SUCCESS) << last_error();
+  const hm::gpu_test::DeviceWeights fw = hm::gpu_test::upload_weights(gpu, F);
+  p = hm::gpu_test::params_for(fw, gpu.zeroed(4 * 256 * 2), gpu.zeroed(4 * 128 * 2), 4, 0, 0);
+  hm_launch_params_set_pointer(p, HM_ARG_ACT_SCALES, scales);
+  EXPECT_EQ(hm_plan_gemm(plan, p, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("has no use for it"), std::string::npos) << last_error();
+  hm_launch_params_destroy(p);
+  hm_plan_destroy(plan);
+}
+
+}  // namespace
