@@ -32,9 +32,12 @@ void encode_tma(const runtime::Device& device, const core::Format& f, const tune
   const uint64_t k_chunks = static_cast<uint64_t>(shape.k_padded) / quant::kChunkK;
   const uint64_t step_chunks =
       static_cast<uint64_t>(gemm::dense_wgmma_step_chunks(f.activation.bits()));
-  encode({p.w, 4, static_cast<uint64_t>(shape.n_padded) / 16, k_chunks * chunk_bytes / 4,
-          k_chunks * chunk_bytes, static_cast<uint32_t>(tile.warps),
-          static_cast<uint32_t>(step_chunks * chunk_bytes / 4), false},
+  const int w_bytes = gemm::dense_wgmma_weight_tma_bytes(
+      static_cast<int>(step_chunks) * f.weight.bits());  // 4, or 8 for wide steps
+  encode({p.w, w_bytes, static_cast<uint64_t>(shape.n_padded) / 16,
+          k_chunks * chunk_bytes / w_bytes, k_chunks * chunk_bytes,
+          static_cast<uint32_t>(tile.warps), static_cast<uint32_t>(step_chunks * chunk_bytes / w_bytes),
+          false},
          p.tma_w, "HM_ARG_B");
   // Scale and zero-point codes [groups][columns], in boxes of [slots][block channels], when a
   // chunk's slots are consecutive group rows (the kernel asks the same question).

@@ -10,7 +10,7 @@ namespace {
 
 // cuda.h's enumerators (CUtensorMapDataType, ...Interleave, ...Swizzle, ...L2promotion,
 // ...FloatOOBfill), by value: this file does not include cuda.h.
-constexpr int kDataTypeUint8 = 0, kDataTypeUint16 = 1, kDataTypeUint32 = 2;
+constexpr int kDataTypeUint8 = 0, kDataTypeUint16 = 1, kDataTypeUint32 = 2, kDataTypeUint64 = 4;
 constexpr int kInterleaveNone = 0;
 constexpr int kSwizzleNone = 0, kSwizzle128B = 3;
 constexpr int kL2Promotion256B = 3;
@@ -26,8 +26,9 @@ void encode_tensor_map(const Device& device, const TensorMap2d& t, CUtensorMap* 
                                    ": this tile copies with TMA, and the CUDA driver has no "
                                    "cuTensorMapEncodeTiled (CUDA 12.0 or newer needed)");
   const auto base = reinterpret_cast<uintptr_t>(t.base);
-  HM_REQUIRE(t.element_bytes == 1 || t.element_bytes == 2 || t.element_bytes == 4,
-             HM_ERROR_INTERNAL, std::string(what) + ": TMA element size must be 1, 2 or 4 bytes");
+  HM_REQUIRE(t.element_bytes == 1 || t.element_bytes == 2 || t.element_bytes == 4 ||
+                 t.element_bytes == 8,
+             HM_ERROR_INTERNAL, std::string(what) + ": TMA element size must be 1, 2, 4 or 8 bytes");
   if (base % 16 != 0 || t.row_stride_bytes % 16 != 0)
     fail(HM_ERROR_INVALID_ARGUMENT,
          std::string(what) + ": TMA needs the address and the row stride to be multiples of 16 "
@@ -42,7 +43,8 @@ void encode_tensor_map(const Device& device, const TensorMap2d& t, CUtensorMap* 
                    out,
                    t.element_bytes == 1   ? kDataTypeUint8
                    : t.element_bytes == 2 ? kDataTypeUint16
-                                          : kDataTypeUint32,
+                   : t.element_bytes == 4 ? kDataTypeUint32
+                                          : kDataTypeUint64,
                    2,
                    const_cast<void*>(t.base), dims, strides, box, element_strides,
                    kInterleaveNone, t.swizzle_128b ? kSwizzle128B : kSwizzleNone,

@@ -245,6 +245,7 @@ TEST(DenseGemmA8Arguments, ActivationScalesAreCheckedBeforeTheLaunch) {
   Layer L = hm::gpu_test::make_layer("w=e2m1 a=e4m3 c=bf16 s=bf16:channel n=128 k=256", rng);
   hm_plan_t* plan = nullptr;
   ASSERT_EQ(hm_plan_create(gpu.ctx, L.format, nullptr, &plan), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
   const hm::gpu_test::DeviceWeights weights = hm::gpu_test::upload_weights(gpu, L);
   const uint64_t scales = gpu.zeroed(64);
   uint64_t ws_bytes = 0;
@@ -263,6 +264,7 @@ TEST(DenseGemmA8Arguments, ActivationScalesAreCheckedBeforeTheLaunch) {
 
   Layer F = hm::gpu_test::make_layer("w=e2m1 a=bf16 c=bf16 s=bf16:channel n=128 k=256", rng);
   ASSERT_EQ(hm_plan_create(gpu.ctx, F.format, nullptr, &plan), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
   const hm::gpu_test::DeviceWeights fw = hm::gpu_test::upload_weights(gpu, F);
   p = hm::gpu_test::params_for(fw, gpu.zeroed(4 * 256 * 2), gpu.zeroed(4 * 128 * 2), 4, 0, 0);
   hm_launch_params_set_pointer(p, HM_ARG_ACT_SCALES, scales);

@@ -100,7 +100,8 @@ struct DenseWgmma {
   static constexpr uint32 kTmaBytes =
       C::kBlockM * 128 + kWarps * kWarpStepBytes +
       (kCodesByTma ? kSlots * kBlockN * (kScaleBytes + kZeroBytes) : 0);
-  static constexpr int kWarpStepWords = kWarpStepBytes / 4;
+  // The weight map's elements per K step (its coordinates count elements, params.h).
+  static constexpr int kWarpStepElements = kWarpStepBytes / dense_wgmma_weight_tma_bytes(kLaneWords);
   // Arrivals that complete a stage's `full` barrier: the copying thread's alone when TMA does
   // everything, else every thread's cp.async arrival.
   static constexpr int kFullArrivals = kCodesByTma ? 1 : kThreads;
@@ -255,7 +256,7 @@ struct DenseWgmma {
             ptx::mbarrier_expect_tx(full, kTmaBytes);
           }
           ptx::tma_load_2d(stage, map_a, kc * kStepK, tma_m0, full);
-          ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kWarpStepWords, tma_strip0, full);
+          ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kWarpStepElements, tma_strip0, full);
           if constexpr (kCodesByTma) {
             // Slot 0's group row; the slots are the rows after it (params.h).
             const int group = D::group_of_slot(kc, 0);

@@ -100,6 +100,13 @@ constexpr int kDenseMaxClusterSplits = 8;
 HM_PARAMS_HD constexpr int dense_wgmma_step_k(int act_bits) { return 1024 / act_bits; }
 HM_PARAMS_HD constexpr int dense_wgmma_step_chunks(int act_bits) { return 16 / act_bits; }
 
+// The element size of the weight's TMA map: a box row (one K step of a strip, 128 bytes per
+// lane word) holds at most 256 elements, so 32-bit words up to 1 KiB and 64-bit ones beyond (the
+// 8-bit activations' two chunks of 5..8-bit weights).
+HM_PARAMS_HD constexpr int dense_wgmma_weight_tma_bytes(int lane_words) {
+  return lane_words * 128 > 256 * 4 ? 8 : 4;
+}
+
 // Shared memory of the wgmma kernel. Each pipeline stage holds, for one K step: the activation
 // tile [block_m][128 bytes] (128B-swizzled, so stage starts are 1024-byte aligned), each warp's
 // weight chunks of the step (128 bytes per 32-bit word a lane holds: `lane_words` = weight bits
