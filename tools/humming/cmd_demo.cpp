@@ -79,8 +79,8 @@ struct TimingInputs {
   hm_context_t* ctx;
   const hm_plan_t* plan;
   const hm_launch_params_t* params;
-  hm_dtype_t act;                      // f16 or bf16: also cuBLAS's dtype
-  uint64_t d_a;                        // the activations on the device, [M][K] in `act`
+  hm_dtype_t act;                      // cuBLAS's dtype: f16 or bf16
+  uint64_t d_a;                        // cuBLAS's activations on the device, [M][K] in `act`
   const std::vector<float>* deq;       // the dequantized weight [N][K]
   const std::vector<double>* ref;      // the f64 host reference [M][N]
   int64_t m, n, k;
@@ -295,9 +295,27 @@ int cmd_demo(Args& args) {
   std::vector<float> a(static_cast<size_t>(m * k));
   for (auto& x : a) x = normal(rng);
   const bool act16 = (act == HM_DTYPE_F16 || act == HM_DTYPE_BF16);
-  if (!act16) throw Failure{"the demo runs 16-bit activations for now (a=f16 or a=bf16)"};
-  auto a_codes = encode16(act, a);
-  a = decode16(act, a_codes);
+  const bool act8 = (act == HM_DTYPE_E4M3 || act == HM_DTYPE_E5M2);
+  if (!act16 && !act8)
+    throw Failure{"the demo runs f16, bf16, e4m3 or e5m2 activations, not " + dtype_name(act)};
+  // 8-bit activations are quantized per token by the host rule (the one the GPU quantizer
+  // follows bit for bit): codes + one f32 scale per row; the reference sees codes x scale, and
+  // cuBLAS gets the same values in f16.
+  std::vector<uint8_t> a8;
+  std::vector<float> a_scales;
+  std::vector<uint16_t> a_codes;  // 16-bit activations (or cuBLAS's f16 copy of the 8-bit ones)
+  if (act8) {
+    a8.resize(a.size());
+    a_scales.resize(static_cast<size_t>(m));
+    check(hm_quantize_activation(act, a.data(), m, k, 0, a8.data(), a_scales.data()),
+          "quantizing the activations");
+    check(hm_dequantize_activation(act, a8.data(), a_scales.data(), m, k, 0, a.data()),
+          "dequantizing the activations");
+    a_codes = encode16(HM_DTYPE_F16, a);
+  } else {
+    a_codes = encode16(act, a);
+    a = decode16(act, a_codes);
+  }
   std::vector<float> ref_f(static_cast<size_t>(m * n));
   auto t3 = std::chrono::steady_clock::now();
   check(hm_reference_gemm_f32(a.data(), deq.data(), nullptr, ref_f.data(), m, n, k),
@@ -360,7 +378,13 @@ int cmd_demo(Args& args) {
   hm_launch_params_t* params = nullptr;
   check(hm_launch_params_create(&params), "creating launch params");
   const uint64_t d_a = upload(a_codes.data(), a_bytes);
-  hm_launch_params_set_pointer(params, HM_ARG_A, d_a);
+  if (act8) {
+    hm_launch_params_set_pointer(params, HM_ARG_A, upload(a8.data(), a8.size()));
+    hm_launch_params_set_pointer(params, HM_ARG_ACT_SCALES,
+                                 upload(a_scales.data(), a_scales.size() * 4));
+  } else {
+    hm_launch_params_set_pointer(params, HM_ARG_A, d_a);
+  }
   hm_launch_params_set_pointer(params, HM_ARG_B, upload(pw.data(), pw.size()));
   const uint64_t d_c = upload(zeros.data(), c_bytes);
   hm_launch_params_set_pointer(params, HM_ARG_C, d_c);
@@ -377,14 +401,17 @@ int cmd_demo(Args& args) {
   std::vector<uint16_t> c_codes(static_cast<size_t>(m * n));
   check(hm_copy_to_host(ctx.c, c_codes.data(), d_c, c_bytes), "copying C back");
   const double err = rel_error(decode16(out_dtype, c_codes), ref);
-  const double bound = act == HM_DTYPE_F16 ? 2e-3 : 1.5e-2;
+  // f16 and bf16 rounding of the weight times its scale (16-bit activations), or the output's
+  // rounding (8-bit: the activations are exact codes, the weights exact in their type).
+  const double bound = (act8 ? out_dtype == HM_DTYPE_F16 : act == HM_DTYPE_F16) ? 2e-3 : 1.5e-2;
   std::printf("gpu:         %s\n", dev.name);
   std::printf("check:       rel. Frobenius error vs f64 host reference %.2e (%s output, bound %.0e) -> %s\n",
               err, dtype_name(out_dtype).c_str(), bound, err <= bound ? "OK" : "FAIL");
 
   // 6. Timing, only for a kernel that computed the right thing.
   if (err <= bound) {
-    const TimingInputs in{ctx.c, plan, params, act, d_a, &deq, &ref, m, n, k, dev.l2_cache_bytes};
+    const TimingInputs in{ctx.c, plan,  params, act8 ? HM_DTYPE_F16 : act, d_a, &deq, &ref,
+                          m,     n,     k,      dev.l2_cache_bytes};
     try {
       time_gpu(in, owned);
     } catch (const gpu_timing::Error& e) {
