@@ -12,7 +12,8 @@
 // f16 / bf16 (m64nNk16, one weight chunk per warp, gemm/dequant.cuh) or 128 k of e4m3 / e5m2
 // (m64nNk32, two chunks per warp, gemm/dequant_a8.cuh); either way a step is 16 A registers and
 // 4 wgmma, each reading the next 32 bytes of the activation rows. 8-bit activations come with a
-// per-token f32 scale that the epilogue applies.
+// per-token f32 scale that the epilogue applies. Below, "chunk i" of the pipeline is its i-th K
+// step (one 64-wide weight chunk with 16-bit activations, two with 8-bit).
 //
 // Block: kWarps / 4 warpgroups side by side along N (channels), all sharing the activation tile
 // of kBlockM tokens. Pipeline: kStages shared-memory stages, each holding one K step of
@@ -88,9 +89,9 @@ struct DenseWgmma {
   static_assert(!C::kTma || C::kDecoupled, "TMA copies complete on the stages' mbarriers");
   static_assert(!C::kProducer || C::kTma, "the copying warp copies with TMA");
   // With TMA (C::kTma), one thread copies a stage's activation tile and weight chunks as two
-  // tensor boxes: the activations [kBlockM rows][64] with the 128B swizzle the wgmma descriptor
-  // expects, the weights [kWarps strips][one chunk] (docs/layout.md: a strip's chunks are
-  // contiguous); rows and strips past the tensor arrive as zeros.
+  // tensor boxes: the activations [kBlockM rows][128 bytes] with the 128B swizzle the wgmma
+  // descriptor expects, the weights [kWarps strips][one step's chunks] (docs/layout.md: a strip's
+  // chunks are contiguous); rows and strips past the tensor arrive as zeros.
   // The scale and zero-point codes of a chunk are one box too when its group slots are
   // consecutive rows (params.h); then every copy is a TMA and one thread does all of a stage's
   // copying, else the threads that hold a code unit copy it with cp.async as without TMA.
@@ -169,9 +170,9 @@ struct DenseWgmma {
     int64_t act_row_step;  // bytes between a thread's rows (kActPointers == 1)
     int act_rows;          // how many of its iterations hold a real token (dense)
     uint32 act_real;       // MoE: bit j set when iteration j's row is a real assignment
-    int act_k;             // the unit's first k in the next chunk (K % 8 == 0: all in or out)
+    int act_k;             // the unit's first k in the next step (16-byte units: all in or out)
     int k;                 // K
-    int kc;                // the next chunk
+    int kc;                // the next K step
     uint32 act_dst;        // stage offset of iteration 0
     const char* w[kWeightIters];
     int w_step[kWeightIters];  // kWarpStepBytes, or 0 past the last strip (the unit is zero-filled)
