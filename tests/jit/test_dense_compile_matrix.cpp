@@ -101,36 +101,47 @@ TEST(DenseCompileMatrix, EveryFormatCompilesWithoutSpillsOnEveryArch) {
 
 }  // namespace
 
+// Every default tile of `text` on sm_90a (whatever families the registry picks, each expected
+// to be `family`) compiles without spills and without serialized wgmma; returns how many.
+int expect_default_tiles_compile(const char* text, const char* family) {
+  auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
+  const auto format = hm::core::Format::parse(text);
+  const auto layer =
+      hm::gemm::make_layer(format, hm::core::parse_arch("sm_90a"), "sm_90a", nullptr);
+  const auto ranges = hm::gemm::default_ranges(layer);
+  EXPECT_FALSE(ranges.empty()) << text;
+  int compiled = 0;
+  for (const auto& range : ranges) {
+    EXPECT_STREQ(range.family->name(), family) << text;
+    auto kernel = range.family->generate(*range.tile, layer);
+    kernel.request.options.push_back("--ptxas-options=-v");
+    hm::jit::CompiledKernel out;
+    try {
+      out = compiler->compile(kernel.request);
+    } catch (const hm::Error& e) {
+      ADD_FAILURE() << text << " " << range.tile->name() << ": " << e.message();
+      continue;
+    }
+    std::smatch spill;
+    const std::regex spill_re("([0-9]+) bytes spill stores");
+    if (!std::regex_search(out.log, spill, spill_re)) {
+      ADD_FAILURE() << "no ptxas report for " << text << ":\n" << out.log;
+      continue;
+    }
+    EXPECT_EQ(spill[1], "0") << text << " " << range.tile->name() << " spills:\n" << out.log;
+    EXPECT_EQ(out.log.find("serialized"), std::string::npos) << out.log;
+    ++compiled;
+  }
+  return compiled;
+}
+
 // The indexed MoE family (gemm/sched.cuh on the wgmma kernel): every default tile compiles for
 // sm_90a without spills, with zero points (the most registers) and without.
 TEST(MoeGemmCompileMatrix, EveryDefaultTileCompilesWithoutSpills) {
-  auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
   int compiled = 0;
   for (const char* text : {"w=uint4b8 a=bf16 c=bf16 s=bf16:g128 bias=1 n=1536 k=2048 e=128",
-                           "w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=768 k=2048 e=8"}) {
-    const auto format = hm::core::Format::parse(text);
-    const auto layer =
-        hm::gemm::make_layer(format, hm::core::parse_arch("sm_90a"), "sm_90a", nullptr);
-    const auto ranges = hm::gemm::default_ranges(layer);
-    ASSERT_FALSE(ranges.empty());
-    for (const auto& range : ranges) {
-      EXPECT_STREQ(range.family->name(), "moe_wgmma");
-      auto kernel = range.family->generate(*range.tile, layer);
-      kernel.request.options.push_back("--ptxas-options=-v");
-      hm::jit::CompiledKernel out;
-      try {
-        out = compiler->compile(kernel.request);
-      } catch (const hm::Error& e) {
-        FAIL() << text << " " << range.tile->name() << ": " << e.message();
-      }
-      std::smatch spill;
-      const std::regex spill_re("([0-9]+) bytes spill stores");
-      ASSERT_TRUE(std::regex_search(out.log, spill, spill_re)) << out.log;
-      EXPECT_EQ(spill[1], "0") << text << " " << range.tile->name() << " spills:\n" << out.log;
-      EXPECT_EQ(out.log.find("serialized"), std::string::npos) << out.log;
-      ++compiled;
-    }
-  }
+                           "w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=768 k=2048 e=8"})
+    compiled += expect_default_tiles_compile(text, "moe_wgmma");
   EXPECT_EQ(compiled, 8);
 }
 
@@ -139,34 +150,11 @@ TEST(MoeGemmCompileMatrix, EveryDefaultTileCompilesWithoutSpills) {
 // code (the activation's own type, a narrower float, an integer through f16) and both
 // accumulators.
 TEST(DenseA8CompileMatrix, EveryDefaultTileCompilesWithoutSpills) {
-  auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
   int compiled = 0;
   for (const char* text : {"w=e4m3 a=e4m3 c=bf16 s=f32:channel n=8192 k=8192",
                            "w=e2m1 a=e4m3 c=bf16 s=bf16:channel bias=1 n=8192 k=8192",
                            "w=uint4b8 a=e4m3 c=f16 s=f16:channel n=4096 k=4096",
-                           "w=e2m1 a=e5m2 c=f16 s=tensor acc=f16 n=4096 k=4096"}) {
-    const auto format = hm::core::Format::parse(text);
-    const auto layer =
-        hm::gemm::make_layer(format, hm::core::parse_arch("sm_90a"), "sm_90a", nullptr);
-    const auto ranges = hm::gemm::default_ranges(layer);
-    ASSERT_FALSE(ranges.empty()) << text;
-    for (const auto& range : ranges) {
-      EXPECT_STREQ(range.family->name(), "dense_wgmma") << text;
-      auto kernel = range.family->generate(*range.tile, layer);
-      kernel.request.options.push_back("--ptxas-options=-v");
-      hm::jit::CompiledKernel out;
-      try {
-        out = compiler->compile(kernel.request);
-      } catch (const hm::Error& e) {
-        FAIL() << text << " " << range.tile->name() << ": " << e.message();
-      }
-      std::smatch spill;
-      const std::regex spill_re("([0-9]+) bytes spill stores");
-      ASSERT_TRUE(std::regex_search(out.log, spill, spill_re)) << out.log;
-      EXPECT_EQ(spill[1], "0") << text << " " << range.tile->name() << " spills:\n" << out.log;
-      EXPECT_EQ(out.log.find("serialized"), std::string::npos) << out.log;
-      ++compiled;
-    }
-  }
+                           "w=e2m1 a=e5m2 c=f16 s=tensor acc=f16 n=4096 k=4096"})
+    compiled += expect_default_tiles_compile(text, "dense_wgmma");
   EXPECT_GE(compiled, 4 * 7);
 }
