@@ -38,7 +38,7 @@ def instruction(n: int, kind: str, types: str, acc_f16: bool, k: int) -> str:
         f"struct WgmmaRs<{n}, {kind}> {{",
         f"  static __device__ __forceinline__ void run({reg} (&d)[{n // 8}][{per_row}], uint32 a0,",
         f"                                             uint32 a1, uint32 a2, uint32 a3,",
-        f"                                             unsigned long long desc) {{",
+        f"                                             unsigned long long desc, int scale_d = 1) {{",
         f"    asm volatile(",
         f"        \"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 5}, 0;\\n\"",
         f"        \"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} {{\"",
@@ -55,7 +55,7 @@ def instruction(n: int, kind: str, types: str, acc_f16: bool, k: int) -> str:
     for start in range(4, acc, 4):
         tail = "," if start + 4 < acc else ""
         lines.append("          " + ", ".join(outs[start:start + 4]) + tail)
-    lines.append("        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc), \"r\"(1));")
+    lines.append("        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(desc), \"r\"(scale_d));")
     lines.append("  }")
     lines.append("};")
     return "\n".join(lines) + "\n"

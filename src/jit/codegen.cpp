@@ -67,14 +67,20 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
     return "the dense kernels take f16, bf16, e4m3 or e5m2 activations; " + act.name() +
            " activations have no kernel yet";
   if (act_8) {
-    // The wgmma kernel's 8-bit path (gemm/dequant_a8.cuh): channel or tensor scales in the
-    // epilogue, weights converted exactly; group scales need a second accumulator per K group.
+    // The wgmma kernel's 8-bit path (gemm/dequant_a8.cuh): weights converted exactly; channel
+    // and tensor scales in the epilogue, group scales folded in f32 per K group of whole
+    // 128-wide steps (gemm/dense_wgmma.cuh).
     if (kernel != tune::DenseKernel::kWgmma)
       return act.name() + " activations run on the wgmma kernel (sm_90a) only; mma.sync "
                           "(sm_89 fp8, sm_80 int8) has no 8-bit path yet";
-    if (f.has_group_scales())
-      return "group and block scales with " + act.name() +
-             " activations are not implemented yet (channel or tensor scales are)";
+    if (f.scale_kind == core::ScaleKind::kBlock)
+      return "block scales with " + act.name() + " activations are not implemented yet";
+    if (f.has_group_scales() && f.group_k % 128 != 0)
+      return "group scales with " + act.name() + " activations need group_k a multiple of 128 "
+             "(the kernel's K step), not " + std::to_string(f.group_k) +
+             "; smaller groups (MXFP4's 32) are not implemented yet";
+    if (f.has_group_scales() && f.accumulator.code() == HM_DTYPE_F16)
+      return "group scales with " + act.name() + " activations accumulate in f32 (acc=f32)";
     if (f.has_zero_point())
       return "zero points with " + act.name() + " activations are not implemented yet";
   }

@@ -144,9 +144,42 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
                               wgmma_covers(f, arch) ? DenseKernel::kWgmma : DenseKernel::kMma);
 }
 
+namespace {
+
+std::vector<DenseRange> wgmma_ranges(const core::Format& f);
+
+}  // namespace
+
 std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::Arch& arch,
                                              DenseKernel kernel) {
   if (kernel == DenseKernel::kWgmma) {
+    std::vector<DenseRange> ranges = wgmma_ranges(f);
+    // 8-bit activations with group scales hold a second accumulator set per thread (one K
+    // group's products, gemm/dense_wgmma.cuh): the tiles of 128 tokens and more, whose two
+    // accumulator sets take 128-256 registers, become one 128-token tile of 8 warps without a
+    // copying warp (with one, the 288-thread block's register cap made NVRTC spill). Not tuned
+    // (NOTES v21).
+    if (f.activation.bits() == 8 && f.has_group_scales()) {
+      const DenseTile to_128 = wgmma(128, 8, 4, 1, kTma | kAhead | kCluster);
+      for (DenseRange& r : ranges)
+        if (r.tile.block_m >= 128) r.tile = to_128;
+    }
+    return ranges;
+  }
+  // mma.sync: small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with
+  // split-K, every SM streams weights; larger M reuses each weight chunk over more tokens in
+  // registers. One table for every mma.sync arch until measurements say otherwise.
+  return {
+      {16, mma(16, 4, 1)},
+      {32, mma(32, 4, 2)},
+      {INT64_MAX, mma(64, 4, 2)},
+  };
+}
+
+namespace {
+
+std::vector<DenseRange> wgmma_ranges(const core::Format& f) {
+  {
     // Measured on the H200 (benchmarks/NOTES.md, sweeps v6-v12, int4 g128 8192^2). Up to
     // M = 256 a tile holds every token of the call, so each weight is dequantized once, and a
     // copying warp feeds it by TMA (the computing warps only wait, dequantize and issue); K
@@ -194,16 +227,9 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
         {INT64_MAX, large},
     };
   }
-  // mma.sync: small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with
-  // split-K, every SM streams weights; larger M reuses each weight chunk over more tokens in
-  // registers. One table for every mma.sync arch until measurements say otherwise.
-  return {
-      {16, mma(16, 4, 1)},
-      {32, mma(32, 4, 2)},
-      {INT64_MAX, mma(64, 4, 2)},
-  };
 }
 
+}  // namespace
 
 DenseTile parse_dense_tile(const nlohmann::json& e, DenseKernel kernel, const std::string& where) {
   const bool wg = kernel == DenseKernel::kWgmma;

@@ -160,6 +160,13 @@ const FormatCase kCases[] = {
     {"w=e3m2 a=e4m3 c=f16 s=e4m3:channel n=64 k=1024", 2e-3},
     {"w=e5m2 a=e5m2 c=bf16 s=bf16:channel n=96 k=512", 1e-2},
     {"w=uint4b8 a=e4m3 c=f16 s=f16:channel acc=f16 n=128 k=256", 2e-2},
+    // Group scales, folded in f32 per K group (whole 128-wide steps): one step per group; two,
+    // with a last group of one step; group x tensor with a bias; and K splits that start in the
+    // middle of a group (30 steps, 7 splits of 5 at small M).
+    {"w=uint4b8 a=e4m3 c=bf16 s=bf16:g128 n=200 k=640", 1e-2},
+    {"w=e2m1 a=e4m3 c=f16 s=f16:g256 n=136 k=896", 2e-3},
+    {"w=e4m3 a=e4m3 c=bf16 s=bf16:g128+tensor bias=1 n=96 k=512", 1e-2},
+    {"w=uint4b8 a=e4m3 c=bf16 s=bf16:g256 n=128 k=3840", 1e-2},
     // A tensor-parallel slice (N = 10944, K = 7392 of a 14B-class MLP).
     {"w=e4m3 a=e4m3 c=bf16 s=bf16:channel n=10944 k=7392", 1e-2},
 };
@@ -209,8 +216,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, DenseGemmA8, testing::ValuesIn(kCases),
 
 // Small integers and powers of two throughout: the result must equal the f64 reference bit for
 // bit, so one misplaced element (the 8-bit fragment order, the two chunks of a step, the
-// per-token scale's row, split-K) fails. Weights: every e2m1 code (including the subnormal
-// +-0.5), and int4 through the f16 path.
+// per-token scale's row, split-K, a group's fold) fails. Weights: every e2m1 code (including
+// the subnormal +-0.5), and int4 through the f16 path, with channel and group scales.
 TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
   Gpu gpu;
   ASSERT_NE(gpu.ctx, nullptr);
@@ -222,7 +229,9 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
   };
   for (const Exact& e : {Exact{"w=e2m1 a=e4m3 c=f16 s=f16:channel n=208 k=704", 0, 15},
                          Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:channel n=200 k=640", 5, 11},
-                         Exact{"w=e2m1 a=e5m2 c=f16 s=tensor n=72 k=320", 0, 15}}) {
+                         Exact{"w=e2m1 a=e5m2 c=f16 s=tensor n=72 k=320", 0, 15},
+                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=200 k=640", 5, 11},
+                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g256 n=128 k=3840", 6, 10}}) {
     Layer L = exact_layer(e.text, rng, e.lo, e.hi);
     for (const char* tuning : {static_cast<const char*>(nullptr), kWgmmaWide, kWgmmaAhead,
                                kWgmmaTma, kWgmmaCluster, kWgmmaProducer})

@@ -83,8 +83,16 @@ struct DenseWgmma {
   static_assert(kStages >= 2, "double buffering at least");
   static_assert(C::kAlignedK, "activation rows load in 16-byte units (K % (128 / kActBits) == 0)");
   static_assert(kActBits == 16 || kActBits == 8, "16- or 8-bit activations");
-  static_assert(kActBits == 16 || !D::kHasRowCodes,
-                "8-bit activations take channel or tensor scales and no zero points (so far)");
+  static_assert(kActBits == 16 || C::kZeroPoint == kZeroNone,
+                "8-bit activations take no zero points (so far)");
+  // 8-bit activations with group scales: a K group's products go into a second set of
+  // accumulators (`part`, overwritten by the group's first wgmma) and are folded into the main
+  // ones in f32 with each row's scale of the group once its last step has completed: the scale
+  // cannot go into the 8-bit weights without rounding them. Groups are whole K steps.
+  static constexpr bool kFoldGroups = kActBits == 8 && D::kGroupScalesInMainloop;
+  static constexpr int kStepsPerGroup = kFoldGroups ? C::kGroupK / kStepK : 1;
+  static_assert(!kFoldGroups || (C::kGroupK % kStepK == 0 && !C::kAccF16),
+                "8-bit activations fold f32 groups of whole K steps (128 k)");
   static_assert(C::kScaleKind != kScaleBlock, "block scales use the mma.sync kernel");
   static_assert(!C::kTma || C::kDecoupled, "TMA copies complete on the stages' mbarriers");
   static_assert(!C::kProducer || C::kTma, "the copying warp copies with TMA");
@@ -340,6 +348,7 @@ struct DenseWgmma {
     const int64_t strip0 = work.strip0, m0 = work.m0, kc_begin = work.kc_begin;
     const int n = static_cast<int>(work.kc_end - kc_begin);  // >= 1: the host makes no empty split
     AccFragments<C::kAccF16, 1, kTokenGroups> acc{};
+    AccFragments<false, 1, kFoldGroups ? kTokenGroups : 1> part;  // kFoldGroups: one K group's
 
     // What a thread reads in every stage, as offsets from smem_raw worked out once and pinned in
     // registers: left to itself the compiler recomputes them (thread index, alignment, window
@@ -383,16 +392,45 @@ struct DenseWgmma {
         D::chunk_fragments(a, words, lo, hi);
       }
     };
-    // Issues the 4 wgmma of the step in stage s (A: the registers, B: its activation tile).
+    // Issues the 4 wgmma of step i in stage s (A: the registers, B: its activation tile).
     const uint64_t descriptor0 = ptx::smem_descriptor_k_sw128(pinned(base_address));
-    auto issue = [&](int s, const uint32 (&a)[16]) {
+    auto issue = [&](int s, const uint32 (&a)[16], int i) {
       const uint64_t stage_descriptor = ptx::advance_descriptor(descriptor0, s * kStageBytes);
       ptx::wgmma_fence();
+      if constexpr (kFoldGroups) {
+        // The first step of a group (or of this split) starts `part` afresh.
+        const int64_t kc = kc_begin + i;
+        const int fresh = (i == 0 || kc % kStepsPerGroup == 0) ? 0 : 1;
 #pragma unroll
-      for (int x = 0; x < 4; ++x)
-        C::Wgmma::run(acc.v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
-                      ptx::advance_descriptor(stage_descriptor, x * 32));  // next 32 bytes of K
+        for (int x = 0; x < 4; ++x)
+          C::Wgmma::run(part.v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
+                        ptx::advance_descriptor(stage_descriptor, x * 32), x == 0 ? fresh : 1);
+      } else {
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+          C::Wgmma::run(acc.v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
+                        ptx::advance_descriptor(stage_descriptor, x * 32));  // next 32 bytes of K
+      }
       ptx::wgmma_commit();
+    };
+    // kFoldGroups, after step i's wgmma have completed (its stage s still holds its codes): at
+    // the group's last step (or the split's), acc += part * the group's scale of each row
+    // (element q of a token group is row g, or g + 8 for q >= 2).
+    auto fold = [&](int s, int i) {
+      if constexpr (kFoldGroups) {
+        const int64_t kc = kc_begin + i;
+        if ((kc + 1) % kStepsPerGroup != 0 && i + 1 != n) return;
+        const void* codes = smem_raw + scales_at + s * kStageBytes;
+        const float lo = D::scale_from_code(D::scale_code(codes, 0));
+        const float hi = D::scale_from_code(D::scale_code(codes, 8));
+#pragma unroll
+        for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            ptx::fence_operand(part.v[0][j][q]);
+            acc.v[0][j][q] += part.v[0][j][q] * (q < 2 ? lo : hi);
+          }
+      }
     };
     // With C::kDequantAhead a warp dequantizes chunk i + 1 into a second register set while
     // chunk i's wgmma run, so its own ALU work hides behind its own tensor work (ptxas accepts
@@ -470,7 +508,7 @@ struct DenseWgmma {
           if constexpr (!C::kTma) ptx::fence_proxy_async_shared();
           if constexpr (!C::kDequantAhead) dequantize(s, cur);
           __syncwarp();  // the wgmma are warp-collective; lanes may come from divergent waits
-          issue(s, cur);
+          issue(s, cur, i);
           // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work,
           // once every warp has released it.
           if constexpr (!C::kProducer) {
@@ -491,6 +529,7 @@ struct DenseWgmma {
           }
           ptx::wgmma_wait<0>();
           keep_until_here(cur);
+          fold(s, i);
           __syncwarp();
           // Every lane arrives, not only lane 0 after the __syncwarp: the same ordering by the
           // PTX memory model, but compute-sanitizer racecheck follows only the barrier, and
@@ -548,7 +587,7 @@ struct DenseWgmma {
         // refilled.
         __syncthreads();
         if constexpr (!C::kDequantAhead) dequantize(s, cur);
-        issue(s, cur);
+        issue(s, cur, i);
         // Chunk i + kStages - 1 goes into chunk i - 1's stage while the tensor cores work.
         if (i + kStages - 1 < n)
           copier.copy_next(base_address + (s == 0 ? kStages - 1 : s - 1) * kStageBytes);
@@ -559,6 +598,7 @@ struct DenseWgmma {
         }
         ptx::wgmma_wait<0>();
         keep_until_here(cur);
+        fold(s, i);
         s = next;
       };
       run_steps(step);

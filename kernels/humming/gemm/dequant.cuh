@@ -93,9 +93,12 @@ struct Dequant {
   static __host__ __device__ constexpr int slot_of_atom(int atom) { return atom / (4 / kGroupSlots); }
   // The K group of slot `slot` of chunk kc, in kc's integer type (32-bit where the caller knows
   // the chunk index fits: a division by a constant is then a short multiply).
+  // kc counts the kernel's K steps: 64-wide chunks, or the wgmma kernel's 128-wide steps with
+  // 8-bit activations, whose groups are whole steps (one slot).
+  static constexpr int kStepK = dense_wgmma_step_k(C::kActBits);
   template <class Int>
   static __device__ __forceinline__ Int group_of_slot(Int kc, int slot) {
-    return C::kGroupK > 0 ? (kc * 64 + slot * (64 / kGroupSlots)) / C::kGroupK : 0;
+    return C::kGroupK > 0 ? (kc * kStepK + slot * (64 / kGroupSlots)) / C::kGroupK : 0;
   }
 
   // Bytes of one scale / zero-point code as stored in the packed tensors.

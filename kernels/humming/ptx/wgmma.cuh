@@ -21,8 +21,10 @@ enum WgmmaKind {
 
 // wgmma.mma_async m64nNk16 (16-bit inputs) or m64nNk32 (8-bit floats) with A (64 x K) from four
 // registers per thread and B (K x N) by a shared-memory descriptor: 32 bytes of K either way,
-// accumulating into d (f32: [N / 8][4]; f16 pairs: [N / 8][2]):
-//   static void run(float (&d)[N / 8][4], uint32 a0, a1, a2, a3, unsigned long long desc).
+// accumulating into d (f32: [N / 8][4]; f16 pairs: [N / 8][2]), or overwriting it when
+// scale_d is 0:
+//   static void run(float (&d)[N / 8][4], uint32 a0, a1, a2, a3, unsigned long long desc,
+//                   int scale_d = 1).
 // Include ptx/wgmma/m64n<N>.cuh for the width a kernel uses.
 template <int kN, WgmmaKind kKind>
 struct WgmmaRs;

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<104, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[13][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n104k16.f32.f16.f16 {"
@@ -33,7 +33,7 @@ struct WgmmaRs<104, kWgmmaF16AccF32> {
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -41,7 +41,7 @@ template <>
 struct WgmmaRs<104, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[13][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n104k16.f32.bf16.bf16 {"
@@ -63,7 +63,7 @@ struct WgmmaRs<104, kWgmmaBf16AccF32> {
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -71,7 +71,7 @@ template <>
 struct WgmmaRs<104, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[13][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %31, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n104k16.f16.f16.f16 {"
@@ -85,7 +85,7 @@ struct WgmmaRs<104, kWgmmaF16AccF16> {
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -93,7 +93,7 @@ template <>
 struct WgmmaRs<104, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[13][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n104k32.f32.e4m3.e4m3 {"
@@ -115,7 +115,7 @@ struct WgmmaRs<104, kWgmmaE4m3AccF32> {
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -123,7 +123,7 @@ template <>
 struct WgmmaRs<104, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[13][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n104k32.f32.e5m2.e5m2 {"
@@ -145,7 +145,7 @@ struct WgmmaRs<104, kWgmmaE5m2AccF32> {
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -153,7 +153,7 @@ template <>
 struct WgmmaRs<104, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[13][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %31, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n104k32.f16.e4m3.e4m3 {"
@@ -167,7 +167,7 @@ struct WgmmaRs<104, kWgmmaE4m3AccF16> {
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -175,7 +175,7 @@ template <>
 struct WgmmaRs<104, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[13][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %31, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n104k32.f16.e5m2.e5m2 {"
@@ -189,7 +189,7 @@ struct WgmmaRs<104, kWgmmaE5m2AccF16> {
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<112, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[14][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 {"
@@ -34,7 +34,7 @@ struct WgmmaRs<112, kWgmmaF16AccF32> {
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -42,7 +42,7 @@ template <>
 struct WgmmaRs<112, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[14][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 {"
@@ -65,7 +65,7 @@ struct WgmmaRs<112, kWgmmaBf16AccF32> {
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -73,7 +73,7 @@ template <>
 struct WgmmaRs<112, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[14][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f16.f16.f16 {"
@@ -87,7 +87,7 @@ struct WgmmaRs<112, kWgmmaF16AccF16> {
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -95,7 +95,7 @@ template <>
 struct WgmmaRs<112, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[14][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k32.f32.e4m3.e4m3 {"
@@ -118,7 +118,7 @@ struct WgmmaRs<112, kWgmmaE4m3AccF32> {
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -126,7 +126,7 @@ template <>
 struct WgmmaRs<112, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[14][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k32.f32.e5m2.e5m2 {"
@@ -149,7 +149,7 @@ struct WgmmaRs<112, kWgmmaE5m2AccF32> {
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -157,7 +157,7 @@ template <>
 struct WgmmaRs<112, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[14][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k32.f16.e4m3.e4m3 {"
@@ -171,7 +171,7 @@ struct WgmmaRs<112, kWgmmaE4m3AccF16> {
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -179,7 +179,7 @@ template <>
 struct WgmmaRs<112, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[14][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k32.f16.e5m2.e5m2 {"
@@ -193,7 +193,7 @@ struct WgmmaRs<112, kWgmmaE5m2AccF16> {
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<120, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[15][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %65, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n120k16.f32.f16.f16 {"
@@ -35,7 +35,7 @@ struct WgmmaRs<120, kWgmmaF16AccF32> {
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -43,7 +43,7 @@ template <>
 struct WgmmaRs<120, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[15][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %65, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n120k16.f32.bf16.bf16 {"
@@ -67,7 +67,7 @@ struct WgmmaRs<120, kWgmmaBf16AccF32> {
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -75,7 +75,7 @@ template <>
 struct WgmmaRs<120, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[15][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %35, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n120k16.f16.f16.f16 {"
@@ -90,7 +90,7 @@ struct WgmmaRs<120, kWgmmaF16AccF16> {
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -98,7 +98,7 @@ template <>
 struct WgmmaRs<120, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[15][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %65, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n120k32.f32.e4m3.e4m3 {"
@@ -122,7 +122,7 @@ struct WgmmaRs<120, kWgmmaE4m3AccF32> {
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -130,7 +130,7 @@ template <>
 struct WgmmaRs<120, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[15][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %65, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n120k32.f32.e5m2.e5m2 {"
@@ -154,7 +154,7 @@ struct WgmmaRs<120, kWgmmaE5m2AccF32> {
           "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -162,7 +162,7 @@ template <>
 struct WgmmaRs<120, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[15][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %35, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n120k32.f16.e4m3.e4m3 {"
@@ -177,7 +177,7 @@ struct WgmmaRs<120, kWgmmaE4m3AccF16> {
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -185,7 +185,7 @@ template <>
 struct WgmmaRs<120, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[15][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %35, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n120k32.f16.e5m2.e5m2 {"
@@ -200,7 +200,7 @@ struct WgmmaRs<120, kWgmmaE5m2AccF16> {
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

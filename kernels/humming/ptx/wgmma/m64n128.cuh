@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<128, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[16][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
@@ -36,7 +36,7 @@ struct WgmmaRs<128, kWgmmaF16AccF32> {
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -44,7 +44,7 @@ template <>
 struct WgmmaRs<128, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[16][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
@@ -69,7 +69,7 @@ struct WgmmaRs<128, kWgmmaBf16AccF32> {
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -77,7 +77,7 @@ template <>
 struct WgmmaRs<128, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[16][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16 {"
@@ -92,7 +92,7 @@ struct WgmmaRs<128, kWgmmaF16AccF16> {
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -100,7 +100,7 @@ template <>
 struct WgmmaRs<128, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[16][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
@@ -125,7 +125,7 @@ struct WgmmaRs<128, kWgmmaE4m3AccF32> {
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -133,7 +133,7 @@ template <>
 struct WgmmaRs<128, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[16][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2 {"
@@ -158,7 +158,7 @@ struct WgmmaRs<128, kWgmmaE5m2AccF32> {
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -166,7 +166,7 @@ template <>
 struct WgmmaRs<128, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[16][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k32.f16.e4m3.e4m3 {"
@@ -181,7 +181,7 @@ struct WgmmaRs<128, kWgmmaE4m3AccF16> {
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -189,7 +189,7 @@ template <>
 struct WgmmaRs<128, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[16][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k32.f16.e5m2.e5m2 {"
@@ -204,7 +204,7 @@ struct WgmmaRs<128, kWgmmaE5m2AccF16> {
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1]),
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

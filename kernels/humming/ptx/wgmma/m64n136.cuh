@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<136, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[17][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n136k16.f32.f16.f16 {"
@@ -38,7 +38,7 @@ struct WgmmaRs<136, kWgmmaF16AccF32> {
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -46,7 +46,7 @@ template <>
 struct WgmmaRs<136, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[17][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n136k16.f32.bf16.bf16 {"
@@ -73,7 +73,7 @@ struct WgmmaRs<136, kWgmmaBf16AccF32> {
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -81,7 +81,7 @@ template <>
 struct WgmmaRs<136, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[17][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %39, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n136k16.f16.f16.f16 {"
@@ -98,7 +98,7 @@ struct WgmmaRs<136, kWgmmaF16AccF16> {
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -106,7 +106,7 @@ template <>
 struct WgmmaRs<136, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[17][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 {"
@@ -133,7 +133,7 @@ struct WgmmaRs<136, kWgmmaE4m3AccF32> {
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -141,7 +141,7 @@ template <>
 struct WgmmaRs<136, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[17][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n136k32.f32.e5m2.e5m2 {"
@@ -168,7 +168,7 @@ struct WgmmaRs<136, kWgmmaE5m2AccF32> {
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -176,7 +176,7 @@ template <>
 struct WgmmaRs<136, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[17][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %39, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n136k32.f16.e4m3.e4m3 {"
@@ -193,7 +193,7 @@ struct WgmmaRs<136, kWgmmaE4m3AccF16> {
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -201,7 +201,7 @@ template <>
 struct WgmmaRs<136, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[17][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %39, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n136k32.f16.e5m2.e5m2 {"
@@ -218,7 +218,7 @@ struct WgmmaRs<136, kWgmmaE5m2AccF16> {
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<144, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[18][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.f16.f16 {"
@@ -39,7 +39,7 @@ struct WgmmaRs<144, kWgmmaF16AccF32> {
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -47,7 +47,7 @@ template <>
 struct WgmmaRs<144, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[18][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 {"
@@ -75,7 +75,7 @@ struct WgmmaRs<144, kWgmmaBf16AccF32> {
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -83,7 +83,7 @@ template <>
 struct WgmmaRs<144, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[18][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k16.f16.f16.f16 {"
@@ -100,7 +100,7 @@ struct WgmmaRs<144, kWgmmaF16AccF16> {
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -108,7 +108,7 @@ template <>
 struct WgmmaRs<144, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[18][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k32.f32.e4m3.e4m3 {"
@@ -136,7 +136,7 @@ struct WgmmaRs<144, kWgmmaE4m3AccF32> {
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -144,7 +144,7 @@ template <>
 struct WgmmaRs<144, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[18][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k32.f32.e5m2.e5m2 {"
@@ -172,7 +172,7 @@ struct WgmmaRs<144, kWgmmaE5m2AccF32> {
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -180,7 +180,7 @@ template <>
 struct WgmmaRs<144, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[18][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k32.f16.e4m3.e4m3 {"
@@ -197,7 +197,7 @@ struct WgmmaRs<144, kWgmmaE4m3AccF16> {
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -205,7 +205,7 @@ template <>
 struct WgmmaRs<144, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[18][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n144k32.f16.e5m2.e5m2 {"
@@ -222,7 +222,7 @@ struct WgmmaRs<144, kWgmmaE5m2AccF16> {
           "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[13][0]), "+r"(d[13][1]),
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

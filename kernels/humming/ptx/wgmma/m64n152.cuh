@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<152, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[19][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %81, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n152k16.f32.f16.f16 {"
@@ -40,7 +40,7 @@ struct WgmmaRs<152, kWgmmaF16AccF32> {
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -48,7 +48,7 @@ template <>
 struct WgmmaRs<152, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[19][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %81, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n152k16.f32.bf16.bf16 {"
@@ -77,7 +77,7 @@ struct WgmmaRs<152, kWgmmaBf16AccF32> {
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -85,7 +85,7 @@ template <>
 struct WgmmaRs<152, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[19][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %43, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n152k16.f16.f16.f16 {"
@@ -103,7 +103,7 @@ struct WgmmaRs<152, kWgmmaF16AccF16> {
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -111,7 +111,7 @@ template <>
 struct WgmmaRs<152, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[19][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %81, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n152k32.f32.e4m3.e4m3 {"
@@ -140,7 +140,7 @@ struct WgmmaRs<152, kWgmmaE4m3AccF32> {
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -148,7 +148,7 @@ template <>
 struct WgmmaRs<152, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[19][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %81, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n152k32.f32.e5m2.e5m2 {"
@@ -177,7 +177,7 @@ struct WgmmaRs<152, kWgmmaE5m2AccF32> {
           "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -185,7 +185,7 @@ template <>
 struct WgmmaRs<152, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[19][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %43, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n152k32.f16.e4m3.e4m3 {"
@@ -203,7 +203,7 @@ struct WgmmaRs<152, kWgmmaE4m3AccF16> {
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -211,7 +211,7 @@ template <>
 struct WgmmaRs<152, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[19][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %43, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n152k32.f16.e5m2.e5m2 {"
@@ -229,7 +229,7 @@ struct WgmmaRs<152, kWgmmaE5m2AccF16> {
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

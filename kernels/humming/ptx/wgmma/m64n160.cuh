@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<160, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[20][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 {"
@@ -41,7 +41,7 @@ struct WgmmaRs<160, kWgmmaF16AccF32> {
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -49,7 +49,7 @@ template <>
 struct WgmmaRs<160, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[20][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 {"
@@ -79,7 +79,7 @@ struct WgmmaRs<160, kWgmmaBf16AccF32> {
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -87,7 +87,7 @@ template <>
 struct WgmmaRs<160, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[20][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k16.f16.f16.f16 {"
@@ -105,7 +105,7 @@ struct WgmmaRs<160, kWgmmaF16AccF16> {
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -113,7 +113,7 @@ template <>
 struct WgmmaRs<160, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[20][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k32.f32.e4m3.e4m3 {"
@@ -143,7 +143,7 @@ struct WgmmaRs<160, kWgmmaE4m3AccF32> {
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -151,7 +151,7 @@ template <>
 struct WgmmaRs<160, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[20][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k32.f32.e5m2.e5m2 {"
@@ -181,7 +181,7 @@ struct WgmmaRs<160, kWgmmaE5m2AccF32> {
           "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -189,7 +189,7 @@ template <>
 struct WgmmaRs<160, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[20][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k32.f16.e4m3.e4m3 {"
@@ -207,7 +207,7 @@ struct WgmmaRs<160, kWgmmaE4m3AccF16> {
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -215,7 +215,7 @@ template <>
 struct WgmmaRs<160, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[20][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n160k32.f16.e5m2.e5m2 {"
@@ -233,7 +233,7 @@ struct WgmmaRs<160, kWgmmaE5m2AccF16> {
           "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[15][0]), "+r"(d[15][1]),
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<168, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[21][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %89, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n168k16.f32.f16.f16 {"
@@ -43,7 +43,7 @@ struct WgmmaRs<168, kWgmmaF16AccF32> {
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -51,7 +51,7 @@ template <>
 struct WgmmaRs<168, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[21][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %89, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n168k16.f32.bf16.bf16 {"
@@ -83,7 +83,7 @@ struct WgmmaRs<168, kWgmmaBf16AccF32> {
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -91,7 +91,7 @@ template <>
 struct WgmmaRs<168, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[21][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %47, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n168k16.f16.f16.f16 {"
@@ -110,7 +110,7 @@ struct WgmmaRs<168, kWgmmaF16AccF16> {
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -118,7 +118,7 @@ template <>
 struct WgmmaRs<168, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[21][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %89, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n168k32.f32.e4m3.e4m3 {"
@@ -150,7 +150,7 @@ struct WgmmaRs<168, kWgmmaE4m3AccF32> {
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -158,7 +158,7 @@ template <>
 struct WgmmaRs<168, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[21][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %89, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n168k32.f32.e5m2.e5m2 {"
@@ -190,7 +190,7 @@ struct WgmmaRs<168, kWgmmaE5m2AccF32> {
           "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -198,7 +198,7 @@ template <>
 struct WgmmaRs<168, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[21][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %47, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n168k32.f16.e4m3.e4m3 {"
@@ -217,7 +217,7 @@ struct WgmmaRs<168, kWgmmaE4m3AccF16> {
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -225,7 +225,7 @@ template <>
 struct WgmmaRs<168, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[21][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %47, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n168k32.f16.e5m2.e5m2 {"
@@ -244,7 +244,7 @@ struct WgmmaRs<168, kWgmmaE5m2AccF16> {
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<176, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[22][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.f16.f16 {"
@@ -44,7 +44,7 @@ struct WgmmaRs<176, kWgmmaF16AccF32> {
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -52,7 +52,7 @@ template <>
 struct WgmmaRs<176, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[22][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 {"
@@ -85,7 +85,7 @@ struct WgmmaRs<176, kWgmmaBf16AccF32> {
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -93,7 +93,7 @@ template <>
 struct WgmmaRs<176, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[22][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %49, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k16.f16.f16.f16 {"
@@ -112,7 +112,7 @@ struct WgmmaRs<176, kWgmmaF16AccF16> {
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -120,7 +120,7 @@ template <>
 struct WgmmaRs<176, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[22][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k32.f32.e4m3.e4m3 {"
@@ -153,7 +153,7 @@ struct WgmmaRs<176, kWgmmaE4m3AccF32> {
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -161,7 +161,7 @@ template <>
 struct WgmmaRs<176, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[22][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k32.f32.e5m2.e5m2 {"
@@ -194,7 +194,7 @@ struct WgmmaRs<176, kWgmmaE5m2AccF32> {
           "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]),
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -202,7 +202,7 @@ template <>
 struct WgmmaRs<176, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[22][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %49, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k32.f16.e4m3.e4m3 {"
@@ -221,7 +221,7 @@ struct WgmmaRs<176, kWgmmaE4m3AccF16> {
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -229,7 +229,7 @@ template <>
 struct WgmmaRs<176, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[22][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %49, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n176k32.f16.e5m2.e5m2 {"
@@ -248,7 +248,7 @@ struct WgmmaRs<176, kWgmmaE5m2AccF16> {
           "+r"(d[16][0]), "+r"(d[16][1]), "+r"(d[17][0]), "+r"(d[17][1]),
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

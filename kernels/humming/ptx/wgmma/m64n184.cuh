@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<184, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[23][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %97, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n184k16.f32.f16.f16 {"
@@ -45,7 +45,7 @@ struct WgmmaRs<184, kWgmmaF16AccF32> {
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -53,7 +53,7 @@ template <>
 struct WgmmaRs<184, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[23][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %97, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n184k16.f32.bf16.bf16 {"
@@ -87,7 +87,7 @@ struct WgmmaRs<184, kWgmmaBf16AccF32> {
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -95,7 +95,7 @@ template <>
 struct WgmmaRs<184, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[23][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %51, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n184k16.f16.f16.f16 {"
@@ -115,7 +115,7 @@ struct WgmmaRs<184, kWgmmaF16AccF16> {
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -123,7 +123,7 @@ template <>
 struct WgmmaRs<184, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[23][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %97, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n184k32.f32.e4m3.e4m3 {"
@@ -157,7 +157,7 @@ struct WgmmaRs<184, kWgmmaE4m3AccF32> {
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -165,7 +165,7 @@ template <>
 struct WgmmaRs<184, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[23][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %97, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n184k32.f32.e5m2.e5m2 {"
@@ -199,7 +199,7 @@ struct WgmmaRs<184, kWgmmaE5m2AccF32> {
           "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]),
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -207,7 +207,7 @@ template <>
 struct WgmmaRs<184, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[23][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %51, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n184k32.f16.e4m3.e4m3 {"
@@ -227,7 +227,7 @@ struct WgmmaRs<184, kWgmmaE4m3AccF16> {
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -235,7 +235,7 @@ template <>
 struct WgmmaRs<184, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[23][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %51, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n184k32.f16.e5m2.e5m2 {"
@@ -255,7 +255,7 @@ struct WgmmaRs<184, kWgmmaE5m2AccF16> {
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<192, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[24][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {"
@@ -46,7 +46,7 @@ struct WgmmaRs<192, kWgmmaF16AccF32> {
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -54,7 +54,7 @@ template <>
 struct WgmmaRs<192, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[24][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
@@ -89,7 +89,7 @@ struct WgmmaRs<192, kWgmmaBf16AccF32> {
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -97,7 +97,7 @@ template <>
 struct WgmmaRs<192, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[24][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f16.f16.f16 {"
@@ -117,7 +117,7 @@ struct WgmmaRs<192, kWgmmaF16AccF16> {
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -125,7 +125,7 @@ template <>
 struct WgmmaRs<192, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[24][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {"
@@ -160,7 +160,7 @@ struct WgmmaRs<192, kWgmmaE4m3AccF32> {
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -168,7 +168,7 @@ template <>
 struct WgmmaRs<192, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[24][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k32.f32.e5m2.e5m2 {"
@@ -203,7 +203,7 @@ struct WgmmaRs<192, kWgmmaE5m2AccF32> {
           "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]),
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -211,7 +211,7 @@ template <>
 struct WgmmaRs<192, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[24][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k32.f16.e4m3.e4m3 {"
@@ -231,7 +231,7 @@ struct WgmmaRs<192, kWgmmaE4m3AccF16> {
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -239,7 +239,7 @@ template <>
 struct WgmmaRs<192, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[24][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k32.f16.e5m2.e5m2 {"
@@ -259,7 +259,7 @@ struct WgmmaRs<192, kWgmmaE5m2AccF16> {
           "+r"(d[18][0]), "+r"(d[18][1]), "+r"(d[19][0]), "+r"(d[19][1]),
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<200, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[25][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %105, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n200k16.f32.f16.f16 {"
@@ -48,7 +48,7 @@ struct WgmmaRs<200, kWgmmaF16AccF32> {
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -56,7 +56,7 @@ template <>
 struct WgmmaRs<200, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[25][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %105, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n200k16.f32.bf16.bf16 {"
@@ -93,7 +93,7 @@ struct WgmmaRs<200, kWgmmaBf16AccF32> {
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -101,7 +101,7 @@ template <>
 struct WgmmaRs<200, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[25][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %55, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n200k16.f16.f16.f16 {"
@@ -123,7 +123,7 @@ struct WgmmaRs<200, kWgmmaF16AccF16> {
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -131,7 +131,7 @@ template <>
 struct WgmmaRs<200, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[25][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %105, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n200k32.f32.e4m3.e4m3 {"
@@ -168,7 +168,7 @@ struct WgmmaRs<200, kWgmmaE4m3AccF32> {
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -176,7 +176,7 @@ template <>
 struct WgmmaRs<200, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[25][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %105, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n200k32.f32.e5m2.e5m2 {"
@@ -213,7 +213,7 @@ struct WgmmaRs<200, kWgmmaE5m2AccF32> {
           "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]),
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -221,7 +221,7 @@ template <>
 struct WgmmaRs<200, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[25][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %55, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n200k32.f16.e4m3.e4m3 {"
@@ -243,7 +243,7 @@ struct WgmmaRs<200, kWgmmaE4m3AccF16> {
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -251,7 +251,7 @@ template <>
 struct WgmmaRs<200, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[25][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %55, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n200k32.f16.e5m2.e5m2 {"
@@ -273,7 +273,7 @@ struct WgmmaRs<200, kWgmmaE5m2AccF16> {
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

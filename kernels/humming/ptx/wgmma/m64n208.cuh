@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<208, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[26][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %109, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.f16.f16 {"
@@ -49,7 +49,7 @@ struct WgmmaRs<208, kWgmmaF16AccF32> {
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -57,7 +57,7 @@ template <>
 struct WgmmaRs<208, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[26][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %109, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f32.bf16.bf16 {"
@@ -95,7 +95,7 @@ struct WgmmaRs<208, kWgmmaBf16AccF32> {
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -103,7 +103,7 @@ template <>
 struct WgmmaRs<208, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[26][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k16.f16.f16.f16 {"
@@ -125,7 +125,7 @@ struct WgmmaRs<208, kWgmmaF16AccF16> {
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -133,7 +133,7 @@ template <>
 struct WgmmaRs<208, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[26][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %109, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k32.f32.e4m3.e4m3 {"
@@ -171,7 +171,7 @@ struct WgmmaRs<208, kWgmmaE4m3AccF32> {
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -179,7 +179,7 @@ template <>
 struct WgmmaRs<208, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[26][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %109, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k32.f32.e5m2.e5m2 {"
@@ -217,7 +217,7 @@ struct WgmmaRs<208, kWgmmaE5m2AccF32> {
           "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]),
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -225,7 +225,7 @@ template <>
 struct WgmmaRs<208, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[26][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k32.f16.e4m3.e4m3 {"
@@ -247,7 +247,7 @@ struct WgmmaRs<208, kWgmmaE4m3AccF16> {
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -255,7 +255,7 @@ template <>
 struct WgmmaRs<208, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[26][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n208k32.f16.e5m2.e5m2 {"
@@ -277,7 +277,7 @@ struct WgmmaRs<208, kWgmmaE5m2AccF16> {
           "+r"(d[20][0]), "+r"(d[20][1]), "+r"(d[21][0]), "+r"(d[21][1]),
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

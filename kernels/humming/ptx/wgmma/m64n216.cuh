@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<216, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[27][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %113, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n216k16.f32.f16.f16 {"
@@ -50,7 +50,7 @@ struct WgmmaRs<216, kWgmmaF16AccF32> {
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -58,7 +58,7 @@ template <>
 struct WgmmaRs<216, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[27][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %113, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n216k16.f32.bf16.bf16 {"
@@ -97,7 +97,7 @@ struct WgmmaRs<216, kWgmmaBf16AccF32> {
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -105,7 +105,7 @@ template <>
 struct WgmmaRs<216, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[27][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %59, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n216k16.f16.f16.f16 {"
@@ -128,7 +128,7 @@ struct WgmmaRs<216, kWgmmaF16AccF16> {
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -136,7 +136,7 @@ template <>
 struct WgmmaRs<216, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[27][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %113, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n216k32.f32.e4m3.e4m3 {"
@@ -175,7 +175,7 @@ struct WgmmaRs<216, kWgmmaE4m3AccF32> {
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -183,7 +183,7 @@ template <>
 struct WgmmaRs<216, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[27][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %113, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n216k32.f32.e5m2.e5m2 {"
@@ -222,7 +222,7 @@ struct WgmmaRs<216, kWgmmaE5m2AccF32> {
           "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]),
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -230,7 +230,7 @@ template <>
 struct WgmmaRs<216, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[27][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %59, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n216k32.f16.e4m3.e4m3 {"
@@ -253,7 +253,7 @@ struct WgmmaRs<216, kWgmmaE4m3AccF16> {
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -261,7 +261,7 @@ template <>
 struct WgmmaRs<216, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[27][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %59, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n216k32.f16.e5m2.e5m2 {"
@@ -284,7 +284,7 @@ struct WgmmaRs<216, kWgmmaE5m2AccF16> {
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

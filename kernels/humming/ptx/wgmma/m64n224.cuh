@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<224, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[28][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %117, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.f16.f16 {"
@@ -51,7 +51,7 @@ struct WgmmaRs<224, kWgmmaF16AccF32> {
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -59,7 +59,7 @@ template <>
 struct WgmmaRs<224, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[28][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %117, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16 {"
@@ -99,7 +99,7 @@ struct WgmmaRs<224, kWgmmaBf16AccF32> {
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -107,7 +107,7 @@ template <>
 struct WgmmaRs<224, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[28][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k16.f16.f16.f16 {"
@@ -130,7 +130,7 @@ struct WgmmaRs<224, kWgmmaF16AccF16> {
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -138,7 +138,7 @@ template <>
 struct WgmmaRs<224, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[28][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %117, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k32.f32.e4m3.e4m3 {"
@@ -178,7 +178,7 @@ struct WgmmaRs<224, kWgmmaE4m3AccF32> {
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -186,7 +186,7 @@ template <>
 struct WgmmaRs<224, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[28][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %117, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k32.f32.e5m2.e5m2 {"
@@ -226,7 +226,7 @@ struct WgmmaRs<224, kWgmmaE5m2AccF32> {
           "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]),
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -234,7 +234,7 @@ template <>
 struct WgmmaRs<224, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[28][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k32.f16.e4m3.e4m3 {"
@@ -257,7 +257,7 @@ struct WgmmaRs<224, kWgmmaE4m3AccF16> {
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -265,7 +265,7 @@ template <>
 struct WgmmaRs<224, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[28][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n224k32.f16.e5m2.e5m2 {"
@@ -288,7 +288,7 @@ struct WgmmaRs<224, kWgmmaE5m2AccF16> {
           "+r"(d[22][0]), "+r"(d[22][1]), "+r"(d[23][0]), "+r"(d[23][1]),
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<232, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[29][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %121, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n232k16.f32.f16.f16 {"
@@ -53,7 +53,7 @@ struct WgmmaRs<232, kWgmmaF16AccF32> {
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -61,7 +61,7 @@ template <>
 struct WgmmaRs<232, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[29][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %121, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n232k16.f32.bf16.bf16 {"
@@ -103,7 +103,7 @@ struct WgmmaRs<232, kWgmmaBf16AccF32> {
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -111,7 +111,7 @@ template <>
 struct WgmmaRs<232, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[29][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %63, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n232k16.f16.f16.f16 {"
@@ -135,7 +135,7 @@ struct WgmmaRs<232, kWgmmaF16AccF16> {
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -143,7 +143,7 @@ template <>
 struct WgmmaRs<232, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[29][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %121, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n232k32.f32.e4m3.e4m3 {"
@@ -185,7 +185,7 @@ struct WgmmaRs<232, kWgmmaE4m3AccF32> {
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -193,7 +193,7 @@ template <>
 struct WgmmaRs<232, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[29][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %121, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n232k32.f32.e5m2.e5m2 {"
@@ -235,7 +235,7 @@ struct WgmmaRs<232, kWgmmaE5m2AccF32> {
           "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]),
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -243,7 +243,7 @@ template <>
 struct WgmmaRs<232, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[29][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %63, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n232k32.f16.e4m3.e4m3 {"
@@ -267,7 +267,7 @@ struct WgmmaRs<232, kWgmmaE4m3AccF16> {
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -275,7 +275,7 @@ template <>
 struct WgmmaRs<232, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[29][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %63, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n232k32.f16.e5m2.e5m2 {"
@@ -299,7 +299,7 @@ struct WgmmaRs<232, kWgmmaE5m2AccF16> {
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<24, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[3][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n24k16.f32.f16.f16 {"
@@ -20,7 +20,7 @@ struct WgmmaRs<24, kWgmmaF16AccF32> {
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -28,7 +28,7 @@ template <>
 struct WgmmaRs<24, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[3][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 {"
@@ -37,7 +37,7 @@ struct WgmmaRs<24, kWgmmaBf16AccF32> {
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -45,7 +45,7 @@ template <>
 struct WgmmaRs<24, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[3][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %11, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n24k16.f16.f16.f16 {"
@@ -53,7 +53,7 @@ struct WgmmaRs<24, kWgmmaF16AccF16> {
         "}, {%6,%7,%8,%9}, %10, p, 1, 1, 0;\n}\n"
         : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[1][0]), "+r"(d[1][1]),
           "+r"(d[2][0]), "+r"(d[2][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -61,7 +61,7 @@ template <>
 struct WgmmaRs<24, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[3][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n24k32.f32.e4m3.e4m3 {"
@@ -70,7 +70,7 @@ struct WgmmaRs<24, kWgmmaE4m3AccF32> {
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -78,7 +78,7 @@ template <>
 struct WgmmaRs<24, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[3][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n24k32.f32.e5m2.e5m2 {"
@@ -87,7 +87,7 @@ struct WgmmaRs<24, kWgmmaE5m2AccF32> {
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -95,7 +95,7 @@ template <>
 struct WgmmaRs<24, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[3][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %11, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n24k32.f16.e4m3.e4m3 {"
@@ -103,7 +103,7 @@ struct WgmmaRs<24, kWgmmaE4m3AccF16> {
         "}, {%6,%7,%8,%9}, %10, p, 1, 1;\n}\n"
         : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[1][0]), "+r"(d[1][1]),
           "+r"(d[2][0]), "+r"(d[2][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -111,7 +111,7 @@ template <>
 struct WgmmaRs<24, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[3][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %11, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n24k32.f16.e5m2.e5m2 {"
@@ -119,7 +119,7 @@ struct WgmmaRs<24, kWgmmaE5m2AccF16> {
         "}, {%6,%7,%8,%9}, %10, p, 1, 1;\n}\n"
         : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[1][0]), "+r"(d[1][1]),
           "+r"(d[2][0]), "+r"(d[2][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<240, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[30][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %125, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.f16.f16 {"
@@ -54,7 +54,7 @@ struct WgmmaRs<240, kWgmmaF16AccF32> {
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -62,7 +62,7 @@ template <>
 struct WgmmaRs<240, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[30][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %125, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f32.bf16.bf16 {"
@@ -105,7 +105,7 @@ struct WgmmaRs<240, kWgmmaBf16AccF32> {
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -113,7 +113,7 @@ template <>
 struct WgmmaRs<240, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[30][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %65, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k16.f16.f16.f16 {"
@@ -137,7 +137,7 @@ struct WgmmaRs<240, kWgmmaF16AccF16> {
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1]), "+r"(d[29][0]), "+r"(d[29][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -145,7 +145,7 @@ template <>
 struct WgmmaRs<240, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[30][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %125, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k32.f32.e4m3.e4m3 {"
@@ -188,7 +188,7 @@ struct WgmmaRs<240, kWgmmaE4m3AccF32> {
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -196,7 +196,7 @@ template <>
 struct WgmmaRs<240, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[30][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %125, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k32.f32.e5m2.e5m2 {"
@@ -239,7 +239,7 @@ struct WgmmaRs<240, kWgmmaE5m2AccF32> {
           "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]),
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -247,7 +247,7 @@ template <>
 struct WgmmaRs<240, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[30][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %65, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k32.f16.e4m3.e4m3 {"
@@ -271,7 +271,7 @@ struct WgmmaRs<240, kWgmmaE4m3AccF16> {
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1]), "+r"(d[29][0]), "+r"(d[29][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -279,7 +279,7 @@ template <>
 struct WgmmaRs<240, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[30][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %65, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n240k32.f16.e5m2.e5m2 {"
@@ -303,7 +303,7 @@ struct WgmmaRs<240, kWgmmaE5m2AccF16> {
           "+r"(d[24][0]), "+r"(d[24][1]), "+r"(d[25][0]), "+r"(d[25][1]),
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1]), "+r"(d[29][0]), "+r"(d[29][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

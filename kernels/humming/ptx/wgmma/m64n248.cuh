@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<248, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[31][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %129, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n248k16.f32.f16.f16 {"
@@ -55,7 +55,7 @@ struct WgmmaRs<248, kWgmmaF16AccF32> {
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
           "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -63,7 +63,7 @@ template <>
 struct WgmmaRs<248, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[31][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %129, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n248k16.f32.bf16.bf16 {"
@@ -107,7 +107,7 @@ struct WgmmaRs<248, kWgmmaBf16AccF32> {
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
           "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -115,7 +115,7 @@ template <>
 struct WgmmaRs<248, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[31][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %67, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n248k16.f16.f16.f16 {"
@@ -140,7 +140,7 @@ struct WgmmaRs<248, kWgmmaF16AccF16> {
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1]), "+r"(d[29][0]), "+r"(d[29][1]),
           "+r"(d[30][0]), "+r"(d[30][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -148,7 +148,7 @@ template <>
 struct WgmmaRs<248, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[31][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %129, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n248k32.f32.e4m3.e4m3 {"
@@ -192,7 +192,7 @@ struct WgmmaRs<248, kWgmmaE4m3AccF32> {
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
           "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -200,7 +200,7 @@ template <>
 struct WgmmaRs<248, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[31][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %129, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n248k32.f32.e5m2.e5m2 {"
@@ -244,7 +244,7 @@ struct WgmmaRs<248, kWgmmaE5m2AccF32> {
           "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]),
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
           "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -252,7 +252,7 @@ template <>
 struct WgmmaRs<248, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[31][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %67, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n248k32.f16.e4m3.e4m3 {"
@@ -277,7 +277,7 @@ struct WgmmaRs<248, kWgmmaE4m3AccF16> {
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1]), "+r"(d[29][0]), "+r"(d[29][1]),
           "+r"(d[30][0]), "+r"(d[30][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -285,7 +285,7 @@ template <>
 struct WgmmaRs<248, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[31][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %67, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n248k32.f16.e5m2.e5m2 {"
@@ -310,7 +310,7 @@ struct WgmmaRs<248, kWgmmaE5m2AccF16> {
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1]), "+r"(d[29][0]), "+r"(d[29][1]),
           "+r"(d[30][0]), "+r"(d[30][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

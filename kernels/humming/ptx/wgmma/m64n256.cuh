@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<256, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[32][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
@@ -56,7 +56,7 @@ struct WgmmaRs<256, kWgmmaF16AccF32> {
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
           "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
           "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -64,7 +64,7 @@ template <>
 struct WgmmaRs<256, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[32][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
@@ -109,7 +109,7 @@ struct WgmmaRs<256, kWgmmaBf16AccF32> {
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
           "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
           "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -117,7 +117,7 @@ template <>
 struct WgmmaRs<256, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[32][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f16.f16.f16 {"
@@ -142,7 +142,7 @@ struct WgmmaRs<256, kWgmmaF16AccF16> {
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1]), "+r"(d[29][0]), "+r"(d[29][1]),
           "+r"(d[30][0]), "+r"(d[30][1]), "+r"(d[31][0]), "+r"(d[31][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -150,7 +150,7 @@ template <>
 struct WgmmaRs<256, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[32][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {"
@@ -195,7 +195,7 @@ struct WgmmaRs<256, kWgmmaE4m3AccF32> {
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
           "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
           "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -203,7 +203,7 @@ template <>
 struct WgmmaRs<256, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[32][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2 {"
@@ -248,7 +248,7 @@ struct WgmmaRs<256, kWgmmaE5m2AccF32> {
           "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]),
           "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]),
           "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -256,7 +256,7 @@ template <>
 struct WgmmaRs<256, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[32][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k32.f16.e4m3.e4m3 {"
@@ -281,7 +281,7 @@ struct WgmmaRs<256, kWgmmaE4m3AccF16> {
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1]), "+r"(d[29][0]), "+r"(d[29][1]),
           "+r"(d[30][0]), "+r"(d[30][1]), "+r"(d[31][0]), "+r"(d[31][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -289,7 +289,7 @@ template <>
 struct WgmmaRs<256, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[32][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k32.f16.e5m2.e5m2 {"
@@ -314,7 +314,7 @@ struct WgmmaRs<256, kWgmmaE5m2AccF16> {
           "+r"(d[26][0]), "+r"(d[26][1]), "+r"(d[27][0]), "+r"(d[27][1]),
           "+r"(d[28][0]), "+r"(d[28][1]), "+r"(d[29][0]), "+r"(d[29][1]),
           "+r"(d[30][0]), "+r"(d[30][1]), "+r"(d[31][0]), "+r"(d[31][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<32, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[4][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {"
@@ -21,7 +21,7 @@ struct WgmmaRs<32, kWgmmaF16AccF32> {
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -29,7 +29,7 @@ template <>
 struct WgmmaRs<32, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[4][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
@@ -39,7 +39,7 @@ struct WgmmaRs<32, kWgmmaBf16AccF32> {
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -47,7 +47,7 @@ template <>
 struct WgmmaRs<32, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[4][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f16.f16.f16 {"
@@ -55,7 +55,7 @@ struct WgmmaRs<32, kWgmmaF16AccF16> {
         "}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
         : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[1][0]), "+r"(d[1][1]),
           "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[3][0]), "+r"(d[3][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -63,7 +63,7 @@ template <>
 struct WgmmaRs<32, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[4][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {"
@@ -73,7 +73,7 @@ struct WgmmaRs<32, kWgmmaE4m3AccF32> {
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -81,7 +81,7 @@ template <>
 struct WgmmaRs<32, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[4][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k32.f32.e5m2.e5m2 {"
@@ -91,7 +91,7 @@ struct WgmmaRs<32, kWgmmaE5m2AccF32> {
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -99,7 +99,7 @@ template <>
 struct WgmmaRs<32, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[4][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k32.f16.e4m3.e4m3 {"
@@ -107,7 +107,7 @@ struct WgmmaRs<32, kWgmmaE4m3AccF16> {
         "}, {%8,%9,%10,%11}, %12, p, 1, 1;\n}\n"
         : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[1][0]), "+r"(d[1][1]),
           "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[3][0]), "+r"(d[3][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -115,7 +115,7 @@ template <>
 struct WgmmaRs<32, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[4][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k32.f16.e5m2.e5m2 {"
@@ -123,7 +123,7 @@ struct WgmmaRs<32, kWgmmaE5m2AccF16> {
         "}, {%8,%9,%10,%11}, %12, p, 1, 1;\n}\n"
         : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[1][0]), "+r"(d[1][1]),
           "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[3][0]), "+r"(d[3][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<40, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[5][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n40k16.f32.f16.f16 {"
@@ -23,7 +23,7 @@ struct WgmmaRs<40, kWgmmaF16AccF32> {
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -31,7 +31,7 @@ template <>
 struct WgmmaRs<40, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[5][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 {"
@@ -43,7 +43,7 @@ struct WgmmaRs<40, kWgmmaBf16AccF32> {
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -51,7 +51,7 @@ template <>
 struct WgmmaRs<40, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[5][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %15, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n40k16.f16.f16.f16 {"
@@ -60,7 +60,7 @@ struct WgmmaRs<40, kWgmmaF16AccF16> {
         : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[1][0]), "+r"(d[1][1]),
           "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[3][0]), "+r"(d[3][1]),
           "+r"(d[4][0]), "+r"(d[4][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -68,7 +68,7 @@ template <>
 struct WgmmaRs<40, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[5][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n40k32.f32.e4m3.e4m3 {"
@@ -80,7 +80,7 @@ struct WgmmaRs<40, kWgmmaE4m3AccF32> {
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -88,7 +88,7 @@ template <>
 struct WgmmaRs<40, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[5][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n40k32.f32.e5m2.e5m2 {"
@@ -100,7 +100,7 @@ struct WgmmaRs<40, kWgmmaE5m2AccF32> {
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -108,7 +108,7 @@ template <>
 struct WgmmaRs<40, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[5][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %15, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n40k32.f16.e4m3.e4m3 {"
@@ -117,7 +117,7 @@ struct WgmmaRs<40, kWgmmaE4m3AccF16> {
         : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[1][0]), "+r"(d[1][1]),
           "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[3][0]), "+r"(d[3][1]),
           "+r"(d[4][0]), "+r"(d[4][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -125,7 +125,7 @@ template <>
 struct WgmmaRs<40, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[5][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %15, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n40k32.f16.e5m2.e5m2 {"
@@ -134,7 +134,7 @@ struct WgmmaRs<40, kWgmmaE5m2AccF16> {
         : "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[1][0]), "+r"(d[1][1]),
           "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[3][0]), "+r"(d[3][1]),
           "+r"(d[4][0]), "+r"(d[4][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

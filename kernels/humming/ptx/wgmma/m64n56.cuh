@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<56, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[7][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n56k16.f32.f16.f16 {"
@@ -25,7 +25,7 @@ struct WgmmaRs<56, kWgmmaF16AccF32> {
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
           "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -33,7 +33,7 @@ template <>
 struct WgmmaRs<56, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[7][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16 {"
@@ -47,7 +47,7 @@ struct WgmmaRs<56, kWgmmaBf16AccF32> {
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
           "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -55,7 +55,7 @@ template <>
 struct WgmmaRs<56, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[7][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %19, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n56k16.f16.f16.f16 {"
@@ -65,7 +65,7 @@ struct WgmmaRs<56, kWgmmaF16AccF16> {
           "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[3][0]), "+r"(d[3][1]),
           "+r"(d[4][0]), "+r"(d[4][1]), "+r"(d[5][0]), "+r"(d[5][1]),
           "+r"(d[6][0]), "+r"(d[6][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -73,7 +73,7 @@ template <>
 struct WgmmaRs<56, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[7][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n56k32.f32.e4m3.e4m3 {"
@@ -87,7 +87,7 @@ struct WgmmaRs<56, kWgmmaE4m3AccF32> {
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
           "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -95,7 +95,7 @@ template <>
 struct WgmmaRs<56, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[7][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n56k32.f32.e5m2.e5m2 {"
@@ -109,7 +109,7 @@ struct WgmmaRs<56, kWgmmaE5m2AccF32> {
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
           "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -117,7 +117,7 @@ template <>
 struct WgmmaRs<56, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[7][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %19, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n56k32.f16.e4m3.e4m3 {"
@@ -127,7 +127,7 @@ struct WgmmaRs<56, kWgmmaE4m3AccF16> {
           "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[3][0]), "+r"(d[3][1]),
           "+r"(d[4][0]), "+r"(d[4][1]), "+r"(d[5][0]), "+r"(d[5][1]),
           "+r"(d[6][0]), "+r"(d[6][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -135,7 +135,7 @@ template <>
 struct WgmmaRs<56, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[7][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %19, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n56k32.f16.e5m2.e5m2 {"
@@ -145,7 +145,7 @@ struct WgmmaRs<56, kWgmmaE5m2AccF16> {
           "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[3][0]), "+r"(d[3][1]),
           "+r"(d[4][0]), "+r"(d[4][1]), "+r"(d[5][0]), "+r"(d[5][1]),
           "+r"(d[6][0]), "+r"(d[6][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

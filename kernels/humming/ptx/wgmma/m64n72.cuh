@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<72, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[9][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n72k16.f32.f16.f16 {"
@@ -28,7 +28,7 @@ struct WgmmaRs<72, kWgmmaF16AccF32> {
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -36,7 +36,7 @@ template <>
 struct WgmmaRs<72, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[9][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 {"
@@ -53,7 +53,7 @@ struct WgmmaRs<72, kWgmmaBf16AccF32> {
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -61,7 +61,7 @@ template <>
 struct WgmmaRs<72, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[9][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %23, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n72k16.f16.f16.f16 {"
@@ -73,7 +73,7 @@ struct WgmmaRs<72, kWgmmaF16AccF16> {
           "+r"(d[4][0]), "+r"(d[4][1]), "+r"(d[5][0]), "+r"(d[5][1]),
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -81,7 +81,7 @@ template <>
 struct WgmmaRs<72, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[9][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n72k32.f32.e4m3.e4m3 {"
@@ -98,7 +98,7 @@ struct WgmmaRs<72, kWgmmaE4m3AccF32> {
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -106,7 +106,7 @@ template <>
 struct WgmmaRs<72, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[9][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n72k32.f32.e5m2.e5m2 {"
@@ -123,7 +123,7 @@ struct WgmmaRs<72, kWgmmaE5m2AccF32> {
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -131,7 +131,7 @@ template <>
 struct WgmmaRs<72, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[9][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %23, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n72k32.f16.e4m3.e4m3 {"
@@ -143,7 +143,7 @@ struct WgmmaRs<72, kWgmmaE4m3AccF16> {
           "+r"(d[4][0]), "+r"(d[4][1]), "+r"(d[5][0]), "+r"(d[5][1]),
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -151,7 +151,7 @@ template <>
 struct WgmmaRs<72, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[9][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %23, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n72k32.f16.e5m2.e5m2 {"
@@ -163,7 +163,7 @@ struct WgmmaRs<72, kWgmmaE5m2AccF16> {
           "+r"(d[4][0]), "+r"(d[4][1]), "+r"(d[5][0]), "+r"(d[5][1]),
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,14 +11,14 @@ template <>
 struct WgmmaRs<8, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[1][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {"
         "%0,%1,%2,%3"
         "}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -26,14 +26,14 @@ template <>
 struct WgmmaRs<8, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[1][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {"
         "%0,%1,%2,%3"
         "}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -41,14 +41,14 @@ template <>
 struct WgmmaRs<8, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[1][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %7, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 {"
         "%0,%1"
         "}, {%2,%3,%4,%5}, %6, p, 1, 1, 0;\n}\n"
         : "+r"(d[0][0]), "+r"(d[0][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -56,14 +56,14 @@ template <>
 struct WgmmaRs<8, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[1][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {"
         "%0,%1,%2,%3"
         "}, {%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -71,14 +71,14 @@ template <>
 struct WgmmaRs<8, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[1][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 {"
         "%0,%1,%2,%3"
         "}, {%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -86,14 +86,14 @@ template <>
 struct WgmmaRs<8, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[1][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %7, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3 {"
         "%0,%1"
         "}, {%2,%3,%4,%5}, %6, p, 1, 1;\n}\n"
         : "+r"(d[0][0]), "+r"(d[0][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -101,14 +101,14 @@ template <>
 struct WgmmaRs<8, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[1][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %7, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k32.f16.e5m2.e5m2 {"
         "%0,%1"
         "}, {%2,%3,%4,%5}, %6, p, 1, 1;\n}\n"
         : "+r"(d[0][0]), "+r"(d[0][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<80, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[10][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 {"
@@ -29,7 +29,7 @@ struct WgmmaRs<80, kWgmmaF16AccF32> {
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -37,7 +37,7 @@ template <>
 struct WgmmaRs<80, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[10][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {"
@@ -55,7 +55,7 @@ struct WgmmaRs<80, kWgmmaBf16AccF32> {
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -63,7 +63,7 @@ template <>
 struct WgmmaRs<80, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[10][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f16.f16.f16 {"
@@ -75,7 +75,7 @@ struct WgmmaRs<80, kWgmmaF16AccF16> {
           "+r"(d[4][0]), "+r"(d[4][1]), "+r"(d[5][0]), "+r"(d[5][1]),
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -83,7 +83,7 @@ template <>
 struct WgmmaRs<80, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[10][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k32.f32.e4m3.e4m3 {"
@@ -101,7 +101,7 @@ struct WgmmaRs<80, kWgmmaE4m3AccF32> {
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -109,7 +109,7 @@ template <>
 struct WgmmaRs<80, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[10][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k32.f32.e5m2.e5m2 {"
@@ -127,7 +127,7 @@ struct WgmmaRs<80, kWgmmaE5m2AccF32> {
           "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -135,7 +135,7 @@ template <>
 struct WgmmaRs<80, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[10][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k32.f16.e4m3.e4m3 {"
@@ -147,7 +147,7 @@ struct WgmmaRs<80, kWgmmaE4m3AccF16> {
           "+r"(d[4][0]), "+r"(d[4][1]), "+r"(d[5][0]), "+r"(d[5][1]),
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -155,7 +155,7 @@ template <>
 struct WgmmaRs<80, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[10][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k32.f16.e5m2.e5m2 {"
@@ -167,7 +167,7 @@ struct WgmmaRs<80, kWgmmaE5m2AccF16> {
           "+r"(d[4][0]), "+r"(d[4][1]), "+r"(d[5][0]), "+r"(d[5][1]),
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<88, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[11][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %49, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n88k16.f32.f16.f16 {"
@@ -30,7 +30,7 @@ struct WgmmaRs<88, kWgmmaF16AccF32> {
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -38,7 +38,7 @@ template <>
 struct WgmmaRs<88, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[11][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %49, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n88k16.f32.bf16.bf16 {"
@@ -57,7 +57,7 @@ struct WgmmaRs<88, kWgmmaBf16AccF32> {
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -65,7 +65,7 @@ template <>
 struct WgmmaRs<88, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[11][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %27, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n88k16.f16.f16.f16 {"
@@ -78,7 +78,7 @@ struct WgmmaRs<88, kWgmmaF16AccF16> {
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -86,7 +86,7 @@ template <>
 struct WgmmaRs<88, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[11][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %49, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n88k32.f32.e4m3.e4m3 {"
@@ -105,7 +105,7 @@ struct WgmmaRs<88, kWgmmaE4m3AccF32> {
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -113,7 +113,7 @@ template <>
 struct WgmmaRs<88, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[11][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %49, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n88k32.f32.e5m2.e5m2 {"
@@ -132,7 +132,7 @@ struct WgmmaRs<88, kWgmmaE5m2AccF32> {
           "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -140,7 +140,7 @@ template <>
 struct WgmmaRs<88, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[11][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %27, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n88k32.f16.e4m3.e4m3 {"
@@ -153,7 +153,7 @@ struct WgmmaRs<88, kWgmmaE4m3AccF16> {
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -161,7 +161,7 @@ template <>
 struct WgmmaRs<88, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[11][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %27, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n88k32.f16.e5m2.e5m2 {"
@@ -174,7 +174,7 @@ struct WgmmaRs<88, kWgmmaE5m2AccF16> {
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 

@@ -11,7 +11,7 @@ template <>
 struct WgmmaRs<96, kWgmmaF16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[12][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 {"
@@ -31,7 +31,7 @@ struct WgmmaRs<96, kWgmmaF16AccF32> {
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -39,7 +39,7 @@ template <>
 struct WgmmaRs<96, kWgmmaBf16AccF32> {
   static __device__ __forceinline__ void run(float (&d)[12][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"
@@ -59,7 +59,7 @@ struct WgmmaRs<96, kWgmmaBf16AccF32> {
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -67,7 +67,7 @@ template <>
 struct WgmmaRs<96, kWgmmaF16AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[12][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f16.f16.f16 {"
@@ -80,7 +80,7 @@ struct WgmmaRs<96, kWgmmaF16AccF16> {
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -88,7 +88,7 @@ template <>
 struct WgmmaRs<96, kWgmmaE4m3AccF32> {
   static __device__ __forceinline__ void run(float (&d)[12][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 {"
@@ -108,7 +108,7 @@ struct WgmmaRs<96, kWgmmaE4m3AccF32> {
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -116,7 +116,7 @@ template <>
 struct WgmmaRs<96, kWgmmaE5m2AccF32> {
   static __device__ __forceinline__ void run(float (&d)[12][4], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k32.f32.e5m2.e5m2 {"
@@ -136,7 +136,7 @@ struct WgmmaRs<96, kWgmmaE5m2AccF32> {
           "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
           "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
           "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -144,7 +144,7 @@ template <>
 struct WgmmaRs<96, kWgmmaE4m3AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[12][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k32.f16.e4m3.e4m3 {"
@@ -157,7 +157,7 @@ struct WgmmaRs<96, kWgmmaE4m3AccF16> {
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
@@ -165,7 +165,7 @@ template <>
 struct WgmmaRs<96, kWgmmaE5m2AccF16> {
   static __device__ __forceinline__ void run(uint32 (&d)[12][2], uint32 a0,
                                              uint32 a1, uint32 a2, uint32 a3,
-                                             unsigned long long desc) {
+                                             unsigned long long desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k32.f16.e5m2.e5m2 {"
@@ -178,7 +178,7 @@ struct WgmmaRs<96, kWgmmaE5m2AccF16> {
           "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[7][0]), "+r"(d[7][1]),
           "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[9][0]), "+r"(d[9][1]),
           "+r"(d[10][0]), "+r"(d[10][1]), "+r"(d[11][0]), "+r"(d[11][1])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
   }
 };
 
