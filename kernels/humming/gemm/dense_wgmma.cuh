@@ -415,14 +415,20 @@ struct DenseWgmma {
     };
     // kFoldGroups, after step i's wgmma have completed (its stage s still holds its codes): at
     // the group's last step (or the split's), acc += part * the group's scale of each row
-    // (element q of a token group is row g, or g + 8 for q >= 2).
+    // (element q of a token group is row g, or g + 8 for q >= 2), times the global scale.
     auto fold = [&](int s, int i) {
       if constexpr (kFoldGroups) {
         const int64_t kc = kc_begin + i;
         if ((kc + 1) % kStepsPerGroup != 0 && i + 1 != n) return;
         const void* codes = smem_raw + scales_at + s * kStageBytes;
-        const float lo = D::scale_from_code(D::scale_code(codes, 0));
-        const float hi = D::scale_from_code(D::scale_code(codes, 8));
+        float lo = D::scale_from_code(D::scale_code(codes, 0));
+        float hi = D::scale_from_code(D::scale_code(codes, 8));
+        if constexpr (C::kScaleKind == kScaleGroupTensor) {
+          // Group x tensor: the global scale joins the group's here, not in the epilogue, so a
+          // group scale near its dtype's top (the global then tiny) cannot overflow f32.
+          lo *= p.global[0];
+          hi *= p.global[0];
+        }
 #pragma unroll
         for (int j = 0; j < kTokenGroups; ++j)
 #pragma unroll

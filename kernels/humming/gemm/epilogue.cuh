@@ -67,7 +67,10 @@ struct DenseEpilogue {
   static __device__ __forceinline__ float finish(const DenseParams& p, float v, int64_t channel) {
     if constexpr (C::kScaleKind == kScaleChannel) v *= Dequant<C>::scale_from_code(
         Dequant<C>::scale_code(p.scales, channel));
-    if constexpr (C::kScaleKind == kScaleTensor || C::kScaleKind == kScaleGroupTensor) v *= p.global[0];
+    // (8-bit activations fold group x tensor scales in the mainloop, global included.)
+    constexpr bool kGlobalHere = C::kScaleKind == kScaleTensor ||
+                                 (C::kScaleKind == kScaleGroupTensor && C::kActBits == 16);
+    if constexpr (kGlobalHere) v *= p.global[0];
     if constexpr (C::kHasBias) v += to_float(static_cast<const Out*>(p.bias)[channel]);
     return v;
   }
