@@ -106,7 +106,7 @@ fi
 
 if want a8tests; then
   echo "== 8-bit activation GPU tests"
-  timeout 300 ./build-gpu/tests/test_gpu --gtest_filter='*A8*:DenseGemmExact.*' 2>&1 | grep -vE '^\[ +(OK|RUN) ' | tail -60 | tee "$OUT/a8tests.txt"
+  timeout 300 ./build-gpu/tests/test_gpu --gtest_filter="${A8_FILTER:-*A8*:DenseGemmExact.*}" 2>&1 | grep -vE '^\[ +(OK|RUN) ' | tail -60 | tee "$OUT/a8tests.txt"
 fi
 
 if want all bench formats; then

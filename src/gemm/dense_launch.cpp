@@ -52,7 +52,7 @@ void encode_tma(const runtime::Device& device, const core::Format& f, const tune
             static_cast<uint32_t>(tile.block_n()), false},
            out, what);
   };
-  if (p.scales != nullptr && f.has_group_scales())
+  if (p.scales != nullptr && tune::wgmma_stages_scale_codes(f))
     encode_codes(p.scales, shape.scale_element_bytes, p.tma_s, "HM_ARG_SCALES");
   if (p.zeros != nullptr)
     encode_codes(p.zeros, shape.zero_point_element_bytes, p.tma_z, "HM_ARG_ZEROS");

@@ -73,10 +73,8 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
     if (kernel != tune::DenseKernel::kWgmma)
       return act.name() + " activations run on the wgmma kernel (sm_90a) only; mma.sync "
                           "(sm_89 fp8, sm_80 int8) has no 8-bit path yet";
-    if (f.scale_kind == core::ScaleKind::kBlock)
-      return "block scales with " + act.name() + " activations are not implemented yet";
     if (f.has_group_scales() && f.group_k % 128 != 0)
-      return "group scales with " + act.name() + " activations need group_k a multiple of 128 "
+      return "group and block scales with " + act.name() + " activations need group_k a multiple of 128 "
              "(the kernel's K step), not " + std::to_string(f.group_k) +
              "; smaller groups (MXFP4's 32) are not implemented yet";
     if (f.has_group_scales() && f.accumulator.code() == HM_DTYPE_F16)

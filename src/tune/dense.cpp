@@ -94,7 +94,12 @@ bool rows_in_16_byte_units(const core::Format& f) { return f.k * f.activation.bi
 
 bool wgmma_covers(const core::Format& f, const core::Arch& arch) {
   return arch.major == 9 && arch.minor == 0 && arch.suffix == 'a' && rows_in_16_byte_units(f) &&
-         f.scale_kind != core::ScaleKind::kBlock;
+         (f.scale_kind != core::ScaleKind::kBlock || f.activation.bits() == 8);
+}
+
+bool wgmma_stages_scale_codes(const core::Format& f) {
+  return f.has_group_scales() &&
+         !(f.scale_kind == core::ScaleKind::kBlock && f.activation.bits() == 8);
 }
 
 bool producer_covers(const core::Format& f) {
@@ -325,7 +330,7 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
     l.smem_bytes = static_cast<uint32_t>(gemm::dense_wgmma_smem_bytes(
         tile.block_m, tile.warps, tile.stages,
         bits * gemm::dense_wgmma_step_chunks(f.activation.bits()), gemm::dense_group_slots(group_k),
-        f.has_group_scales() ? code_bytes(f.scale) : 0,
+        wgmma_stages_scale_codes(f) ? code_bytes(f.scale) : 0,
         f.has_zero_point() ? code_bytes(f.zero_point) : 0));
   } else {
     l.smem_bytes = static_cast<uint32_t>(gemm::dense_smem_bytes(

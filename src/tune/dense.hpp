@@ -79,9 +79,13 @@ struct DenseRange {
 // Whether activation rows of the format load in 16-byte units: K a multiple of 8 (16-bit
 // activations) or 16 (8-bit).
 bool rows_in_16_byte_units(const core::Format& format);
-// Whether the wgmma kernel covers a format on an arch: sm_90a, rows_in_16_byte_units, no block
-// scales (those stay on mma.sync).
+// Whether the wgmma kernel covers a format on an arch: sm_90a, rows_in_16_byte_units, and no
+// block scales unless the activations are 8-bit (16-bit ones stay on mma.sync).
 bool wgmma_covers(const core::Format& format, const core::Arch& arch);
+// Whether the wgmma kernel stages the format's group / block scale codes per channel in shared
+// memory: group scales (and 16-bit block scales, which it does not run); 8-bit activations read
+// block scales from global memory instead (gemm/dense_wgmma.cuh).
+bool wgmma_stages_scale_codes(const core::Format& format);
 // Whether a wgmma tile with a copying warp (`producer`) covers a format: its scale and zero-point
 // codes must come as TMA boxes (group sizes that are multiples or divisors of 64).
 bool producer_covers(const core::Format& format);

@@ -106,6 +106,14 @@ TEST(KernelSupportApi, NamesFamiliesAndSaysWhatIsMissing) {
   ASSERT_EQ(hm_format_parse("w=uint4b8 a=e4m3 c=bf16 s=bf16:g128 n=4096 k=4096", &f), HM_SUCCESS);
   EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
   hm_format_destroy(f);
+  // Block scales (a DeepSeek FP8 checkpoint converted for e4m3 activations) run there too,
+  // while 16-bit activations keep them on mma.sync.
+  ASSERT_EQ(hm_format_parse("w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=4096 k=4096", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
+  hm_format_destroy(f);
+  ASSERT_EQ(hm_format_parse("w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=4096 k=4096", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_mma");
+  hm_format_destroy(f);
   ASSERT_EQ(hm_format_parse("w=uint4b8 a=e4m3 c=bf16 s=bf16:g64 n=4096 k=4096", &f), HM_SUCCESS);
   EXPECT_EQ(kernels_of(f, "sm_90a", &status), "");
   EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);

@@ -167,6 +167,10 @@ const FormatCase kCases[] = {
     {"w=e2m1 a=e4m3 c=f16 s=f16:g256 n=136 k=896", 2e-3},
     {"w=e4m3 a=e4m3 c=bf16 s=bf16:g128+tensor bias=1 n=96 k=512", 1e-2},
     {"w=uint4b8 a=e4m3 c=bf16 s=bf16:g256 n=128 k=3840", 1e-2},
+    // Block scales (DeepSeek-style 128 x 128, and 64-row blocks of two steps), read per step
+    // from global memory; N = 200 ends inside a row block.
+    {"w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=200 k=640", 1e-2},
+    {"w=e2m1 a=e4m3 c=bf16 s=bf16:b64x256 n=136 k=896", 1e-2},
     // A tensor-parallel slice (N = 10944, K = 7392 of a 14B-class MLP).
     {"w=e4m3 a=e4m3 c=bf16 s=bf16:channel n=10944 k=7392", 1e-2},
 };
@@ -231,7 +235,8 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
                          Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:channel n=200 k=640", 5, 11},
                          Exact{"w=e2m1 a=e5m2 c=f16 s=tensor n=72 k=320", 0, 15},
                          Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=200 k=640", 5, 11},
-                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g256 n=128 k=3840", 6, 10}}) {
+                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g256 n=128 k=3840", 6, 10},
+                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:b64x128 n=200 k=640", 5, 11}}) {
     Layer L = exact_layer(e.text, rng, e.lo, e.hi);
     for (const char* tuning : {static_cast<const char*>(nullptr), kWgmmaWide, kWgmmaAhead,
                                kWgmmaTma, kWgmmaCluster, kWgmmaProducer})
@@ -241,6 +246,59 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
         EXPECT_EQ(r.max_abs, 0.0) << e.text << " m=" << m << " rel err " << r.rel_err
                                   << " tuning " << (tuning ? tuning : "default");
       }
+  }
+}
+
+// A DeepSeek-style FP8 checkpoint (e4m3 weight, f32 weight_scale_inv per 128 x 128 block)
+// converted for e4m3 activations (hm_convert_layer) and served as converted: the converter's
+// output format plans and runs, against the f64 reference on the converted canonical weight.
+TEST(DenseGemmA8Convert, Fp8BlockCheckpointServesWithE4m3Activations) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  const int64_t n = 320, k = 512;
+  std::mt19937 rng(25);
+  std::vector<uint8_t> w(static_cast<size_t>(n * k));
+  for (auto& c : w) {
+    do c = static_cast<uint8_t>(rng());
+    while ((c & 0x7f) == 0x7f || (c & 0x78) > 0x58);  // finite, |w| < 32
+  }
+  std::vector<float> inv(static_cast<size_t>(((n + 127) / 128) * ((k + 127) / 128)));
+  std::uniform_real_distribution<float> uni(1e-3f, 1e-2f);
+  for (auto& v : inv) v = uni(rng);
+  hm_checkpoint_tensor_t t[2];
+  hm_checkpoint_tensor_init(&t[0]);
+  t[0].name = "model.layers.0.mlp.up_proj.weight";
+  t[0].dtype = "F8_E4M3";
+  t[0].shape[0] = n, t[0].shape[1] = k, t[0].ndim = 2;
+  t[0].data = w.data(), t[0].bytes = w.size();
+  hm_checkpoint_tensor_init(&t[1]);
+  t[1].name = "model.layers.0.mlp.up_proj.weight_scale_inv";
+  t[1].dtype = "F32";
+  t[1].shape[0] = (n + 127) / 128, t[1].shape[1] = (k + 127) / 128, t[1].ndim = 2;
+  t[1].data = inv.data(), t[1].bytes = inv.size() * 4;
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.activation = HM_DTYPE_E4M3;
+  hm_converted_layer_t* converted = nullptr;
+  ASSERT_EQ(hm_convert_layer(HM_SCHEME_FP8, t, 2, &options, &converted), HM_SUCCESS)
+      << last_error();
+  hm_format_t* format = nullptr;
+  ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
+  char text[256];
+  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
+  hm_format_destroy(format);
+  EXPECT_NE(std::string(text).find("b128x128"), std::string::npos) << text;
+  Layer L = hm::gpu_test::parse_layer(text);
+  hm_converted_layer_info_t info;
+  hm_converted_layer_info_init(&info);
+  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
+  hm::gpu_test::pack_canonical(L, info.weight);
+  hm_converted_layer_destroy(converted);
+  for (int64_t m : {1, 7, 64, 200}) {
+    const Activations8 a = quantized_activations(L, m, rng);
+    const Result r = run(gpu, L, a, m);
+    EXPECT_LE(r.rel_err, 1e-2) << text << " m=" << m << " max |diff| " << r.max_abs;
   }
 }
 

@@ -67,7 +67,12 @@ struct DenseWgmma {
   static constexpr int kWarpStepBytes = kStepChunks * kChunkBytes;  // a warp's weights per step
   static constexpr int kLaneWords = kStepChunks * kBits;             // ... per lane, in words
   static constexpr int kSlots = D::kGroupSlots;
-  static constexpr int kScaleBytes = D::kGroupScalesInMainloop ? D::kScaleCodeBytes : 0;
+  // Block scales with 8-bit activations: a row's code is read from global memory as each step
+  // is issued (a block of channels shares one), not staged per channel.
+  static constexpr bool kBlockCodesFromGlobal =
+      C::kActBits == 8 && C::kScaleKind == kScaleBlock;
+  static constexpr int kScaleBytes =
+      D::kGroupScalesInMainloop && !kBlockCodesFromGlobal ? D::kScaleCodeBytes : 0;
   static constexpr int kZeroBytes = C::kZeroPoint != kZeroNone ? D::kZeroCodeBytes : 0;
   // One stage: [activations kBlockM x 128 B][weights kWarps x step][scale codes][zero codes].
   static constexpr int kWeightOffset = dense_wgmma_weight_offset(C::kBlockM);
@@ -93,7 +98,8 @@ struct DenseWgmma {
   static constexpr int kStepsPerGroup = kFoldGroups ? C::kGroupK / kStepK : 1;
   static_assert(!kFoldGroups || (C::kGroupK % kStepK == 0 && !C::kAccF16),
                 "8-bit activations fold f32 groups of whole K steps (128 k)");
-  static_assert(C::kScaleKind != kScaleBlock, "block scales use the mma.sync kernel");
+  static_assert(C::kScaleKind != kScaleBlock || kActBits == 8,
+                "block scales on 16-bit activations use the mma.sync kernel");
   static_assert(!C::kTma || C::kDecoupled, "TMA copies complete on the stages' mbarriers");
   static_assert(!C::kProducer || C::kTma, "the copying warp copies with TMA");
   // With TMA (C::kTma), one thread copies a stage's activation tile and weight chunks as two
@@ -394,8 +400,19 @@ struct DenseWgmma {
     };
     // Issues the 4 wgmma of step i in stage s (A: the registers, B: its activation tile).
     const uint64_t descriptor0 = ptx::smem_descriptor_k_sw128(pinned(base_address));
+    // Block scales: the codes of the rows g and g + 8 for the step in flight, loaded as it is
+    // issued (their latency hides behind its wgmma).
+    uint32 block_lo = 0, block_hi = 0;
     auto issue = [&](int s, const uint32 (&a)[16], int i) {
       const uint64_t stage_descriptor = ptx::advance_descriptor(descriptor0, s * kStageBytes);
+      if constexpr (kBlockCodesFromGlobal) {
+        const int64_t group = (kc_begin + i) * kStepK / C::kGroupK;
+        const int64_t channel = strip0 * 16 + row;
+        const void* codes = static_cast<const char*>(p.scales) +
+                            group * p.scale_cols * D::kScaleCodeBytes;
+        block_lo = D::scale_code(codes, channel / C::kGroupN);
+        block_hi = D::scale_code(codes, (channel + 8) / C::kGroupN);
+      }
       ptx::wgmma_fence();
       if constexpr (kFoldGroups) {
         // The first step of a group (or of this split) starts `part` afresh.
@@ -420,9 +437,15 @@ struct DenseWgmma {
       if constexpr (kFoldGroups) {
         const int64_t kc = kc_begin + i;
         if ((kc + 1) % kStepsPerGroup != 0 && i + 1 != n) return;
-        const void* codes = smem_raw + scales_at + s * kStageBytes;
-        float lo = D::scale_from_code(D::scale_code(codes, 0));
-        float hi = D::scale_from_code(D::scale_code(codes, 8));
+        float lo, hi;
+        if constexpr (kBlockCodesFromGlobal) {
+          lo = D::scale_from_code(block_lo);
+          hi = D::scale_from_code(block_hi);
+        } else {
+          const void* codes = smem_raw + scales_at + s * kStageBytes;
+          lo = D::scale_from_code(D::scale_code(codes, 0));
+          hi = D::scale_from_code(D::scale_code(codes, 8));
+        }
         if constexpr (C::kScaleKind == kScaleGroupTensor) {
           // Group x tensor: the global scale joins the group's here, not in the epilogue, so a
           // group scale near its dtype's top (the global then tiny) cannot overflow f32.
