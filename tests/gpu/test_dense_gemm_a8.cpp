@@ -167,10 +167,10 @@ const FormatCase kCases[] = {
     {"w=e2m1 a=e4m3 c=f16 s=f16:g256 n=136 k=896", 2e-3},
     {"w=e4m3 a=e4m3 c=bf16 s=bf16:g128+tensor bias=1 n=96 k=512", 1e-2},
     {"w=uint4b8 a=e4m3 c=bf16 s=bf16:g256 n=128 k=3840", 1e-2},
-    // Block scales (DeepSeek-style 128 x 128, and 64-row blocks of two steps), read per step
-    // from global memory; N = 200 ends inside a row block.
+    // Block scales (bKxN: DeepSeek-style 128 x 128, and 256-k x 64-row blocks of two steps),
+    // read per step from global memory; N = 200 ends inside a row block.
     {"w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=200 k=640", 1e-2},
-    {"w=e2m1 a=e4m3 c=bf16 s=bf16:b64x256 n=136 k=896", 1e-2},
+    {"w=e2m1 a=e4m3 c=bf16 s=bf16:b256x64 n=136 k=896", 1e-2},
     // A tensor-parallel slice (N = 10944, K = 7392 of a 14B-class MLP).
     {"w=e4m3 a=e4m3 c=bf16 s=bf16:channel n=10944 k=7392", 1e-2},
 };
@@ -236,7 +236,7 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
                          Exact{"w=e2m1 a=e5m2 c=f16 s=tensor n=72 k=320", 0, 15},
                          Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=200 k=640", 5, 11},
                          Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g256 n=128 k=3840", 6, 10},
-                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:b64x128 n=200 k=640", 5, 11}}) {
+                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:b128x64 n=200 k=640", 5, 11}}) {
     Layer L = exact_layer(e.text, rng, e.lo, e.hi);
     for (const char* tuning : {static_cast<const char*>(nullptr), kWgmmaWide, kWgmmaAhead,
                                kWgmmaTma, kWgmmaCluster, kWgmmaProducer})
