@@ -58,6 +58,16 @@ void encode_tma(const runtime::Device& device, const core::Format& f, const tune
     encode_codes(p.zeros, shape.zero_point_element_bytes, p.tma_z, "HM_ARG_ZEROS");
 }
 
+// What the 8-bit path adds to a call (docs/activations.md); "" for 16-bit activations.
+std::string activation_path(const core::Format& f) {
+  if (f.activation.bits() != 8) return "";
+  std::string path = "; " + f.activation.name() + " activations with per-token scales";
+  if (f.has_group_scales())
+    path += ", " + std::string(f.scale_kind == core::ScaleKind::kBlock ? "block" : "group") +
+            " scales folded in f32 every " + std::to_string(f.group_k) + " k";
+  return path;
+}
+
 }  // namespace
 
 DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& f,
@@ -77,7 +87,7 @@ std::string describe_dense(const tune::DenseTile& tile, const core::Format& f,
          std::to_string(launch.splits) + (launch.cluster ? " (cluster split-K " : " (split-K ") +
          std::to_string(launch.splits) + " x " + std::to_string(launch.k_chunks_per_split) +
          " K steps of " + std::to_string(tune::dense_k_step(tile, f)) + "), workspace " +
-         std::to_string(g.workspace_bytes) + " bytes";
+         std::to_string(g.workspace_bytes) + " bytes" + activation_path(f);
 }
 
 void launch_dense(const runtime::Device& device, runtime::CUfunction function,

@@ -26,7 +26,8 @@ DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& fo
                              const quant::PackedShape& shape, int64_t m, int multiprocessors);
 
 // "wg_bm16_w4_st8_b4_mb_tma_pw_cs grid 64x1x8 (cluster split-K 8 x 8 K steps of 64), workspace
-// 0 bytes" (hm_plan_describe, after the family's name).
+// 0 bytes" (hm_plan_describe, after the family's name), and for 8-bit activations the path
+// ("; e4m3 activations with per-token scales, group scales folded in f32 every 128 k").
 std::string describe_dense(const tune::DenseTile& tile, const core::Format& format,
                            const DenseGeometry& geometry, bool aligned_k);
 

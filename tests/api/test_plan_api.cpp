@@ -118,6 +118,16 @@ class PlanApi : public hm::test::MockDriverTest {
   }
 };
 
+// hm_plan_describe says which path an 8-bit activation call takes.
+TEST_F(PlanApi, DescribeNamesTheEightBitActivationPath) {
+  expect_tile("w=uint4b8 a=e4m3 c=bf16 s=bf16:g128 n=256 k=256", nullptr, 300,
+              "e4m3 activations with per-token scales, group scales folded in f32 every 128 k");
+  expect_tile("w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=256 k=256", nullptr, 1,
+              "block scales folded in f32 every 128 k");
+  expect_tile("w=e2m1 a=e5m2 c=bf16 s=bf16:channel n=256 k=256", nullptr, 16,
+              "K steps of 128), workspace 0 bytes; e5m2 activations with per-token scales");
+}
+
 TEST_F(PlanApi, FormatsWithoutAKernelAreRefusedAtCreation) {
   EXPECT_EQ(plan("w=e2m1 a=e4m3 c=bf16 s=e4m3:g32 n=256 k=256", HM_ERROR_UNSUPPORTED), nullptr);
   EXPECT_NE(last_error().find("e4m3 activations"), std::string::npos) << last_error();
