@@ -245,8 +245,11 @@ double expert_absmax(const float* w, const CanonicalShape& sh, int64_t e) {
 }
 
 // The f32 global scale of one expert. kTensor: the expert's ideal scale. kGroupTensor: the largest
-// ideal group scale maps to the scale dtype's largest value (NVFP4: e4m3's 448), so group scales
-// use the dtype's whole range; ue8m0 group scales have range enough and take 1.
+// ideal group scale maps to the scale dtype's largest value when the dtype is narrow (NVFP4:
+// e4m3's 448), so group scales use its whole range; to 1.0 for 16- and 32-bit float scales, whose
+// relative precision is the same across their range and whose largest value would make the
+// dequantized weight overflow (a bf16 group scale near 3e38 times a weight of 6); ue8m0 group
+// scales have range enough and take 1.
 double choose_global(const Plan& p, const float* w, int64_t e) {
   const CanonicalShape& sh = p.shape;
   double ideal_max = 0.0;
@@ -265,7 +268,9 @@ double choose_global(const Plan& p, const float* w, int64_t e) {
   }
   double global = ideal_max;
   if (p.format.scale_kind == ScaleKind::kGroupTensor)
-    global = p.mx ? 1.0 : ideal_max / p.format.scale.max_value();
+    global = p.mx                       ? 1.0
+             : p.format.scale.bits() >= 16 ? ideal_max
+                                           : ideal_max / p.format.scale.max_value();
   auto g = static_cast<float>(global);
   if (!(g > 0.0f) || !std::isfinite(g)) g = 1.0f;  // an all-zero expert, or f32 underflow
   return g;

@@ -306,6 +306,22 @@ TEST(Quantize, ScaleRules) {
       EXPECT_EQ(scale_max, 448.0f);
     }
   }
+  {
+    // Wide float group scales: the largest becomes 1.0, so weight x scale cannot overflow.
+    for (const char* sd : {"bf16", "f16", "f32"}) {
+      const Format f = make_format("uint4b8", sd, ScaleKind::kGroupTensor, 32, 0, "none", 4, 64, 2);
+      const CanonicalShape sh = canonical_shape(f);
+      std::vector<float> w = random_weight(sh, 78);
+      Buffers b = allocate(sh);
+      quantize(f, w.data(), b.view());
+      for (int e = 0; e < 2; ++e) {
+        float scale_max = 0;
+        for (int64_t i = 0; i < 4 * 2; ++i) scale_max = std::max(scale_max, b.scales[e * 8 + i]);
+        EXPECT_EQ(scale_max, 1.0f) << sd;
+        EXPECT_GT(b.global_scale[e], 0.0f) << sd;
+      }
+    }
+  }
 }
 
 // Weights already on the grid come back bit for bit, with the expected codes.
