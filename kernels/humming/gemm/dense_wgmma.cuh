@@ -354,7 +354,7 @@ struct DenseWgmma {
     const int64_t strip0 = work.strip0, m0 = work.m0, kc_begin = work.kc_begin;
     const int n = static_cast<int>(work.kc_end - kc_begin);  // >= 1: the host makes no empty split
     AccFragments<C::kAccF16, 1, kTokenGroups> acc{};
-    AccFragments<false, 1, kFoldGroups ? kTokenGroups : 1> part;  // kFoldGroups: one K group's
+    AccFragments<false, 1, kFoldGroups ? kTokenGroups : 1> part;  // kFoldGroups: a K group's sums
 
     // What a thread reads in every stage, as offsets from smem_raw worked out once and pinned in
     // registers: left to itself the compiler recomputes them (thread index, alignment, window
