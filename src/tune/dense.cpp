@@ -98,8 +98,8 @@ bool wgmma_covers(const core::Format& f, const core::Arch& arch) {
 }
 
 bool wgmma_stages_scale_codes(const core::Format& f) {
-  return f.has_group_scales() &&
-         !(f.scale_kind == core::ScaleKind::kBlock && f.activation.bits() == 8);
+  return gemm::dense_wgmma_stages_scale_codes(f.activation.bits(), f.has_group_scales(),
+                                              f.scale_kind == core::ScaleKind::kBlock);
 }
 
 bool producer_covers(const core::Format& f) {
@@ -337,7 +337,8 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
         tile.block_m, tile.block_n(), gemm::dense_chunks_in_flight(tile.warp_strips, bits)));
   }
   // K steps: 64-wide chunks, or 128 k per step for the wgmma kernel's 8-bit activations.
-  const int64_t k_chunks = (k_padded + dense_k_step(tile, f) - 1) / dense_k_step(tile, f);
+  const int64_t k_step = dense_k_step(tile, f);
+  const int64_t k_chunks = (k_padded + k_step - 1) / k_step;
   const int64_t blocks = l.grid_x * l.grid_y;
   // Small grids split K so that about one wave of blocks (blocks_per_sm on every SM) streams
   // the weights, with at least 4 chunks per split and the f32 partials within 16 MiB.

@@ -83,8 +83,7 @@ bool rows_in_16_byte_units(const core::Format& format);
 // block scales unless the activations are 8-bit (16-bit ones stay on mma.sync).
 bool wgmma_covers(const core::Format& format, const core::Arch& arch);
 // Whether the wgmma kernel stages the format's group / block scale codes per channel in shared
-// memory: group scales (and 16-bit block scales, which it does not run); 8-bit activations read
-// block scales from global memory instead (gemm/dense_wgmma.cuh).
+// memory (gemm/params.h: the kernel asks the same function).
 bool wgmma_stages_scale_codes(const core::Format& format);
 // Whether a wgmma tile with a copying warp (`producer`) covers a format: its scale and zero-point
 // codes must come as TMA boxes (group sizes that are multiples or divisors of 64).

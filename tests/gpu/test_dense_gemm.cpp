@@ -18,6 +18,7 @@ namespace {
 using hm::gpu_test::Activations;
 using hm::gpu_test::Gpu;
 using hm::gpu_test::Layer;
+using hm::gpu_test::device_has_wgmma;
 using hm::gpu_test::encode16;
 using hm::gpu_test::last_error;
 using namespace hm::gpu_test::tunings;
@@ -25,27 +26,7 @@ using namespace hm::gpu_test::tunings;
 // A random layer for `text` (dense_layer.hpp), or with `exact`: uint4b8 codes 6..10 (values
 // -2..2) and power-of-two scales, bias 1, so every product and sum below is exact.
 Layer make_layer(const std::string& text, std::mt19937& rng, bool exact = false) {
-  if (!exact) return hm::gpu_test::make_layer(text, rng);
-  Layer L = hm::gpu_test::parse_layer(text);
-  hm_canonical_sizes_t cs;
-  hm_canonical_sizes_init(&cs);
-  EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
-  std::vector<uint8_t> codes(cs.codes);
-  std::vector<float> scales(cs.scales);
-  std::uniform_int_distribution<int> code(6, 10), pow(-2, 0);
-  for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
-  for (auto& v : scales) v = std::ldexp(1.0f, pow(rng));
-  hm_canonical_weight_t q;
-  hm_canonical_weight_init(&q);
-  q.codes = codes.data();
-  q.scales = cs.scales ? scales.data() : nullptr;
-  hm::gpu_test::pack_canonical(L, q);
-  if (L.has_bias) {
-    L.bias.resize(L.n);
-    L.bias_codes.resize(L.n);
-    for (int64_t i = 0; i < L.n; ++i) L.bias_codes[i] = encode16(L.out, 1.0, &L.bias[i]);
-  }
-  return L;
+  return exact ? hm::gpu_test::exact_layer(text, rng, 6, 10) : hm::gpu_test::make_layer(text, rng);
 }
 
 // Runs the plan (default tiles, or the `tuning` JSON) for m tokens, twice (the second call
@@ -151,13 +132,6 @@ bool tuning_covers(Gpu& gpu, const Layer& L, const char* tuning, const char* rea
   EXPECT_EQ(st, HM_ERROR_UNSUPPORTED) << last_error();
   EXPECT_NE(last_error().find(reason), std::string::npos) << last_error();
   return false;
-}
-
-bool device_has_wgmma(Gpu& gpu) {
-  hm_device_info_t info;
-  hm_device_info_init(&info);
-  return hm_context_device_info(gpu.ctx, &info) == HM_SUCCESS && info.cc_major == 9 &&
-         info.cc_minor == 0;
 }
 
 class DenseGemm : public testing::TestWithParam<FormatCase> {};

@@ -19,15 +19,10 @@ namespace {
 
 using hm::gpu_test::Gpu;
 using hm::gpu_test::Layer;
+using hm::gpu_test::device_has_wgmma;
+using hm::gpu_test::exact_layer;
 using hm::gpu_test::last_error;
 using namespace hm::gpu_test::tunings;
-
-bool device_has_wgmma(Gpu& gpu) {
-  hm_device_info_t info;
-  hm_device_info_init(&info);
-  return hm_context_device_info(gpu.ctx, &info) == HM_SUCCESS && info.cc_major == 9 &&
-         info.cc_minor == 0;
-}
 
 // 8-bit activations of m tokens: codes (one byte each), per-token f32 scales and the exact
 // values code * scale in f64.
@@ -82,27 +77,6 @@ Activations8 exact_activations(const Layer& L, int64_t m, std::mt19937& rng) {
   for (auto& s : a.scales) s = std::ldexp(1.0f, pow(rng));
   fill_values(a, L.act, m, L.k);
   return a;
-}
-
-// A layer whose canonical codes are drawn uniformly from [lo, hi] with power-of-two scales
-// (2^-2 .. 2^0): exact in every product for the weight types used below.
-Layer exact_layer(const std::string& text, std::mt19937& rng, int lo, int hi) {
-  Layer L = hm::gpu_test::parse_layer(text);
-  hm_canonical_sizes_t cs;
-  hm_canonical_sizes_init(&cs);
-  EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
-  std::vector<uint8_t> codes(cs.codes);
-  std::vector<float> scales(cs.scales), global(cs.global_scale, 0.5f);
-  std::uniform_int_distribution<int> code(lo, hi), pow(-2, 0);
-  for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
-  for (auto& v : scales) v = std::ldexp(1.0f, pow(rng));
-  hm_canonical_weight_t q;
-  hm_canonical_weight_init(&q);
-  q.codes = codes.data();
-  q.scales = cs.scales ? scales.data() : nullptr;
-  q.global_scale = cs.global_scale ? global.data() : nullptr;
-  hm::gpu_test::pack_canonical(L, q);
-  return L;
 }
 
 struct Result {

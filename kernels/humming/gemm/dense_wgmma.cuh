@@ -68,11 +68,12 @@ struct DenseWgmma {
   static constexpr int kLaneWords = kStepChunks * kBits;             // ... per lane, in words
   static constexpr int kSlots = D::kGroupSlots;
   // Block scales with 8-bit activations: a row's code is read from global memory as each step
-  // is issued (a block of channels shares one), not staged per channel.
+  // is issued (a block of channels shares one), not staged per channel (params.h).
+  static constexpr bool kStagesScaleCodes = dense_wgmma_stages_scale_codes(
+      C::kActBits, D::kGroupScalesInMainloop, C::kScaleKind == kScaleBlock);
   static constexpr bool kBlockCodesFromGlobal =
-      C::kActBits == 8 && C::kScaleKind == kScaleBlock;
-  static constexpr int kScaleBytes =
-      D::kGroupScalesInMainloop && !kBlockCodesFromGlobal ? D::kScaleCodeBytes : 0;
+      D::kGroupScalesInMainloop && !kStagesScaleCodes;
+  static constexpr int kScaleBytes = kStagesScaleCodes ? D::kScaleCodeBytes : 0;
   static constexpr int kZeroBytes = C::kZeroPoint != kZeroNone ? D::kZeroCodeBytes : 0;
   // One stage: [activations kBlockM x 128 B][weights kWarps x step][scale codes][zero codes].
   static constexpr int kWeightOffset = dense_wgmma_weight_offset(C::kBlockM);
@@ -406,7 +407,7 @@ struct DenseWgmma {
     auto issue = [&](int s, const uint32 (&a)[16], int i) {
       const uint64_t stage_descriptor = ptx::advance_descriptor(descriptor0, s * kStageBytes);
       if constexpr (kBlockCodesFromGlobal) {
-        const int64_t group = (kc_begin + i) * kStepK / C::kGroupK;
+        const int64_t group = D::group_of_slot(kc_begin + i, 0);
         const int64_t channel = strip0 * 16 + row;
         const void* codes = static_cast<const char*>(p.scales) +
                             group * p.scale_cols * D::kScaleCodeBytes;

@@ -100,6 +100,15 @@ constexpr int kDenseMaxClusterSplits = 8;
 HM_PARAMS_HD constexpr int dense_wgmma_step_k(int act_bits) { return 1024 / act_bits; }
 HM_PARAMS_HD constexpr int dense_wgmma_step_chunks(int act_bits) { return 16 / act_bits; }
 
+// Whether the wgmma kernel stages a format's group / block scale codes per channel in each
+// pipeline stage: yes for group scales; block scales with 8-bit activations (one code per block
+// of channels) are read from global memory as each K step is issued instead. (16-bit
+// activations with block scales run on the mma.sync kernel.)
+HM_PARAMS_HD constexpr bool dense_wgmma_stages_scale_codes(int act_bits, bool group_scales,
+                                                           bool block_scales) {
+  return group_scales && !(block_scales && act_bits == 8);
+}
+
 // The element size of the weight's TMA map: a box row (one K step of a strip, 128 bytes per
 // lane word) holds at most 256 elements, so 32-bit words up to 1 KiB and 64-bit ones beyond (the
 // 8-bit activations' two chunks of 5..8-bit weights).

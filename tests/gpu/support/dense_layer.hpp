@@ -186,6 +186,41 @@ inline Layer make_layer(const std::string& text, std::mt19937& rng) {
   return L;
 }
 
+// A layer whose canonical codes are drawn uniformly from [lo, hi], with power-of-two scales
+// (2^-2 .. 2^0), a global scale of 0.5 and a bias of 1 where the format has them: chosen so
+// that every product and sum of an exact-arithmetic test is exact.
+inline Layer exact_layer(const std::string& text, std::mt19937& rng, int lo, int hi) {
+  Layer L = parse_layer(text);
+  hm_canonical_sizes_t cs;
+  hm_canonical_sizes_init(&cs);
+  EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
+  std::vector<uint8_t> codes(cs.codes);
+  std::vector<float> scales(cs.scales), global(cs.global_scale, 0.5f);
+  std::uniform_int_distribution<int> code(lo, hi), pow(-2, 0);
+  for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
+  for (auto& v : scales) v = std::ldexp(1.0f, pow(rng));
+  hm_canonical_weight_t q;
+  hm_canonical_weight_init(&q);
+  q.codes = codes.data();
+  q.scales = cs.scales ? scales.data() : nullptr;
+  q.global_scale = cs.global_scale ? global.data() : nullptr;
+  pack_canonical(L, q);
+  if (L.has_bias) {
+    L.bias.resize(static_cast<size_t>(L.experts * L.n));
+    L.bias_codes.resize(L.bias.size());
+    for (size_t i = 0; i < L.bias.size(); ++i) L.bias_codes[i] = encode16(L.out, 1.0, &L.bias[i]);
+  }
+  return L;
+}
+
+// Whether the context's device is sm_90 (the wgmma kernel's target).
+inline bool device_has_wgmma(const Buffers& gpu) {
+  hm_device_info_t info;
+  hm_device_info_init(&info);
+  return hm_context_device_info(gpu.ctx, &info) == HM_SUCCESS && info.cc_major == 9 &&
+         info.cc_minor == 0;
+}
+
 // The layer's weight-side buffers on the device, set into launch params by set_weights().
 struct DeviceWeights {
   uint64_t w = 0, scales = 0, zeros = 0, global = 0, bias = 0;
