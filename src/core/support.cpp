@@ -25,6 +25,26 @@ double smallest_positive(Dtype d) {
   return std::ldexp(1.0, 1 - d.exponent_bias() - d.mantissa_bits());
 }
 
+}  // namespace
+
+std::optional<ScaleExponentWindow> scale_exponent_window(const Format& f) {
+  const Dtype w = f.weight, a = f.activation;
+  if (f.scale_kind != ScaleKind::kGroupTensor || !is(f.scale, HM_DTYPE_UE8M0)) return std::nullopt;
+  if (!is(a, HM_DTYPE_E4M3) && !is(a, HM_DTYPE_E5M2)) return std::nullopt;
+  // 4-bit signed floats whose mantissa the activation keeps whole (rule R9): the kernel looks
+  // their 8 magnitudes up in a byte table.
+  if (!is_signed_float(w) || w.bits() != 4 || w.mantissa_bits() > a.mantissa_bits() ||
+      w.exponent_bits() > a.exponent_bits())
+    return std::nullopt;
+  const double least_normal = std::ldexp(1.0, 1 - a.exponent_bias());
+  const int lo = static_cast<int>(std::ceil(std::log2(least_normal / smallest_positive(w))));
+  const int hi = static_cast<int>(std::floor(std::log2(a.max_value() / w.max_value())));
+  if (lo > hi) return std::nullopt;
+  return ScaleExponentWindow{lo, hi};
+}
+
+namespace {
+
 // ---------------------------------------------------------------------------------------------
 // The rules. A check returns true when the format breaks the rule and then fills `d`, the
 // offending values. `arch` is null for the format rules.

@@ -74,6 +74,20 @@ IntegerRange weight_integer_range(Dtype weight, Dtype zero_point);
 // Every value of the float dtype `s` is exactly a value of the float dtype `a` (no rescaling).
 bool float_fits_exactly(Dtype s, Dtype a);
 
+// Group scales folded into the weights' exponents (the MXFP4 -> FP8 path, docs/activations.md):
+// ue8m0 group x tensor scales on 4-bit float weights (e2m1) with e4m3 / e5m2 activations. The
+// kernel writes each weight times its group scale 2^e straight into an activation code, exactly,
+// by adding e to the code's exponent; that is exact and stays a normal activation value for e in
+// [lo, hi] (e2m1 on e4m3: [-5, 6], so 0.5 * 2^-5 is e4m3's least normal and 6 * 2^6 = 384 <= 448;
+// on e5m2: [-13, 13]). The f32 global scale carries the rest: quantizers and converters put a
+// layer's (expert's) largest group exponent at hi, and raise the groups below lo to lo, re-rounding
+// their codes. A group scale outside the window reaches the kernel as NaN weights (never a
+// silently wrong product). No window (nullopt) for any other format.
+struct ScaleExponentWindow {
+  int lo, hi;  // group scales 2^lo .. 2^hi
+};
+std::optional<ScaleExponentWindow> scale_exponent_window(const Format& f);
+
 // Which kernel families run a format (valid for the arch) on an arch: their names, none when
 // no kernel does yet. Supplied by the layer that owns the kernels (src/gemm's registry), so the
 // matrix says what runs without core knowing the kernels.

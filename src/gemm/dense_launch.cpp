@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/support.hpp"
 #include "runtime/launch.hpp"
 #include "runtime/tensor_map.hpp"
 
@@ -40,15 +41,16 @@ void encode_tma(const runtime::Device& device, const core::Format& f, const tune
           false},
          p.tma_w, "HM_ARG_B");
   // Scale and zero-point codes [groups][columns], in boxes of [slots][block channels], when a
-  // chunk's slots are consecutive group rows (the kernel asks the same question).
+  // step's slots are consecutive group rows (the kernel asks the same question).
   const int group_k = f.has_group_scales() ? f.group_k : 0;
-  if (!gemm::dense_group_slots_consecutive(group_k)) return;
+  const int step_k = gemm::dense_wgmma_step_k(f.activation.bits());
+  if (!gemm::dense_group_slots_consecutive(group_k, step_k)) return;
   auto encode_codes = [&](const void* codes, int bytes, gemm::DenseParams::TensorMap& out,
                           const char* what) {
     encode({codes, bytes, static_cast<uint64_t>(shape.groups),
             static_cast<uint64_t>(shape.scale_columns),
             static_cast<uint64_t>(shape.scale_columns) * bytes,
-            static_cast<uint32_t>(gemm::dense_group_slots(group_k)),
+            static_cast<uint32_t>(gemm::dense_group_slots(group_k, step_k)),
             static_cast<uint32_t>(tile.block_n()), false},
            out, what);
   };
@@ -62,7 +64,11 @@ void encode_tma(const runtime::Device& device, const core::Format& f, const tune
 std::string activation_path(const core::Format& f) {
   if (f.activation.bits() != 8) return "";
   std::string path = "; " + f.activation.name() + " activations with per-token scales";
-  if (f.has_group_scales())
+  if (const auto window = core::scale_exponent_window(f))
+    path += ", ue8m0 group scales (2^" + std::to_string(window->lo) + " .. 2^" +
+            std::to_string(window->hi) + ") written into the weights' exponents every " +
+            std::to_string(f.group_k) + " k";
+  else if (f.has_group_scales())
     path += ", " + std::string(f.scale_kind == core::ScaleKind::kBlock ? "block" : "group") +
             " scales folded in f32 every " + std::to_string(f.group_k) + " k";
   return path;

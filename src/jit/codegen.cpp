@@ -1,9 +1,11 @@
 #include "jit/codegen.hpp"
 
+#include <optional>
 #include <sstream>
 
 #include "core/arch.hpp"
 #include "core/error.hpp"
+#include "core/support.hpp"
 #include "jit/sha256.hpp"
 
 namespace hm::jit {
@@ -68,15 +70,28 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
            " activations have no kernel yet";
   if (act_8) {
     // The wgmma kernel's 8-bit path (gemm/dequant_a8.cuh): weights converted exactly; channel
-    // and tensor scales in the epilogue, group scales folded in f32 per K group of whole
-    // 128-wide steps (gemm/dense_wgmma.cuh).
+    // and tensor scales in the epilogue; ue8m0 group x tensor scales on 4-bit float weights in
+    // the weights' exponents (core::scale_exponent_window), other group scales folded in f32
+    // per K group of whole 128-wide steps (gemm/dense_wgmma.cuh).
     if (kernel != tune::DenseKernel::kWgmma)
       return act.name() + " activations run on the wgmma kernel (sm_90a) only; mma.sync "
                           "(sm_89 fp8, sm_80 int8) has no 8-bit path yet";
-    if (f.has_group_scales() && f.group_k % 128 != 0)
-      return "group and block scales with " + act.name() + " activations need group_k a multiple of 128 "
-             "(the kernel's K step), not " + std::to_string(f.group_k) +
-             "; smaller groups (MXFP4's 32) are not implemented yet";
+    if (f.has_group_scales() && f.group_k % 128 != 0 && !core::scale_exponent_window(f)) {
+      std::string gap = "group and block scales with " + act.name() +
+                        " activations need group_k a multiple of 128 (the kernel's K step), not " +
+                        std::to_string(f.group_k);
+      if (f.scale.code() == HM_DTYPE_UE8M0 && f.weight.is_float() && f.weight.bits() == 4)
+        gap += "; ue8m0 groups of 32 (MXFP4) run as group x tensor scales, which go into the "
+               "weights' exponents (s=ue8m0:g" + std::to_string(f.group_k) +
+               "+tensor: what the converters and the quantizer write for 8-bit activations)";
+      else
+        gap += "; smaller groups run only as ue8m0 group x tensor scales on 4-bit float weights "
+               "(MXFP4), not as " + f.scale.name() + " scales on " + f.weight.name() + " weights";
+      return gap;
+    }
+    if (core::scale_exponent_window(f) && 128 % f.group_k != 0 && f.group_k % 128 != 0)
+      return "ue8m0 group x tensor scales with " + act.name() + " activations need group_k a "
+             "divisor or a multiple of 128 (the kernel's K step), not " + std::to_string(f.group_k);
     if (f.has_group_scales() && f.accumulator.code() == HM_DTYPE_F16)
       return "group scales with " + act.name() + " activations accumulate in f32 (acc=f32)";
     if (f.has_zero_point())
@@ -136,6 +151,9 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
   if (f.has_zero_point()) zero = f.zero_point.is_integer() ? "::hm::gemm::kZeroInt" : "::hm::gemm::kZeroFloat";
   const bool has_group_k = f.scale_kind == ScaleKind::kGroup || f.scale_kind == ScaleKind::kBlock ||
                            f.scale_kind == ScaleKind::kGroupTensor;
+  // Group scales that go into the 8-bit weights' exponents (gemm/dequant_a8.cuh).
+  const std::optional<core::ScaleExponentWindow> window =
+      act_bits == 8 ? core::scale_exponent_window(f) : std::nullopt;
 
   const char* act = act_bits == 8 ? (act_e4m3 ? "::hm::e4m3" : "::hm::e5m2")
                     : act_f16      ? "::hm::f16"
@@ -165,6 +183,9 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
     << "  static constexpr int kScaleMan = " << scale_man << ";\n"
     << "  static constexpr int kGroupK = " << (has_group_k ? f.group_k : 0) << ";\n"
     << "  static constexpr int kGroupN = " << (f.scale_kind == ScaleKind::kBlock ? f.group_n : 1) << ";\n"
+    << "  static constexpr bool kScaleExponents = " << (window ? "true" : "false") << ";\n"
+    << "  static constexpr int kScaleExpLo = " << (window ? window->lo : 0) << ";\n"
+    << "  static constexpr int kScaleExpHi = " << (window ? window->hi : 0) << ";\n"
     << "  static constexpr bool kHasBias = " << (f.has_bias ? "true" : "false") << ";\n"
     << "  static constexpr bool kAlignedK = " << (aligned_k ? "true" : "false") << ";\n"
     << "  static constexpr bool kMoe = " << (moe ? "true" : "false") << ";\n"

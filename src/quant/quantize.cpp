@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #endif
 
 #include "core/error.hpp"
+#include "core/support.hpp"
 #include "quant/code_table.hpp"
 
 namespace hm::quant {
@@ -102,6 +104,7 @@ struct Plan {
       z_hi = std::min(q_hi, f.zero_point.max_value());
     }
     if (mx) emax_elem = std::ilogb(q_hi);
+    window = core::scale_exponent_window(f);
     if (has_scales) {
       scale_for_zero = round_to(f.scale, 1.0);
       scale_min_positive = f.scale.decode(f.scale.kind() == DtypeKind::kUnsignedFloat ? 0 : 1);
@@ -115,6 +118,9 @@ struct Plan {
   double q_lo = 0, q_hi = 0;  // the weight dtype's value range
   double z_lo = 0, z_hi = 0;  // integer zero points: the weight's and zero-point dtype's ranges
   int emax_elem = 0;
+  // ue8m0 group x tensor scales that the kernel writes into the weights' exponents: every group
+  // exponent within [lo, hi] (core/support.hpp), the global scale carrying the rest.
+  std::optional<core::ScaleExponentWindow> window;
   double scale_for_zero = 1.0, scale_min_positive = 0.0;
 };
 
@@ -162,8 +168,12 @@ GroupScale choose_group_scale(const Plan& p, const Stats& s, double global) {
   } else if (p.mx) {
     // OCP MX: shared exponent = floor(log2(amax)) - emax of the element type; elements then
     // saturate. The exponent is clamped to ue8m0's range [-127, 127].
+    // With an exponent window (group x tensor on 8-bit activations), the clamp is the window's:
+    // the largest group sits at hi (choose_global), groups below lo are raised to lo and their
+    // weights round to the coarser step.
     const int exponent = std::ilogb(s.absmax / global) - p.emax_elem;
-    g.stored = std::ldexp(1.0, std::min(127, std::max(-127, exponent)));
+    const int lo = p.window ? p.window->lo : -127, hi = p.window ? p.window->hi : 127;
+    g.stored = std::ldexp(1.0, std::min(hi, std::max(lo, exponent)));
   } else {
     g.stored = round_to(p.format.scale, ideal / global);
     if (g.stored == 0.0) g.stored = p.scale_min_positive;  // underflow: keep dequant finite
@@ -249,13 +259,15 @@ double expert_absmax(const float* w, const CanonicalShape& sh, int64_t e) {
 // e4m3's 448), so group scales use its whole range; to 1.0 for 16- and 32-bit float scales, whose
 // relative precision is the same across their range and whose largest value would make the
 // dequantized weight overflow (a bf16 group scale near 3e38 times a weight of 6); ue8m0 group
-// scales have range enough and take 1.
+// scales have range enough and take 1, unless the kernel writes them into the weights'
+// exponents (an exponent window): then the expert's largest group exponent maps to the window's
+// top, global = 2^(that exponent - hi).
 double choose_global(const Plan& p, const float* w, int64_t e) {
   const CanonicalShape& sh = p.shape;
-  double ideal_max = 0.0;
+  double ideal_max = 0.0, absmax = 0.0;
   if (p.format.scale_kind == ScaleKind::kTensor || !p.has_zp) {
     Stats s;
-    s.absmax = expert_absmax(w, sh, e);
+    s.absmax = absmax = expert_absmax(w, sh, e);
     ideal_max = ideal_scale(p, s);
   } else {
     for (int64_t r = 0; r < sh.scale_rows; ++r) {
@@ -267,7 +279,9 @@ double choose_global(const Plan& p, const float* w, int64_t e) {
     }
   }
   double global = ideal_max;
-  if (p.format.scale_kind == ScaleKind::kGroupTensor)
+  if (p.format.scale_kind == ScaleKind::kGroupTensor && p.window) {
+    global = absmax > 0.0 ? std::ldexp(1.0, std::ilogb(absmax) - p.emax_elem - p.window->hi) : 1.0;
+  } else if (p.format.scale_kind == ScaleKind::kGroupTensor)
     global = p.mx                       ? 1.0
              : p.format.scale.bits() >= 16 ? ideal_max
                                            : ideal_max / p.format.scale.max_value();

@@ -2,8 +2,10 @@
 #include "schema/common.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/support.hpp"
@@ -47,6 +49,81 @@ void set_scale_dtype(Layer& layer, Dtype stored) {
     HM_REQUIRE(std::isfinite(s), HM_ERROR_NON_FINITE, "a weight scale is not finite");
     s = static_cast<float>(f.scale.decode(f.scale.encode(s)));
   }
+}
+
+int64_t fold_scale_exponents(Layer& layer) {
+  core::Format& f = layer.format;
+  if (f.scale_kind != core::ScaleKind::kGroup && f.scale_kind != core::ScaleKind::kGroupTensor)
+    return 0;
+  core::Format folded = f;
+  folded.scale_kind = core::ScaleKind::kGroupTensor;
+  const std::optional<core::ScaleExponentWindow> window = core::scale_exponent_window(folded);
+  if (!window) return 0;
+  const int64_t experts = f.experts, n = f.n, k = f.k, group_k = f.group_k;
+  const int64_t groups = (k + group_k - 1) / group_k;
+  HM_REQUIRE(static_cast<int64_t>(layer.scales.size()) == experts * n * groups &&
+                 static_cast<int64_t>(layer.codes.size()) == experts * n * k,
+             HM_ERROR_INTERNAL, "fold_scale_exponents: the layer's buffers do not match its format");
+  const bool had_global = f.scale_kind == core::ScaleKind::kGroupTensor;
+  const core::Dtype w = f.weight;
+  const uint32_t magnitude = (1u << (w.bits() - 1)) - 1;  // a 4-bit float's code without its sign
+  std::vector<float> global(static_cast<size_t>(experts), 1.0f);
+  int64_t raised = 0;
+  for (int64_t x = 0; x < experts; ++x) {
+    // The largest exponent of a group with a nonzero code (all-zero groups do not count: any
+    // scale serves them).
+    std::vector<int> row_top(static_cast<size_t>(n), INT32_MIN);
+    parallel_for(n, k, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* codes = layer.codes.data() + (x * n + r) * k;
+        for (int64_t g = 0; g < groups; ++g) {
+          bool any = false;
+          for (int64_t c = g * group_k; c < std::min(k, (g + 1) * group_k) && !any; ++c)
+            any = (codes[c] & magnitude) != 0;
+          if (any)
+            row_top[static_cast<size_t>(r)] =
+                std::max(row_top[static_cast<size_t>(r)],
+                         std::ilogb(layer.scales[static_cast<size_t>((x * n + r) * groups + g)]));
+        }
+      }
+    });
+    const int top = *std::max_element(row_top.begin(), row_top.end());
+    const int shift = top == INT32_MIN ? 0 : top - window->hi;  // global = 2^shift
+    const double g0 = had_global ? layer.global_scale.at(static_cast<size_t>(x)) : 1.0;
+    const auto g = static_cast<float>(std::ldexp(g0, shift));
+    HM_REQUIRE(std::isfinite(g) && g > 0.0f, HM_ERROR_NON_FINITE,
+               "expert " + std::to_string(x) + ": the global scale 2^" + std::to_string(shift) +
+                   " that puts its group scales in the kernel's exponent window is not a finite "
+                   "positive f32");
+    global[static_cast<size_t>(x)] = g;
+    std::vector<int64_t> row_raised(static_cast<size_t>(n), 0);
+    parallel_for(n, k, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        uint8_t* codes = layer.codes.data() + (x * n + r) * k;
+        for (int64_t gi = 0; gi < groups; ++gi) {
+          float& scale = layer.scales[static_cast<size_t>((x * n + r) * groups + gi)];
+          const int e = std::ilogb(scale) - shift;
+          if (e < window->lo) {
+            // Raised to the bottom: each value v becomes v * 2^(e - lo) in the weight's codes.
+            bool changed = false;
+            for (int64_t c = gi * group_k; c < std::min(k, (gi + 1) * group_k); ++c) {
+              if ((codes[c] & magnitude) == 0) continue;
+              const auto code = static_cast<uint8_t>(
+                  w.encode(std::ldexp(w.decode(codes[c]), e - window->lo)));
+              changed = changed || code != codes[c];
+              codes[c] = code;
+            }
+            row_raised[static_cast<size_t>(r)] += changed;
+          }
+          scale = std::ldexp(1.0f, std::min(window->hi, std::max(window->lo, e)));
+        }
+      }
+    });
+    for (int64_t v : row_raised) raised += v;
+  }
+  f.scale_kind = core::ScaleKind::kGroupTensor;
+  layer.global_scale = std::move(global);
+  return raised;
 }
 
 void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,

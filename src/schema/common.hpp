@@ -38,6 +38,16 @@ void set_scale_dtype(Layer& layer, core::Dtype stored);
 void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,
                         const io::TensorView& zero_tensor_for_messages);
 
+// For 8-bit activations: ue8m0 group scales on 4-bit float weights (MXFP4) become group x tensor
+// scales within the kernel's exponent window (core::scale_exponent_window), so the kernel writes
+// them into the weights' exponents. Per expert: the largest exponent of a group with a nonzero
+// code goes to the window's top, the global scale takes the difference (times any global the
+// layer had); a group more than the window's width below is raised to its bottom and its codes
+// re-rounded to nearest even (the one lossy step, docs/convert.md; none when every expert's group
+// exponents span at most the window). Does nothing for other formats. Call after the activation
+// and the scales are set. Returns how many groups were raised.
+int64_t fold_scale_exponents(Layer& layer);
+
 // Act-order: from g_idx [K] (group of each input column), the permutation that makes the groups
 // contiguous (empty when g_idx already is k / group_k). Fails naming g_idx when a group id is out
 // of range or a group does not have group_k members (the last may be smaller).

@@ -6,7 +6,9 @@
 //   mxfp4     gpt-oss experts: <proj>_blocks uint8 [E, N, K/32, 16], <proj>_scales uint8 e8m0
 //             [E, N, K/32], <proj>_bias [E, N]; w = e2m1 * 2^(s - 127). Gate/up projections
 //             interleave their rows (even = gate, odd = up); options.split_gate_up reorders them
-//             into [gate rows, up rows].
+//             into [gate rows, up rows]. With 8-bit activations (--act e4m3 / e5m2) the e8m0
+//             scales become group x tensor scales in the kernel's exponent window
+//             (fold_scale_exponents).
 // input_scale / input_global_scale tensors are accepted and ignored.
 #include <cmath>
 #include <cstring>
@@ -165,6 +167,8 @@ Layer convert_mxfp4(const LayerTensors& t, const Options& options) {
     }
   });
   set_scale_dtype(layer, dtype(HM_DTYPE_UE8M0));
+  // 8-bit activations: the scales go into the weights' exponents, within the kernel's window.
+  fold_scale_exponents(layer);
   if (bias) {
     set_bias(layer, bias, e, n);
     if (options.split_gate_up) {

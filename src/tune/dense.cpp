@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/support.hpp"
 #include "core/quote.hpp"
 #include <humming/gemm/params.h>
 #include <humming/layout/spec.h>
@@ -103,7 +104,8 @@ bool wgmma_stages_scale_codes(const core::Format& f) {
 }
 
 bool producer_covers(const core::Format& f) {
-  return gemm::dense_group_slots_consecutive(f.has_group_scales() ? f.group_k : 0);
+  return gemm::dense_group_slots_consecutive(f.has_group_scales() ? f.group_k : 0,
+                                             gemm::dense_wgmma_step_k(f.activation.bits()));
 }
 
 namespace {
@@ -163,8 +165,8 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
     // group's products, gemm/dense_wgmma.cuh): the tiles of 128 tokens and more, whose two
     // accumulator sets take 128-256 registers, become one 128-token tile of 8 warps without a
     // copying warp (with one, the 288-thread block's register cap made NVRTC spill). Not tuned
-    // (NOTES v21).
-    if (f.activation.bits() == 8 && f.has_group_scales()) {
+    // (NOTES v21). Group scales that go into the weights' exponents need no second set.
+    if (f.activation.bits() == 8 && f.has_group_scales() && !core::scale_exponent_window(f)) {
       const DenseTile to_128 = wgmma(128, 8, 4, 1, kTma | kAhead | kCluster);
       for (DenseRange& r : ranges)
         if (r.tile.block_m >= 128) r.tile = to_128;
@@ -329,7 +331,8 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
     const int group_k = f.has_group_scales() ? f.group_k : 0;
     l.smem_bytes = static_cast<uint32_t>(gemm::dense_wgmma_smem_bytes(
         tile.block_m, tile.warps, tile.stages,
-        bits * gemm::dense_wgmma_step_chunks(f.activation.bits()), gemm::dense_group_slots(group_k),
+        bits * gemm::dense_wgmma_step_chunks(f.activation.bits()),
+        gemm::dense_group_slots(group_k, gemm::dense_wgmma_step_k(f.activation.bits())),
         wgmma_stages_scale_codes(f) ? code_bytes(f.scale) : 0,
         f.has_zero_point() ? code_bytes(f.zero_point) : 0));
   } else {

@@ -120,6 +120,24 @@ TEST(KernelSupportApi, NamesFamiliesAndSaysWhatIsMissing) {
   EXPECT_NE(last_error().find("need group_k a multiple of 128"), std::string::npos)
       << last_error();
   hm_format_destroy(f);
+  // MXFP4 on FP8 activations: ue8m0 groups of 32 run as group x tensor scales (the weights'
+  // exponents); as plain group scales they are refused, naming the form that runs.
+  ASSERT_EQ(hm_format_parse("w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=4096 k=4096", &f),
+            HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
+  hm_format_destroy(f);
+  ASSERT_EQ(hm_format_parse("w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32 n=4096 k=4096", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "");
+  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("s=ue8m0:g32+tensor"), std::string::npos) << last_error();
+  hm_format_destroy(f);
+  // e4m3 group scales (NVFP4's kind; its groups of 16 already break rule R18) cannot go into
+  // 8-bit weights exactly: groups below 128 are refused.
+  ASSERT_EQ(hm_format_parse("w=e2m1 a=e4m3 c=bf16 s=e4m3:g32+tensor n=4096 k=4096", &f),
+            HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "");
+  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
+  hm_format_destroy(f);
 
   EXPECT_EQ(hm_format_kernels(nullptr, "sm_90a", nullptr, 0, nullptr), HM_ERROR_INVALID_ARGUMENT);
 }

@@ -3,6 +3,7 @@
 // activations' exact values (code x per-token scale, in f64) by the host-dequantized weight, so
 // the only error left is the kernel's f32 (or f16) accumulation and the output rounding.
 // Skipped (exit 77) without a GPU; formats the device cannot run (no sm_90a) are skipped too.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -81,6 +82,7 @@ Activations8 exact_activations(const Layer& L, int64_t m, std::mt19937& rng) {
 
 struct Result {
   double rel_err, max_abs;
+  std::vector<double> got, ref;  // [m][n]: the output decoded, and the f64 reference
 };
 
 // Runs the plan (default tiles, or `tuning`) twice for the activations (the second call checks
@@ -92,7 +94,7 @@ Result run(Gpu& gpu, Layer& L, const Activations8& a, int64_t m, const char* tun
   options.tuning_json = tuning;
   hm_plan_t* plan = nullptr;
   EXPECT_EQ(hm_plan_create(gpu.ctx, L.format, &options, &plan), HM_SUCCESS) << last_error();
-  if (!plan) return {1e9, 1e9};
+  if (!plan) return {1e9, 1e9, {}, {}};
   EXPECT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
   uint64_t ws_bytes = 0;
   EXPECT_EQ(hm_plan_workspace_size(plan, m, &ws_bytes), HM_SUCCESS) << last_error();
@@ -110,9 +112,9 @@ Result run(Gpu& gpu, Layer& L, const Activations8& a, int64_t m, const char* tun
   hm_launch_params_destroy(p);
   hm_plan_destroy(plan);
   gpu.free_all();
-  Result r{hm::gpu_test::relative_error(L, out, ref), 0};
+  Result r{hm::gpu_test::relative_error(L, out, ref), 0, std::vector<double>(ref.size()), ref};
   for (size_t i = 0; i < ref.size(); ++i) {
-    double got = 0;
+    double& got = r.got[i];
     hm_dtype_decode(L.out, out[i], &got);
     r.max_abs = std::max(r.max_abs, std::isfinite(got) ? std::fabs(got - ref[i]) : 1e9);
   }
@@ -145,6 +147,14 @@ const FormatCase kCases[] = {
     // read per step from global memory; N = 200 ends inside a row block.
     {"w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=200 k=640", 1e-2},
     {"w=e2m1 a=e4m3 c=bf16 s=bf16:b256x64 n=136 k=896", 1e-2},
+    // ue8m0 group x tensor scales on 4-bit float weights (MXFP4 with FP8 activations): the group
+    // exponents go into the weights (no fold); groups of 32 (four per step), 64, 128 and 256,
+    // e5m2 activations, another 4-bit float (e1m2), a bias, and K = 320 / 896 with a half step.
+    {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=200 k=640", 1e-2},
+    {"w=e2m1 a=e4m3 c=f16 s=ue8m0:g64+tensor bias=1 n=136 k=896", 2e-3},
+    {"w=e2m1 a=e5m2 c=bf16 s=ue8m0:g32+tensor n=72 k=320", 1e-2},
+    {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g128+tensor n=128 k=3840", 1e-2},
+    {"w=e1m2 a=e4m3 c=f16 s=ue8m0:g256+tensor n=64 k=1024", 2e-3},
     // A tensor-parallel slice (N = 10944, K = 7392 of a 14B-class MLP).
     {"w=e4m3 a=e4m3 c=bf16 s=bf16:channel n=10944 k=7392", 1e-2},
 };
@@ -220,6 +230,125 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
         EXPECT_EQ(r.max_abs, 0.0) << e.text << " m=" << m << " rel err " << r.rel_err
                                   << " tuning " << (tuning ? tuning : "default");
       }
+  }
+}
+
+// ue8m0 group x tensor scales in the weights' exponents (gemm/dequant_a8.cuh): every 4-bit code
+// times every exponent of the window must come out exact. Row r's groups take the exponents b_r
+// and b_r + 1 (b_r cycling over the window), so each output sums over a narrow range (exact in
+// the accumulator) while every table offset, and two different exponents among a step's slots,
+// are used. Then one group's scale is set outside the window: its row (only that one) is NaN.
+TEST(DenseGemmA8Exact, ScaleExponentsBitExactAcrossTheWindow) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  std::mt19937 rng(26);
+  struct Case {
+    const char* text;
+    int lo, hi;  // the window (core::scale_exponent_window)
+  };
+  for (const Case& c : {Case{"w=e2m1 a=e4m3 c=f16 s=ue8m0:g32+tensor n=208 k=704", -5, 6},
+                        Case{"w=e2m1 a=e5m2 c=f16 s=ue8m0:g64+tensor n=72 k=320", -13, 13}}) {
+    for (bool poison : {false, true}) {
+      Layer L = hm::gpu_test::parse_layer(c.text);
+      hm_canonical_sizes_t cs;
+      hm_canonical_sizes_init(&cs);
+      ASSERT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
+      std::vector<uint8_t> codes(cs.codes);
+      std::vector<float> scales(cs.scales), global(cs.global_scale, 0.5f);
+      std::uniform_int_distribution<int> code(0, 15);
+      for (auto& v : codes) v = static_cast<uint8_t>(code(rng));
+      const int64_t groups = static_cast<int64_t>(scales.size()) / L.n;
+      for (int64_t r = 0; r < L.n; ++r)
+        for (int64_t g = 0; g < groups; ++g)
+          scales[r * groups + g] =
+              std::ldexp(1.0f, c.lo + static_cast<int>(r % (c.hi - c.lo)) + static_cast<int>((r + g) % 2));
+      const int64_t bad_row = 3;
+      if (poison) {
+        scales[bad_row * groups + 1] = std::ldexp(1.0f, c.hi + 1);
+        codes[bad_row * L.k + L.k / groups + 8] = 7;  // a nonzero code in group 1 (k exact)
+      }
+      hm_canonical_weight_t q;
+      hm_canonical_weight_init(&q);
+      q.codes = codes.data();
+      q.scales = scales.data();
+      q.global_scale = global.data();
+      hm::gpu_test::pack_canonical(L, q);
+      for (const char* tuning : poison ? std::vector<const char*>{nullptr}
+                                       : std::vector<const char*>{nullptr, kWgmmaWide, kWgmmaAhead,
+                                                                  kWgmmaTma, kWgmmaCluster,
+                                                                  kWgmmaProducer})
+        for (int64_t m : {1, 17, 129, 260}) {
+          const Activations8 a = exact_activations(L, m, rng);
+          const Result r = run(gpu, L, a, m, tuning);
+          if (!poison) {
+            EXPECT_EQ(r.max_abs, 0.0) << c.text << " m=" << m << " rel err " << r.rel_err
+                                      << " tuning " << (tuning ? tuning : "default");
+            continue;
+          }
+          int64_t wrong = 0, not_nan = 0;
+          for (int64_t t = 0; t < m; ++t)
+            for (int64_t n = 0; n < L.n; ++n) {
+              const double got = r.got[t * L.n + n];
+              if (n == bad_row)
+                not_nan += !std::isnan(got);
+              else
+                wrong += got != r.ref[t * L.n + n];
+            }
+          EXPECT_EQ(not_nan, 0) << c.text << " m=" << m << ": the poisoned row must be NaN";
+          EXPECT_EQ(wrong, 0) << c.text << " m=" << m << ": the other rows stay exact";
+        }
+    }
+  }
+}
+
+// A gpt-oss style MXFP4 checkpoint (e2m1 blocks, e8m0 scales spanning more than the window)
+// converted for e4m3 activations (hm_convert_layer folds the scales into group x tensor ones in
+// the exponent window) and served as converted, against the f64 reference on the converted
+// canonical weight.
+TEST(DenseGemmA8Convert, Mxfp4CheckpointServesWithE4m3Activations) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  const int64_t n = 288, k = 1024, kb = k / 32;
+  std::mt19937 rng(27);
+  std::vector<uint8_t> blocks(static_cast<size_t>(n * kb * 16)), scales(static_cast<size_t>(n * kb));
+  for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+  std::uniform_int_distribution<int> exponent(108, 124);  // 2^-19 .. 2^-3: wider than the window
+  for (auto& s : scales) s = static_cast<uint8_t>(exponent(rng));
+  hm_checkpoint_tensor_t t[2];
+  hm_checkpoint_tensor_init(&t[0]);
+  t[0].name = "model.layers.0.mlp.down_proj_blocks";
+  t[0].dtype = "U8";
+  t[0].shape[0] = n, t[0].shape[1] = kb, t[0].shape[2] = 16, t[0].ndim = 3;
+  t[0].data = blocks.data(), t[0].bytes = blocks.size();
+  hm_checkpoint_tensor_init(&t[1]);
+  t[1].name = "model.layers.0.mlp.down_proj_scales";
+  t[1].dtype = "U8";
+  t[1].shape[0] = n, t[1].shape[1] = kb, t[1].ndim = 2;
+  t[1].data = scales.data(), t[1].bytes = scales.size();
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.activation = HM_DTYPE_E4M3;
+  hm_converted_layer_t* converted = nullptr;
+  ASSERT_EQ(hm_convert_layer(HM_SCHEME_MXFP4, t, 2, &options, &converted), HM_SUCCESS)
+      << last_error();
+  hm_format_t* format = nullptr;
+  ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
+  char text[256];
+  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
+  hm_format_destroy(format);
+  EXPECT_NE(std::string(text).find("ue8m0:g32+tensor"), std::string::npos) << text;
+  Layer L = hm::gpu_test::parse_layer(text);
+  hm_converted_layer_info_t info;
+  hm_converted_layer_info_init(&info);
+  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
+  hm::gpu_test::pack_canonical(L, info.weight);
+  hm_converted_layer_destroy(converted);
+  for (int64_t m : {1, 7, 64, 200}) {
+    const Activations8 a = quantized_activations(L, m, rng);
+    const Result r = run(gpu, L, a, m);
+    EXPECT_LE(r.rel_err, 1e-2) << text << " m=" << m << " max |diff| " << r.max_abs;
   }
 }
 

@@ -307,6 +307,29 @@ TEST(Quantize, ScaleRules) {
     }
   }
   {
+    // ue8m0 group x tensor on e4m3 activations: the group scales go into the weights' exponents,
+    // within [2^-5, 2^6] (core::scale_exponent_window). The expert's largest group exponent sits
+    // at 2^6, the global scale is the power of two left over, and a group far below is raised to
+    // 2^-5 (its codes then round on that coarser grid). An all-zero expert keeps global 1.
+    Format f = make_format("e2m1", "ue8m0", ScaleKind::kGroupTensor, 32, 0, "none", 1, 96, 2);
+    f.activation = Dtype::parse("e4m3");
+    std::vector<float> w(2 * 96, 0.0f);
+    w[0] = 7.9f;    // group 0: OCP exponent floor(log2 7.9) - 2 = 0, the expert's top -> 2^6
+    w[32] = 0.3f;   // group 1: exponent -4 -> 2^(-4 - 0 + 6) = 2^2
+    w[64] = 1e-6f;  // group 2: exponent -22 -> 2^-16, below the window: raised to 2^-5
+    Buffers b = allocate(canonical_shape(f));
+    quantize(f, w.data(), b.view());
+    EXPECT_EQ(b.global_scale[0], std::ldexp(1.0f, -6));
+    EXPECT_EQ(b.scales[0], 64.0f);
+    EXPECT_EQ(b.codes[0], 7u) << "7.9 saturates to 6 as in plain MX";
+    EXPECT_EQ(b.scales[1], 4.0f);
+    EXPECT_EQ(b.codes[32], 6u) << "0.3 / 2^-4 = 4.8 -> 4";
+    EXPECT_EQ(b.scales[2], std::ldexp(1.0f, -5));
+    EXPECT_EQ(b.codes[64], 0u) << "1e-6 / 2^-11 rounds to 0 on the raised grid";
+    EXPECT_EQ(b.global_scale[1], 1.0f);
+    for (int g = 3; g < 6; ++g) EXPECT_EQ(b.scales[g], 1.0f) << "all-zero groups: scale 1";
+  }
+  {
     // Wide float group scales: the largest becomes 1.0, so weight x scale cannot overflow.
     for (const char* sd : {"bf16", "f16", "f32"}) {
       const Format f = make_format("uint4b8", sd, ScaleKind::kGroupTensor, 32, 0, "none", 4, 64, 2);

@@ -1,6 +1,8 @@
 // FP4 checkpoints: ModelOpt NVFP4 (global multiplies), compressed-tensors nvfp4-pack-quantized
 // (global divides; both conventions tested in both directions), and gpt-oss MXFP4 experts with
 // e8m0 scales, bias and the optional gate/up de-interleaving.
+#include <algorithm>
+
 #include "test_schema_support.hpp"
 
 namespace {
@@ -180,6 +182,60 @@ TEST(Mxfp4Convert, SplitGateUpDeinterleavesRows) {
     }
   expect_bitwise(out.weight, ref, out.format);
   expect_bitwise(out.bias, bias, "bias");
+}
+
+// With e4m3 activations the e8m0 group scales become group x tensor scales inside the kernel's
+// exponent window [2^-5, 2^6] (core::scale_exponent_window): an expert whose group exponents span
+// at most the window's 12 converts exactly (the global scale takes the difference); one that spans
+// more has its lowest groups raised to the window's bottom and their codes re-rounded.
+TEST(Mxfp4Convert, E4m3ActivationsFoldTheScalesIntoTheExponentWindow) {
+  Mxfp4 m = make_mxfp4(73);
+  std::mt19937 rng(74);
+  // Expert 0: exponents 118..129 (12 values, exact). Expert 1: 100..135, wider than the window.
+  // Expert 2: all groups of row 0 zero-coded with a huge scale, which must not move the window.
+  const int64_t groups = m.k / 32;
+  for (int64_t x = 0; x < m.e; ++x)
+    for (int64_t i = 0; i < m.n * groups; ++i)
+      m.scales[x * m.n * groups + i] = static_cast<uint8_t>(
+          x == 1 ? std::uniform_int_distribution<int>(100, 135)(rng)
+                 : std::uniform_int_distribution<int>(118, 129)(rng));
+  for (int64_t i = 0; i < m.k; ++i) m.codes[2 * m.n * m.k + i] = (i & 1) ? 8 : 0;  // +-0
+  for (int64_t g = 0; g < groups; ++g) m.scales[2 * m.n * groups + g] = 200;
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.activation = HM_DTYPE_E4M3;
+  const Converted out = convert(HM_SCHEME_MXFP4, mxfp4_tensors(m), &options);
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+  EXPECT_EQ(out.scale_kind, HM_SCALE_GROUP_TENSOR) << out.format;
+  EXPECT_EQ(out.scale_dtype, HM_DTYPE_UE8M0);
+  EXPECT_EQ(out.activation, HM_DTYPE_E4M3);
+  std::vector<float> ref(m.codes.size());
+  int64_t raised = 0;
+  for (int64_t x = 0; x < m.e; ++x) {
+    int top = INT32_MIN;  // the expert's largest exponent among groups with a nonzero code
+    for (int64_t r = 0; r < m.n; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        bool any = false;
+        for (int64_t i = g * 32; i < (g + 1) * 32; ++i) any |= (m.codes[(x * m.n + r) * m.k + i] & 7) != 0;
+        if (any) top = std::max(top, m.scales[(x * m.n + r) * groups + g] - 127);
+      }
+    const int bottom = top - 11;  // the window is 12 exponents wide
+    for (int64_t r = 0; r < m.n; ++r)
+      for (int64_t i = 0; i < m.k; ++i) {
+        const int64_t row = x * m.n + r;
+        const int e = m.scales[row * groups + i / 32] - 127;
+        double v = e2m1(m.codes[row * m.k + i]);
+        if (e < bottom && v != 0.0) {  // re-rounded at the window's bottom
+          v = round_to(HM_DTYPE_E2M1, std::ldexp(v, e - bottom));
+          ref[row * m.k + i] = f32(std::ldexp(v, bottom));
+          ++raised;
+        } else {
+          ref[row * m.k + i] = f32(std::ldexp(v, e));
+        }
+      }
+  }
+  EXPECT_GT(raised, 0) << "expert 1 spans more than the window";
+  expect_bitwise(out.weight, ref, out.format);
 }
 
 TEST(Mxfp4Convert, NanScaleIsRefused) {

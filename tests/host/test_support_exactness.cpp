@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,45 @@ TEST(SupportExactness, FloatFitsExactlyMatchesBruteForce) {
   EXPECT_TRUE(float_fits_exactly(Dtype::from_code(HM_DTYPE_UE8M0), Dtype::from_code(HM_DTYPE_BF16)));
   EXPECT_FALSE(float_fits_exactly(Dtype::from_code(HM_DTYPE_UE8M0), Dtype::from_code(HM_DTYPE_F16)));
   EXPECT_FALSE(float_fits_exactly(Dtype::from_code(HM_DTYPE_F32), Dtype::from_code(HM_DTYPE_BF16)));
+}
+
+// The exponent window (core::scale_exponent_window) is exactly the set of group exponents e for
+// which every 4-bit float weight value times 2^e is zero or a normal, finite value of the
+// activation (what the kernel's byte table and exponent add produce), checked over e in
+// [-40, 40] for every 4-bit signed float weight and both 8-bit float activations; and it exists
+// only for ue8m0 group x tensor scales.
+TEST(SupportExactness, ScaleExponentWindowMatchesBruteForce) {
+  for (const char* act : {"e4m3", "e5m2"})
+    for (const char* weight : {"e2m1", "e1m2", "e3m0"}) {
+      const Dtype a = Dtype::parse(act), w = Dtype::parse(weight);
+      Format f = Format::parse(std::string("w=") + weight + " a=" + act +
+                               " c=bf16 s=ue8m0:g32+tensor n=64 k=64");
+      const std::optional<ScaleExponentWindow> window = scale_exponent_window(f);
+      const double least_normal = std::ldexp(1.0, 1 - a.exponent_bias());
+      std::vector<int> fits;
+      for (int e = -40; e <= 40; ++e) {
+        bool all = true;
+        for (double v : finite_values(w)) {
+          const double x = std::fabs(std::ldexp(v, e));
+          all = all && (x == 0.0 || (x >= least_normal && x <= a.max_value() && exact_in(a, x)));
+        }
+        if (all) fits.push_back(e);
+      }
+      ASSERT_TRUE(window.has_value()) << weight << " on " << act;
+      ASSERT_FALSE(fits.empty()) << weight << " on " << act;
+      EXPECT_EQ(window->lo, fits.front()) << weight << " on " << act;
+      EXPECT_EQ(window->hi, fits.back()) << weight << " on " << act;
+      EXPECT_EQ(static_cast<int>(fits.size()), window->hi - window->lo + 1) << "no gaps";
+    }
+  const Format e4m3 = Format::parse("w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=64 k=64");
+  EXPECT_EQ(scale_exponent_window(e4m3)->lo, -5);
+  EXPECT_EQ(scale_exponent_window(e4m3)->hi, 6);
+  for (const char* text : {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32 n=64 k=64",
+                           "w=e2m1 a=e4m3 c=bf16 s=e4m3:g16+tensor n=64 k=64",
+                           "w=e2m1 a=bf16 c=bf16 s=ue8m0:g32+tensor n=64 k=64",
+                           "w=e4m3 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=64 k=64",
+                           "w=uint4b8 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=64 k=64"})
+    EXPECT_FALSE(scale_exponent_window(Format::parse(text)).has_value()) << text;
 }
 
 }  // namespace

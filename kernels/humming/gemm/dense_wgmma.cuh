@@ -95,7 +95,11 @@ struct DenseWgmma {
   // accumulators (`part`, overwritten by the group's first wgmma) and are folded into the main
   // ones in f32 with each row's scale of the group once its last step has completed: the scale
   // cannot go into the 8-bit weights without rounding them. Groups are whole K steps.
-  static constexpr bool kFoldGroups = kActBits == 8 && D::kGroupScalesInMainloop;
+  // ue8m0 group x tensor scales on 4-bit float weights (C::kScaleExponents) need no fold: the
+  // dequantization writes each group's exponent into the weights (gemm/dequant_a8.cuh), for
+  // any group_k the atoms allow (slots of 32 k, params.h).
+  static constexpr bool kFoldGroups =
+      kActBits == 8 && D::kGroupScalesInMainloop && !C::kScaleExponents;
   static constexpr int kStepsPerGroup = kFoldGroups ? C::kGroupK / kStepK : 1;
   static_assert(!kFoldGroups || (C::kGroupK % kStepK == 0 && !C::kAccF16),
                 "8-bit activations fold f32 groups of whole K steps (128 k)");
@@ -110,7 +114,8 @@ struct DenseWgmma {
   // The scale and zero-point codes of a chunk are one box too when its group slots are
   // consecutive rows (params.h); then every copy is a TMA and one thread does all of a stage's
   // copying, else the threads that hold a code unit copy it with cp.async as without TMA.
-  static constexpr bool kCodesByTma = C::kTma && dense_group_slots_consecutive(C::kGroupK);
+  static constexpr bool kCodesByTma =
+      C::kTma && dense_group_slots_consecutive(C::kGroupK, kStepK);
   static_assert(!C::kProducer || kCodesByTma,
                 "the copying warp needs the scale / zero-point codes as TMA boxes too");
   static constexpr uint32 kTmaBytes =
@@ -375,7 +380,19 @@ struct DenseWgmma {
         for (int c = 0; c < kStepChunks; ++c)
           load_lane_words<kBits, false>(words[c], smem_raw + weights_at + stage + c * kChunkBytes,
                                         lane_pinned);
-        DequantA8<C>::step_fragments(a, words);
+        if constexpr (C::kScaleExponents) {
+          using Table = typename DequantA8<C>::Table;
+          Table lo[kSlots], hi[kSlots];
+#pragma unroll
+          for (int slot = 0; slot < kSlots; ++slot) {
+            const void* codes = smem_raw + scales_at + stage + slot * kBlockN * kScaleBytes;
+            lo[slot] = DequantA8<C>::exponent_table(D::scale_code(codes, 0));
+            hi[slot] = DequantA8<C>::exponent_table(D::scale_code(codes, 8));
+          }
+          DequantA8<C>::template step_fragments_exp<kSlots>(a, words, lo, hi);
+        } else {
+          DequantA8<C>::step_fragments(a, words);
+        }
       } else {
         uint32 words[kBits];
         D::template load_lane_words<false>(words, smem_raw + weights_at + stage, lane_pinned);

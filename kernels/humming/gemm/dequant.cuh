@@ -87,18 +87,17 @@ struct Dequant {
   static constexpr uint32 kMagic = kIsF16 ? 0x6400u : 0x4300u;  // 1024.0 / 128.0
   static constexpr float kMagicValue = kIsF16 ? 1024.0f : 128.0f;
 
-  // The K groups one 64-wide chunk needs codes for (params.h explains), and the slot of each of
-  // its four 16-wide MMA atoms.
-  static constexpr int kGroupSlots = dense_group_slots(C::kGroupK);
-  static __host__ __device__ constexpr int slot_of_atom(int atom) { return atom / (4 / kGroupSlots); }
-  // The K group of slot `slot` of chunk kc, in kc's integer type (32-bit where the caller knows
-  // the chunk index fits: a division by a constant is then a short multiply).
-  // kc counts the kernel's K steps: 64-wide chunks, or the wgmma kernel's 128-wide steps with
-  // 8-bit activations, whose groups are whole steps (one slot).
+  // The K groups one K step needs codes for (params.h explains), and the slot of each of its
+  // four MMA atoms. kc counts the kernel's K steps: 64-wide chunks, or the wgmma kernel's 128-wide
+  // steps with 8-bit activations (params.h, dense_wgmma_step_k).
   static constexpr int kStepK = dense_wgmma_step_k(C::kActBits);
+  static constexpr int kGroupSlots = dense_group_slots(C::kGroupK, kStepK);
+  static __host__ __device__ constexpr int slot_of_atom(int atom) { return atom / (4 / kGroupSlots); }
+  // The K group of slot `slot` of step kc, in kc's integer type (32-bit where the caller knows
+  // the step index fits: a division by a constant is then a short multiply).
   template <class Int>
   static __device__ __forceinline__ Int group_of_slot(Int kc, int slot) {
-    return C::kGroupK > 0 ? (kc * kStepK + slot * (64 / kGroupSlots)) / C::kGroupK : 0;
+    return C::kGroupK > 0 ? (kc * kStepK + slot * (kStepK / kGroupSlots)) / C::kGroupK : 0;
   }
 
   // Bytes of one scale / zero-point code as stored in the packed tensors.

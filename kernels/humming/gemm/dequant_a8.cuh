@@ -13,16 +13,44 @@
 //  - integers (value q - implicit zero point, |value| <= 2^(m+1) for m activation mantissa bits):
 //    through f16 pairs with the magic number 1024 (exact), then cvt to the 8-bit type (exact for
 //    these small integers).
-// Scales are channel or tensor scales only (the epilogue applies them in f32); group scales and
-// zero points on 8-bit activations are not implemented yet (the family's gap says so).
+// Channel and tensor scales are applied by the epilogue in f32; group scales either fold in f32 per
+// K group (gemm/dense_wgmma.cuh) or, for ue8m0 group x tensor scales on 4-bit float weights
+// (C::kScaleExponents, the MXFP4 -> FP8 path), go into the weights' exponents here:
+//  - a 4-bit float's 8 magnitudes, times 2^kScaleExpLo, are normal activation codes (a byte table
+//    of two registers, fixed per format); a group code e in the window [lo, hi]
+//    (core::scale_exponent_window, the one definition) adds e - lo to the exponent field of the
+//    seven nonzero entries, so one byte permute per register turns four weights into
+//    w * 2^e exactly, with no rescaling of the accumulators; the sign is OR-ed in after.
+//  - a code outside the window makes the group's nonzero weights NaN (the table's entries
+//    become 0x7F), so a scale the quantizer or converter did not place shows in the output
+//    instead of overflowing or flushing silently.
+// Zero points on 8-bit activations are not implemented yet (the family's gap says so).
 #pragma once
 
 #include <humming/core/types.cuh>
 #include <humming/dtype/convert.cuh>
+#include <humming/gemm/dequant.cuh>
 #include <humming/layout/spec.h>
 #include <humming/ptx/mma.cuh>
 
 namespace hm::gemm {
+
+// The activation code (a float of act_man mantissa bits, bias act_bias) of magnitude code c
+// (0..7) of a 4-bit float weight (w_man mantissa bits, bias w_bias), times 2^exp_lo: normal for
+// every c > 0 when exp_lo is the window's lo (core::scale_exponent_window), 0 for c = 0.
+HM_PARAMS_HD constexpr uint32 exponent_table_entry(int c, int w_man, int w_bias, int act_man,
+                                                   int act_bias, int exp_lo) {
+  if (c == 0) return 0;
+  const int e = c >> w_man, m = c & ((1 << w_man) - 1);
+  int x = e - w_bias, p = w_man, r = m;  // value = (1 + r / 2^p) * 2^x
+  if (e == 0) {                          // a subnormal weight, m * 2^(1 - bias - w_man), normalized
+    p = 0;
+    while ((m >> (p + 1)) != 0) ++p;
+    r = m - (1 << p);
+    x = p + 1 - w_bias - w_man;
+  }
+  return static_cast<uint32>(((x + exp_lo + act_bias) << act_man) | (r << (act_man - p)));
+}
 
 template <class C>
 struct DequantA8 {
@@ -31,8 +59,10 @@ struct DequantA8 {
   static constexpr int kActMan = C::kActManBits;
   static constexpr int kActBias = (1 << (C::kActExpBits - 1)) - 1;
   static_assert(C::kActExpBits + kActMan == 7, "e4m3 or e5m2");
-  // The power of two the conversion leaves in every weight (epilogue: C *= 2^kFactorExp).
-  static constexpr int kFactorExp = C::kWeightIsFloat ? kActBias - C::kWeightBias : 0;
+  // The power of two the conversion leaves in every weight (epilogue: C *= 2^kFactorExp); none
+  // when the group scales' exponents go into the weights (they restore the value exactly).
+  static constexpr int kFactorExp =
+      C::kScaleExponents ? 0 : C::kWeightIsFloat ? kActBias - C::kWeightBias : 0;
   // Registers per 64-wide chunk: 2 atoms of m16n8k32, 4 registers each.
   static constexpr int kChunkRegisters = quant::registers_per_chunk(kActBits);
   static_assert(kChunkRegisters == 8, "the 8-bit layout");
@@ -73,6 +103,64 @@ struct DequantA8 {
       const uint32 hi = to_act_pair(Pair<f16>::sub(magic_pair<2>(x), kOffset));
       return lo | (hi << 16);
     }
+  }
+
+  // ---- group scales in the exponents (C::kScaleExponents) -----------------------------------
+  static constexpr uint32 table_word(int first) {
+    return exponent_table_entry(first, C::kWeightManBits, C::kWeightBias, kActMan, kActBias,
+                                C::kScaleExpLo) |
+           (exponent_table_entry(first + 1, C::kWeightManBits, C::kWeightBias, kActMan, kActBias,
+                                 C::kScaleExpLo) << 8) |
+           (exponent_table_entry(first + 2, C::kWeightManBits, C::kWeightBias, kActMan, kActBias,
+                                 C::kScaleExpLo) << 16) |
+           (exponent_table_entry(first + 3, C::kWeightManBits, C::kWeightBias, kActMan, kActBias,
+                                 C::kScaleExpLo) << 24);
+  }
+  static constexpr int kExpWindow = C::kScaleExpHi - C::kScaleExpLo;  // + 1 codes
+  static constexpr uint32 kTableLo = C::kScaleExponents ? table_word(0) : 0;
+  static constexpr uint32 kTableHi = C::kScaleExponents ? table_word(4) : 0;
+  static constexpr int kLeastField = C::kScaleExponents ? int((kTableLo >> 8 & 0xFFu) >> kActMan) : 1;
+  static constexpr int kMostField = C::kScaleExponents ? int((kTableHi >> 24) >> kActMan) + kExpWindow : 0;
+  static_assert(!C::kScaleExponents || (C::kWeightIsFloat && kBits == 4),
+                "group scales go into the exponents of 4-bit float weights only");
+  static_assert(kLeastField >= 1, "every nonzero table entry is a normal activation code");
+  static_assert(kMostField < (1 << C::kActExpBits) - 1 ||
+                    (C::kActExpBits == 4 && kMostField == 15 &&
+                     (((kTableHi >> 24) & ((1u << kActMan) - 1)) != (1u << kActMan) - 1)),
+                "the window's top stays finite (e4m3's top field holds finite values below its NaN)");
+
+  // The byte table of one row's group: its code e in the window adds e - lo to the exponent of
+  // the nonzero entries (no carry leaves a byte: the window keeps them below the sign bit).
+  struct Table {
+    uint32 lo, hi;  // entries 0..3, 4..7
+  };
+  static __device__ __forceinline__ Table exponent_table(uint32 code) {
+    const uint32 d = code - static_cast<uint32>(127 + C::kScaleExpLo);  // unsigned: below lo wraps
+    if (d > static_cast<uint32>(kExpWindow)) return {0x7F7F7F00u, 0x7F7F7F7Fu};  // NaN but 0
+    const uint32 add = d << kActMan;
+    return {kTableLo + add * 0x01010100u, kTableHi + add * 0x01010101u};
+  }
+  // Register kReg (0..7) of a chunk: four codes of one row looked up in its group's table.
+  template <int kReg>
+  static __device__ __forceinline__ uint32 fragment_exp(const uint32 (&words)[kBits], Table t) {
+    const uint32 x = quant::extract_register_fixed<kBits, kActBits, kReg>(words);
+    const uint32 mag = x & 0x07070707u;  // code c_j in byte j
+    // The four magnitudes as the nibbles of a byte selector: c0 c1 in byte 0, c2 c3 in byte 2.
+    const uint32 pairs = mag | (mag >> 4);
+    const uint32 selector = __byte_perm(pairs, 0u, 0x0020u);
+    const uint32 value = __byte_perm(t.lo, t.hi, selector);
+    return value | ((x << 4) & 0x80808080u);  // the sign, bit 3 of each code, to bit 7
+  }
+  // The 16 A registers of a step; lo / hi: the tables of rows g and g + 8 per group slot.
+  template <int kSlots, int kReg = 0>
+  static __device__ __forceinline__ void step_fragments_exp(uint32 (&a)[16],
+                                                            const uint32 (&words)[2][kBits],
+                                                            const Table (&lo)[kSlots],
+                                                            const Table (&hi)[kSlots]) {
+    constexpr int kSlot = Dequant<C>::slot_of_atom(kReg / 4);
+    a[kReg] = fragment_exp<kReg % kChunkRegisters>(words[kReg / kChunkRegisters],
+                                                    (kReg & 1) ? hi[kSlot] : lo[kSlot]);
+    if constexpr (kReg + 1 < 16) step_fragments_exp<kSlots, kReg + 1>(a, words, lo, hi);
   }
 
   // The 16 A registers of one 128-wide K step (two chunks, four k32 atoms): chunk c's eight

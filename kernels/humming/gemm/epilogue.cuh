@@ -67,9 +67,11 @@ struct DenseEpilogue {
   static __device__ __forceinline__ float finish(const DenseParams& p, float v, int64_t channel) {
     if constexpr (C::kScaleKind == kScaleChannel) v *= Dequant<C>::scale_from_code(
         Dequant<C>::scale_code(p.scales, channel));
-    // (8-bit activations fold group x tensor scales in the mainloop, global included.)
-    constexpr bool kGlobalHere = C::kScaleKind == kScaleTensor ||
-                                 (C::kScaleKind == kScaleGroupTensor && C::kActBits == 16);
+    // (8-bit activations fold group x tensor scales in the mainloop, global included, unless
+    // the group scales went into the weights' exponents.)
+    constexpr bool kGlobalHere =
+        C::kScaleKind == kScaleTensor ||
+        (C::kScaleKind == kScaleGroupTensor && (C::kActBits == 16 || C::kScaleExponents));
     if constexpr (kGlobalHere) v *= p.global[0];
     if constexpr (C::kHasBias) v += to_float(static_cast<const Out*>(p.bias)[channel]);
     return v;

@@ -74,20 +74,23 @@ HM_PARAMS_HD constexpr int dense_smem_bytes(int block_m, int block_n, int chunks
              : block_m * (block_n + 4) * 4;
 }
 
-// The K groups a 64-wide chunk needs scale / zero-point codes for ("slots"). Group sizes are
-// multiples of 16 (rule R17), so a 16-wide MMA atom never straddles groups: a group of 64 j has
-// one slot per chunk, a divisor of 64 (16, 32) 64 / group_k slots, anything else (48, 80, 96 ...)
-// one slot per atom. group_k 0: no group scales, one slot.
-HM_PARAMS_HD constexpr int dense_group_slots(int group_k) {
-  return (group_k <= 0 || group_k % 64 == 0) ? 1 : (64 % group_k == 0 ? 64 / group_k : 4);
+// The K groups one K step of a kernel needs scale / zero-point codes for ("slots"); a step is a
+// 64-wide chunk (mma.sync, and wgmma with 16-bit activations) or 128 k (wgmma with 8-bit
+// activations), made of 4 MMA atoms (16 or 32 k). Group sizes are multiples of the atom (rules
+// R17, R18), so an atom never straddles groups: a group of whole steps has one slot per step, a
+// divisor of the step (16, 32, 64) step / group_k slots, anything else (48, 80, 96 ...) one slot
+// per atom. group_k 0: no group scales, one slot.
+HM_PARAMS_HD constexpr int dense_group_slots(int group_k, int step_k = 64) {
+  return (group_k <= 0 || group_k % step_k == 0) ? 1
+                                                 : (step_k % group_k == 0 ? step_k / group_k : 4);
 }
 
-// Whether a 64-wide chunk's group slots are consecutive group rows (a group of 64 j, or a
-// divisor of 64): the codes of a chunk are then one 2-D box of the scale / zero-point tensor,
-// which the wgmma kernel's TMA tiles copy with TMA. Other group sizes (48, 96 ...) repeat rows
-// across the chunk's atoms and are copied per slot with cp.async.
-HM_PARAMS_HD constexpr bool dense_group_slots_consecutive(int group_k) {
-  return group_k <= 0 || group_k % 64 == 0 || 64 % group_k == 0;
+// Whether a step's group slots are consecutive group rows (a group of whole steps, or a divisor
+// of the step): the codes of a step are then one 2-D box of the scale / zero-point tensor, which
+// the wgmma kernel's TMA tiles copy with TMA. Other group sizes (48, 96 ...) repeat rows across
+// the step's atoms and are copied per slot with cp.async.
+HM_PARAMS_HD constexpr bool dense_group_slots_consecutive(int group_k, int step_k = 64) {
+  return group_k <= 0 || group_k % step_k == 0 || step_k % group_k == 0;
 }
 
 // The most K splits that run as one thread-block cluster (the portable cluster size): the host
