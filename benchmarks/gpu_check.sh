@@ -12,7 +12,8 @@
 # GEMM benchmarks), a8tests (only the 8-bit activation GPU tests).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
-# (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile).
+# (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
+# BUILD_TARGETS (build only these targets, e.g. "test_gpu bench_gemm humming_cli").
 # Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results), $OUT/report/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +31,13 @@ echo "== build"
 t0=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHUMMING_BUILD_TESTS=ON \
       -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null || exit 1
-cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -3 || exit 1
+# The whole build log goes to $OUT/build.txt; a failure prints its errors here.
+# BUILD_TARGETS (space-separated) builds only those targets (default: everything).
+if ! cmake --build build-gpu -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} >"$OUT/build.txt" 2>&1; then
+  grep -E -B2 -A8 "error|FAILED" "$OUT/build.txt" | head -80
+  exit 1
+fi
+tail -1 "$OUT/build.txt"
 echo "build took $(( $(date +%s) - t0 )) s"
 echo "== humming info"; ./build-gpu/humming info
 # Every benchmark run is bounded, so a hang cannot eat the session's device time.

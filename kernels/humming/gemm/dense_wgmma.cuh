@@ -162,9 +162,13 @@ struct DenseWgmma {
       const char* src = nullptr;  // this thread's unit in group row 0 (null: none to copy)
       int64_t row_bytes = 0;      // bytes between group rows
       int slot = 0;
+      // Group rows in the tensor: K is padded to whole groups and 64-wide chunks, so the second
+      // half of an 8-bit step past the last chunk has slots beyond them (zero-filled, not read).
+      int groups = 0;
       template <int kBytes>
       __device__ __forceinline__ void plan(const void* base, int64_t cols, int64_t n0,
-                                           int64_t n_pad) {
+                                           int64_t n_pad, int64_t k_pad) {
+        groups = C::kGroupK > 0 ? static_cast<int>(k_pad / C::kGroupK) : 1;
         constexpr int kUnits = kBlockN * kBytes / 16;  // 16-byte units of one slot's row
         const int t = threadIdx.x, u = t % kUnits;
         // Channel blocks start on a multiple of 64 and n_pad is one: a unit is all in or out.
@@ -176,9 +180,11 @@ struct DenseWgmma {
       }
       // Chunk kc's group row into the thread's unit `dst` of the stage.
       __device__ __forceinline__ void copy(uint32 dst, int kc) const {
-        if (src != nullptr)
-          ptx::cp_async_16(dst, src + static_cast<int64_t>(D::group_of_slot(kc, slot)) * row_bytes,
-                           16);
+        if (src != nullptr) {
+          const int group = D::group_of_slot(kc, slot);
+          ptx::cp_async_16(dst, group < groups ? src + static_cast<int64_t>(group) * row_bytes : src,
+                           group < groups ? 16 : 0);
+        }
       }
     };
 
@@ -261,8 +267,10 @@ struct DenseWgmma {
         }
       }
       const int64_t n0 = strip0 * 16;
-      if constexpr (kScaleBytes > 0) scale.template plan<kScaleBytes>(p.scales, p.scale_cols, n0, p.n_pad);
-      if constexpr (kZeroBytes > 0) zero.template plan<kZeroBytes>(p.zeros, p.n_pad, n0, p.n_pad);
+      if constexpr (kScaleBytes > 0)
+        scale.template plan<kScaleBytes>(p.scales, p.scale_cols, n0, p.n_pad, p.k_pad);
+      if constexpr (kZeroBytes > 0)
+        zero.template plan<kZeroBytes>(p.zeros, p.n_pad, n0, p.n_pad, p.k_pad);
     }
 
     // Issues the copies of the next chunk into the stage at shared address `stage` (with TMA,

@@ -135,32 +135,45 @@ struct DequantA8 {
     uint32 lo, hi;  // entries 0..3, 4..7
   };
   static __device__ __forceinline__ Table exponent_table(uint32 code) {
-    const uint32 d = code - static_cast<uint32>(127 + C::kScaleExpLo);  // unsigned: below lo wraps
-    if (d > static_cast<uint32>(kExpWindow)) return {0x7F7F7F00u, 0x7F7F7F7Fu};  // NaN but 0
-    const uint32 add = d << kActMan;
-    return {kTableLo + add * 0x01010100u, kTableHi + add * 0x01010101u};
+    // code * step - base * step folds into one multiply-add per word (exact modulo 2^32).
+    constexpr uint32 kBase = static_cast<uint32>(127 + C::kScaleExpLo);
+    constexpr uint32 kStepLo = (1u << kActMan) * 0x01010100u, kStepHi = (1u << kActMan) * 0x01010101u;
+    const Table t{code * kStepLo + (kTableLo - kBase * kStepLo),
+                  code * kStepHi + (kTableHi - kBase * kStepHi)};
+    // Outside the window (below lo, the difference wraps): NaN for every nonzero magnitude.
+    if (code - kBase > static_cast<uint32>(kExpWindow)) return {0x7F7F7F00u, 0x7F7F7F7Fu};
+    return t;
   }
-  // Register kReg (0..7) of a chunk: four codes of one row looked up in its group's table.
-  template <int kReg>
-  static __device__ __forceinline__ uint32 fragment_exp(const uint32 (&words)[kBits], Table t) {
-    const uint32 x = quant::extract_register_fixed<kBits, kActBits, kReg>(words);
-    const uint32 mag = x & 0x07070707u;  // code c_j in byte j
-    // The four magnitudes as the nibbles of a byte selector: c0 c1 in byte 0, c2 c3 in byte 2.
-    const uint32 pairs = mag | (mag >> 4);
-    const uint32 selector = __byte_perm(pairs, 0u, 0x0020u);
-    const uint32 value = __byte_perm(t.lo, t.hi, selector);
-    return value | ((x << 4) & 0x80808080u);  // the sign, bit 3 of each code, to bit 7
+  // Registers 2v and 2v + 1 of a chunk from its stored word v (docs/layout.md §3, b = 4, a = 8:
+  // register 2v holds nibbles 0, 2, 4, 6 of the word, row g; register 2v + 1 nibbles 1, 3, 5, 7,
+  // row g + 8). The word's eight magnitudes are already the nibbles of a byte selector: two
+  // lookups per row table give each row's four values among the other row's, and one permute
+  // per register keeps its own; the sign (bit 3 of each code) is OR-ed in at bit 7. Eleven
+  // instructions for eight weights.
+  static __device__ __forceinline__ void word_exp(uint32 word, Table lo, Table hi, uint32& even,
+                                                  uint32& odd) {
+    const uint32 selector = word & 0x77777777u, selector_hi = selector >> 16;
+    const uint32 lo0 = __byte_perm(lo.lo, lo.hi, selector);     // T_lo of nibbles 0..3
+    const uint32 lo1 = __byte_perm(lo.lo, lo.hi, selector_hi);  // ... of nibbles 4..7
+    const uint32 hi0 = __byte_perm(hi.lo, hi.hi, selector);
+    const uint32 hi1 = __byte_perm(hi.lo, hi.hi, selector_hi);
+    even = __byte_perm(lo0, lo1, 0x6420u) | ((word << 4) & 0x80808080u);
+    odd = __byte_perm(hi0, hi1, 0x7531u) | (word & 0x80808080u);
   }
-  // The 16 A registers of a step; lo / hi: the tables of rows g and g + 8 per group slot.
-  template <int kSlots, int kReg = 0>
+  // The 16 A registers of a step (words: a lane's 4 stored words of each of the step's two
+  // chunks); lo / hi: the tables of rows g and g + 8 per group slot.
+  template <int kSlots>
   static __device__ __forceinline__ void step_fragments_exp(uint32 (&a)[16],
                                                             const uint32 (&words)[2][kBits],
                                                             const Table (&lo)[kSlots],
                                                             const Table (&hi)[kSlots]) {
-    constexpr int kSlot = Dequant<C>::slot_of_atom(kReg / 4);
-    a[kReg] = fragment_exp<kReg % kChunkRegisters>(words[kReg / kChunkRegisters],
-                                                    (kReg & 1) ? hi[kSlot] : lo[kSlot]);
-    if constexpr (kReg + 1 < 16) step_fragments_exp<kSlots, kReg + 1>(a, words, lo, hi);
+    static_assert(kBits == 4, "a lane's word v of a chunk is its registers 2v and 2v + 1");
+#pragma unroll
+    for (int v = 0; v < 8; ++v) {
+      // Registers 2v, 2v + 1 of the step: chunk v / 4's word v % 4, the step's atom v / 2.
+      const int slot = Dequant<C>::slot_of_atom(v / 2);
+      word_exp(words[v / 4][v % 4], lo[slot], hi[slot], a[2 * v], a[2 * v + 1]);
+    }
   }
 
   // The 16 A registers of one 128-wide K step (two chunks, four k32 atoms): chunk c's eight
