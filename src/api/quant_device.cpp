@@ -20,7 +20,7 @@
 
 static_assert(offsetof(hm_activation_quant_args_t, struct_size) == 0, "struct_size comes first");
 // The kernel reads its parameter as this struct: 8-byte fields, no host-only padding.
-static_assert(sizeof(hm::actquant::Params) == 8 * 8 + 4 * 2, "actquant::Params layout");
+static_assert(sizeof(hm::actquant::Params) == 8 * 8 + 4 + 2 * 2, "actquant::Params layout");
 
 namespace hm::api {
 namespace {
@@ -31,6 +31,65 @@ int64_t scale_groups(int64_t k, int32_t group_k) {
     fail(HM_ERROR_INVALID_ARGUMENT,
          "group_k must be 0 (per token) or positive, got " + std::to_string(group_k));
   return group_k == 0 ? 1 : (k + group_k - 1) / group_k;
+}
+
+// The launch of one call: teams of p.warps warps on passes of p.vectors lane-vectors
+// (activation_kernel.cuh), `threads` per block, `blocks` blocks, `shared` dynamic bytes.
+struct Geometry {
+  uint32_t threads = 0, blocks = 0, shared = 0;
+};
+
+// Sets p.warps and p.vectors and sizes the grid. Two regimes:
+//  - few rows (m <= SMs, decode and small prefill): every unit of work spread over as many lanes
+//    as it has vectors (one vector per lane), and 1x128-style groups cut into 256-column passes
+//    of one warp each, so a row's work spreads over several SMs (latency: the whole call is one
+//    wave);
+//  - many rows: four vectors per lane (64 bytes in flight per thread), as few warps per team as
+//    hold a group, blocks of up to 256 threads (bandwidth).
+// A unit is a group of a row (kTeamGroups: per-token rows, other group sizes) or a pass of a row
+// (kLaneGroups: power-of-two groups of at most 256 columns).
+Geometry plan_geometry(actquant::Params& p, int sms) {
+  using namespace actquant;
+  const bool few_rows = p.m <= sms;
+  const bool lane_groups =
+      p.groups > 1 && p.group_k <= kWarpRowSpan && (p.group_k & (p.group_k - 1)) == 0;
+  int64_t warps = 1, vectors = 1;
+  if (lane_groups) {
+    vectors = few_rows ? 1 : kMaxVectorsPerLane;
+  } else {
+    // Warp-rows (256 columns) of one group; a longer group than 32 x 4 warp-rows is read twice.
+    const int64_t length = p.group_k < p.k ? p.group_k : p.k;
+    const int64_t rows = (length + kWarpRowSpan - 1) / kWarpRowSpan;
+    if (rows > int64_t{kMaxTeamWarps} * kMaxVectorsPerLane) {
+      warps = kMaxTeamWarps;
+      vectors = kMaxVectorsPerLane;
+    } else if (few_rows) {
+      warps = rows < kMaxTeamWarps ? rows : kMaxTeamWarps;
+      vectors = (rows + warps - 1) / warps;
+    } else {
+      vectors = rows < kMaxVectorsPerLane ? rows : kMaxVectorsPerLane;
+      warps = (rows + vectors - 1) / vectors;
+    }
+  }
+  p.warps = static_cast<uint16_t>(warps);
+  p.vectors = static_cast<uint16_t>(vectors);
+  const WorkPlan plan = plan_work(p);
+  const int64_t units = p.m * plan.units_per_row;
+  // Teams per block: one when a team is 8+ warps; else up to 256 threads, but not so many that
+  // fewer than two blocks per SM remain.
+  int64_t teams = warps >= kMaxTeamsPerBlock ? 1 : units / (2 * int64_t{sms});
+  const int64_t most = warps >= kMaxTeamsPerBlock ? 1 : kMaxTeamsPerBlock / warps;
+  teams = teams < 1 ? 1 : teams > most ? most : teams;
+  Geometry g;
+  g.threads = static_cast<uint32_t>(32 * warps * teams);
+  // The gather path stages a pass per team in shared memory: at most 32 KiB per block (fewer
+  // vectors per lane beyond that; a group that no longer fits a pass is read twice).
+  while (staging_bytes(p, static_cast<int>(g.threads)) > 32 * 1024 && p.vectors > 1) --p.vectors;
+  const int64_t all_units = p.m * plan_work(p).units_per_row;
+  const int64_t blocks = (all_units + teams - 1) / teams;
+  g.blocks = static_cast<uint32_t>(blocks < kMaxGridBlocks ? blocks : kMaxGridBlocks);
+  g.shared = static_cast<uint32_t>(staging_bytes(p, static_cast<int>(g.threads)));
+  return g;
 }
 
 core::Dtype dtype_of(hm_dtype_t code, const char* name) {
@@ -118,11 +177,11 @@ HM_API hm_status_t hm_quantize_activation_device(hm_context_t* context,
     const bool k_vectors = x.k % actquant::kVector == 0;
     p.flags = (k_vectors && x.perm == 0 && x.a % 16 == 0 ? actquant::kVectorLoads : 0u) |
               (k_vectors && x.codes % 8 == 0 ? actquant::kVectorStores : 0u);
-    const int64_t blocks = x.m < actquant::kMaxGridBlocks ? x.m : actquant::kMaxGridBlocks;
+    const int sms = device.properties().multiprocessors;
+    const Geometry g = plan_geometry(p, sms > 0 ? sms : 1);
     void* kernel_args[] = {&p};
-    runtime::launch(device, kernel.function,
-                    runtime::Dim3{static_cast<uint32_t>(blocks), 1, 1},
-                    runtime::Dim3{actquant::kThreads, 1, 1}, 0, cu_stream, kernel_args,
+    runtime::launch(device, kernel.function, runtime::Dim3{g.blocks, 1, 1},
+                    runtime::Dim3{g.threads, 1, 1}, g.shared, cu_stream, kernel_args,
                     kernel.entry.c_str());
   });
 }

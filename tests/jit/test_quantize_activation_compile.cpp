@@ -1,8 +1,11 @@
 // The compile matrix of the GPU activation quantizer (kernels/humming/quant/activation_kernel.cuh):
 // every (input, output) dtype pair on sm_75, sm_80 and sm_90a with NVRTC, failing on local-memory
-// spills (the pass's values must stay in registers), and the pairs the codegen refuses.
+// spills (the pass's values must stay in registers), and the pairs the codegen refuses; and the
+// kernel's division-free arithmetic against the rule (activation.h), on the host.
+#include <cstdlib>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -10,6 +13,7 @@
 #include "core/error.hpp"
 #include "jit/codegen_quant.hpp"
 #include "jit/compiler.hpp"
+#include <humming/quant/activation.h>
 
 namespace {
 
@@ -61,6 +65,85 @@ TEST(QuantizeActivationCompile, OtherPairsAreRefused) {
                 std::string::npos)
           << e.message();
     }
+  }
+}
+
+}  // namespace
+
+// ---- The kernel's arithmetic (kernels/humming/quant/activation.h): the rule's two divisions as
+// reciprocals and FMAs. Checked here, on the host, with the same functions the kernel calls (the
+// device versions are the same IEEE operations as PTX instructions; rcp.approx is replaced by the
+// exact reciprocal, and the Newton step is checked from every start within 4 ulps of it).
+
+namespace {
+
+using namespace hm::actquant;
+
+// Every finite non-negative 16-bit value of the input dtype, widened.
+std::vector<float> magnitudes(int in) {
+  std::vector<float> out;
+  for (uint32_t h = 0; h < 0x7C00u + (in == kInBf16 ? 0x0380u : 0u); ++h)
+    out.push_back(in == kInF16 ? widen_f16(static_cast<uint16_t>(h))
+                               : widen_bf16(static_cast<uint16_t>(h)));
+  return out;
+}
+
+template <int Out>
+void check_scales(int in) {
+  SCOPED_TRACE("in=" + std::to_string(in) + " out=" + std::to_string(Out));
+  for (float absmax : magnitudes(in)) {
+    const uint32_t bits = float_bits(absmax);
+    const float scale = group_scale<Out>(bits);
+    ASSERT_EQ(float_bits(group_scale_by_reciprocal<Out>(bits)), float_bits(scale)) << absmax;
+    const ScaleDivisor d = divisor_of(scale);
+    ASSERT_GE(d.divisor, kReciprocalMinScale);
+    const float exact = 1.0f / d.divisor;
+    ASSERT_EQ(float_bits(d.inverse), float_bits(exact));
+    for (int ulps = -4; ulps <= 4; ++ulps) {
+      const float y0 = bits_float(float_bits(exact) + ulps);
+      const float y = fma_rn(y0, fma_rn(-d.divisor, y0, 1.0f), y0);
+      ASSERT_EQ(float_bits(y), float_bits(exact)) << "scale " << scale << ", start " << ulps;
+    }
+  }
+}
+
+// Codes of divide_by_scale against the rule's quantize_element, for every x with |x| <= absmax
+// (both signs) and every `stride`-th absmax plus the 64 smallest and largest.
+template <int Out>
+void check_codes(int in, size_t stride) {
+  SCOPED_TRACE("in=" + std::to_string(in) + " out=" + std::to_string(Out));
+  const std::vector<float> values = magnitudes(in);
+  for (size_t a = 0; a < values.size(); ++a) {
+    if (a % stride != 0 && a > 64 && a + 64 < values.size()) continue;
+    const float scale = group_scale<Out>(float_bits(values[a]));
+    const ScaleDivisor d = divisor_of(scale);
+    for (size_t x = 0; x <= a; ++x) {
+      for (float v : {values[x], -values[x]}) {
+        const uint32_t got = encode<Out>(divide_by_scale(v, d));
+        const uint32_t want = quantize_element<Out>(v, scale);
+        if (got != want)
+          FAIL() << "x=" << v << " absmax=" << values[a] << ": code " << got << ", rule " << want;
+      }
+    }
+  }
+}
+
+TEST(ActivationQuantArithmetic, ScalesAndReciprocalsMatchTheRuleForEveryAbsmax) {
+  for (int in : {kInF16, kInBf16}) {
+    check_scales<kOutE4m3>(in);
+    check_scales<kOutE5m2>(in);
+    check_scales<kOutInt8>(in);
+  }
+}
+
+// HUMMING_TEST_EXHAUSTIVE=1: every pair (about 6e9, minutes); by default every 61st absmax.
+TEST(ActivationQuantArithmetic, QuotientCodesMatchTheRule) {
+  const char* exhaustive = std::getenv("HUMMING_TEST_EXHAUSTIVE");
+  const size_t stride = exhaustive != nullptr && std::string(exhaustive) == "1" ? 1 : 61;
+  for (int in : {kInF16, kInBf16}) {
+    check_codes<kOutE4m3>(in, stride);
+    check_codes<kOutE5m2>(in, stride);
+    check_codes<kOutInt8>(in, stride);
   }
 }
 

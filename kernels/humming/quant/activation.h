@@ -12,12 +12,15 @@
 //   code = the dtype's code nearest to q = x / scale (again one IEEE f32 division), ties to the
 //     even code, saturating at +-qmax.
 // Everything is integer bit manipulation or IEEE-exact f32 division, so host and device agree bit
-// for bit whatever the flush-to-zero settings (no input or intermediate is flushed).
+// for bit whatever the flush-to-zero settings (no input or intermediate is flushed). The kernel
+// computes x / scale from the group's reciprocal (divide_by_scale below), which gives the same
+// quotient for every input the rule can see (tests/jit/test_quantize_activation_compile.cpp).
 #pragma once
 
 #if defined(__CUDACC_RTC__)
 #include <humming/core/types.cuh>
 #else
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #endif
@@ -32,12 +35,18 @@
 
 namespace hm::actquant {
 
-inline constexpr int kThreads = 1024;       // threads per block (one block per row at a time)
-inline constexpr int kVector = 8;           // elements per thread-vector: one 16-byte load
-inline constexpr int kVectorsPerThread = 2; // vectors a thread keeps in registers per pass
-inline constexpr int kSpan = kThreads * kVector * kVectorsPerThread;  // elements per pass: 16384
-inline constexpr int kMaxGroupsPerPass = kSpan / kVector;             // group_k >= 8
-inline constexpr int64_t kMaxGridBlocks = 1 << 20;  // blocks stride over the rows beyond this
+// The kernel's geometry (activation_kernel.cuh). A *team* of `warps` warps quantizes one *pass*
+// of a row at a time: `warps` x 32 lanes x `vectors` vectors of kVector elements, held in
+// registers as 16-bit values. A block holds one or more teams; the host picks warps and vectors per
+// call (src/api/quant_device.cpp) and the kernel derives the rest (plan_work).
+inline constexpr int kMaxThreads = 1024;         // threads per block at most (launch bounds)
+inline constexpr int kVector = 8;                // elements per lane-vector: one 16-byte load
+inline constexpr int kMaxVectorsPerLane = 4;     // lane-vectors of a pass, in registers
+inline constexpr int kMaxTeamWarps = 32;         // warps of a team
+inline constexpr int kWarpRowSpan = 32 * kVector;  // elements of one vector across a warp: 256
+inline constexpr int kMaxSpan = kMaxTeamWarps * kWarpRowSpan * kMaxVectorsPerLane;  // 32768
+inline constexpr int kMaxTeamsPerBlock = 8;      // named barriers 1..8, one per team
+inline constexpr int64_t kMaxGridBlocks = 1 << 20;  // blocks stride over the work beyond this
 
 // The input and output dtypes, as template arguments of the kernel and codegen tags.
 enum InDtype : int { kInF16 = 0, kInBf16 = 1 };
@@ -58,8 +67,41 @@ struct Params {
   int64_t group_k;       // columns per scale: k for per-token scales, else a multiple of 8
   int64_t groups;        // scales per row: ceil(k / group_k)
   uint32_t flags;        // kVectorLoads | kVectorStores
-  uint32_t reserved;
+  uint16_t warps;        // warps of a team, 1..kMaxTeamWarps (blockDim.x: a multiple of 32 x warps)
+  uint16_t vectors;      // lane-vectors of a pass, 1..kMaxVectorsPerLane
 };
+
+// How a team finds a group's absmax, from group_k (plan_work).
+enum Reduction : int {
+  // group_k a power of two <= 256 and more than one group: a group is 1..32 adjacent lanes of one
+  // lane-vector, reduced with xor shuffles; a unit of work is one pass of a row.
+  kLaneGroups = 0,
+  // any other group (per-token rows included): a unit of work is one group of a row, reduced
+  // over the team (shuffles, then one named barrier). A group longer than a pass is read twice.
+  kTeamGroups = 1,
+};
+
+struct WorkPlan {
+  Reduction reduction;
+  int64_t span;           // elements of one pass: warps x 256 x vectors
+  int64_t units_per_row;  // kLaneGroups: passes of a row; kTeamGroups: groups of a row
+};
+
+HM_HOST_DEVICE inline WorkPlan plan_work(const Params& p) {
+  WorkPlan plan;
+  plan.span = int64_t{p.warps} * kWarpRowSpan * p.vectors;
+  const bool lanes =
+      p.groups > 1 && p.group_k <= kWarpRowSpan && (p.group_k & (p.group_k - 1)) == 0;
+  plan.reduction = lanes ? kLaneGroups : kTeamGroups;
+  plan.units_per_row = lanes ? (p.k + plan.span - 1) / plan.span : p.groups;
+  return plan;
+}
+
+// Dynamic shared memory of a block of `threads` threads: without kVectorLoads, each team gathers
+// a pass (its span of 16-bit values) there before taking it into registers.
+HM_HOST_DEVICE inline int64_t staging_bytes(const Params& p, int threads) {
+  return (p.flags & kVectorLoads) ? 0 : int64_t{threads} * kVector * p.vectors * 2;
+}
 
 inline constexpr uint32_t kNanScaleBits = 0x7FC00000u;  // the scale of a non-finite group
 inline constexpr uint32_t kInfBits = 0x7F800000u;       // |x| bits at or above: non-finite
@@ -191,6 +233,91 @@ template <int Out>
 HM_HOST_DEVICE inline uint32_t quantize_element(float x, float scale) {
   if (!(scale == scale)) return 0u;  // a non-finite group: zero codes
   return encode<Out>(divide_rn(x, scale));
+}
+
+// ---- The kernel's arithmetic: the rule's two divisions without a division instruction.
+//
+// div.rn.f32 and rcp.rn.f32 are instruction sequences with a subroutine for the hard cases, which
+// costs the kernel registers at every call site. The kernel computes the same numbers from
+// reciprocals and FMAs, exact for every value the rule can see because the inputs are 16-bit:
+//   scale = absmax / qmax: q = RN(a * RN(1/qmax)), r = a - q * qmax (one FMA, exact), and
+//     RN(q + r * RN(1/qmax)) is the IEEE quotient for every f16 and bf16 absmax;
+//   y = RN(1 / s'): one Newton step, y0 + y0 * (1 - s' * y0), from any y0 within 4 ulps of
+//     1 / s' (rcp.approx is within 1) gives it for every scale s';
+//   q = x / scale: with the same three steps on |x| and y, then x's sign, for every 16-bit x with
+//     |x| <= absmax. Scales below kReciprocalMinScale (bf16 groups of tiny values) first
+//     multiply x and the scale by kTinyScaleFactor (exact: x stays below 2^32), so s' >= 2^-80.
+// tests/jit/test_quantize_activation_compile.cpp checks all three against the rule (the scales
+// and reciprocals for every absmax; the codes for every f16 pair and a sample of bf16 pairs; the
+// full bf16 sweep, run once, found no difference).
+inline constexpr float kReciprocalMinScale = 0x1p-80f;
+inline constexpr float kTinyScaleFactor = 0x1p96f;
+
+HM_HOST_DEVICE inline float multiply_rn(float x, float y) {
+#if defined(__CUDA_ARCH__)
+  float out;
+  asm("mul.rn.f32 %0, %1, %2;" : "=f"(out) : "f"(x), "f"(y));  // never flushed, never fused
+  return out;
+#else
+  return x * y;
+#endif
+}
+
+HM_HOST_DEVICE inline float fma_rn(float x, float y, float z) {
+#if defined(__CUDA_ARCH__)
+  float out;
+  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(out) : "f"(x), "f"(y), "f"(z));
+  return out;
+#else
+  return fmaf(x, y, z);
+#endif
+}
+
+// RN(1 / s) for a normal s whose reciprocal is normal, from the hardware approximation.
+HM_HOST_DEVICE inline float reciprocal_rn(float s) {
+#if defined(__CUDA_ARCH__)
+  float y0;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(s));
+#else
+  const float y0 = 1.0f / s;
+#endif
+  return fma_rn(y0, fma_rn(-s, y0, 1.0f), y0);
+}
+
+// group_scale without the division.
+template <int Out>
+HM_HOST_DEVICE inline float group_scale_by_reciprocal(uint32_t absmax_bits) {
+  if (absmax_bits >= kInfBits) return bits_float(kNanScaleBits);
+  constexpr float kMax = max_value<Out>(), kInverse = 1.0f / max_value<Out>();
+  const float a = bits_float(absmax_bits);
+  const float q = multiply_rn(a, kInverse);
+  const float scale = fma_rn(fma_rn(-q, kMax, a), kInverse, q);
+  return scale > 0.0f ? scale : 1.0f;
+}
+
+// A group's divisor: the scale (times `factor`) and its reciprocal.
+struct ScaleDivisor {
+  float scale;    // the group's scale (NaN: a non-finite group, zero codes)
+  float divisor;  // scale * factor
+  float inverse;  // RN(1 / divisor)
+  float factor;   // 1, or kTinyScaleFactor below kReciprocalMinScale
+};
+
+HM_HOST_DEVICE inline ScaleDivisor divisor_of(float scale) {
+  ScaleDivisor d;
+  d.scale = scale;
+  d.factor = scale < kReciprocalMinScale ? kTinyScaleFactor : 1.0f;
+  d.divisor = scale * d.factor;
+  d.inverse = reciprocal_rn(d.divisor);
+  return d;
+}
+
+// RN(x / d.scale), the rule's q, for a finite scale.
+HM_HOST_DEVICE inline float divide_by_scale(float x, const ScaleDivisor& d) {
+  const float a = bits_float(float_bits(multiply_rn(x, d.factor)) & kAbsMask);
+  const float q = multiply_rn(a, d.inverse);
+  const float magnitude = fma_rn(fma_rn(-q, d.divisor, a), d.inverse, q);
+  return bits_float(float_bits(magnitude) | (float_bits(x) & ~kAbsMask));
 }
 
 // Input column `column` of row `row` after the permutation, as f32; an out-of-range perm entry
