@@ -85,9 +85,10 @@ Geometry plan_geometry(actquant::Params& p, int sms) {
   // The gather path stages a pass per team in shared memory: at most 32 KiB per block (fewer
   // vectors per lane beyond that; a group that no longer fits a pass is read twice).
   while (staging_bytes(p, static_cast<int>(g.threads)) > 32 * 1024 && p.vectors > 1) --p.vectors;
+  // At most 16 blocks per SM (a few waves of resident blocks); the teams stride over the rest.
   const int64_t all_units = p.m * plan_work(p).units_per_row;
-  const int64_t blocks = (all_units + teams - 1) / teams;
-  g.blocks = static_cast<uint32_t>(blocks < kMaxGridBlocks ? blocks : kMaxGridBlocks);
+  const int64_t blocks = (all_units + teams - 1) / teams, cap = 16 * int64_t{sms};
+  g.blocks = static_cast<uint32_t>(blocks < cap ? blocks : cap < kMaxGridBlocks ? cap : kMaxGridBlocks);
   g.shared = static_cast<uint32_t>(staging_bytes(p, static_cast<int>(g.threads)));
   return g;
 }

@@ -3,7 +3,9 @@
 // with and without a K permutation (one with an out-of-range entry), ragged K, M = 1, 7 and 4097,
 // rows of zeros, huge and tiny values, NaN and infinity, per-token rows longer than one pass
 // (read twice), unaligned inputs and outputs (the scalar paths), two streams at once and CUDA graph
-// capture. Skipped (exit 77, tests/support/gpu_main.cpp) without a GPU.
+// capture; and the shapes of each launch regime (few rows / many rows, team and lane groups, teams
+// per block that do not divide M, more units of work than blocks). Skipped (exit 77,
+// tests/support/gpu_main.cpp) without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -217,6 +219,34 @@ TEST(ActivationQuantGpu, LongRowsSmallGroupsAndUnalignedBuffers) {
     // Unaligned a and codes with K % 8 == 0: the scalar load and store paths.
     run_case(gpu, HM_DTYPE_F16, out, 9, 4096, 128, false, 2, 206);
     run_case(gpu, HM_DTYPE_BF16, out, 9, 4096, 0, false, 2, 207);
+  }
+}
+
+// The regimes of the launch (src/api/quant_device.cpp, plan_geometry): rows <= SMs spread each
+// unit over one vector per lane, more rows take four; per-token rows and other group sizes are
+// reduced over a team, power-of-two groups <= 256 over lanes.
+TEST(ActivationQuantGpu, LaunchRegimesAtOddShapes) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  for (hm_dtype_t out : kOuts) {
+    // Per token, K % 8 != 0 (gathered through shared memory), M just above an H200's 132 SMs.
+    run_case(gpu, HM_DTYPE_F16, out, 133, 8190, 0, false, 0, 500);
+    // Per token, one-warp teams with 8 teams per block and M not a multiple of 8.
+    run_case(gpu, HM_DTYPE_BF16, out, 2051, 1024, 0, false, 0, 501);
+    // 1x128 lane groups with a ragged last group, many rows.
+    run_case(gpu, HM_DTYPE_F16, out, 2051, 1000, 128, false, 0, 502);
+    // Few rows: 64-column lane groups, a row spread over 33 one-warp passes.
+    run_case(gpu, HM_DTYPE_BF16, out, 5, 8200, 64, false, 0, 503);
+    // A row shorter than one warp's vectors, with a permutation.
+    run_case(gpu, HM_DTYPE_F16, out, 6, 100, 0, true, 0, 504);
+    // More units of work than the grid's blocks (16 per SM): teams stride over rows.
+    run_case(gpu, HM_DTYPE_F16, out, 40000, 264, 128, false, 0, 505);
+    // Per token, 65 warp-rows: a 17-warp team (544 threads) with 4 vectors per lane.
+    run_case(gpu, HM_DTYPE_BF16, out, 300, 16392, 0, false, 0, 506);
+    // 512-column groups (team groups, not lane groups), few rows.
+    run_case(gpu, HM_DTYPE_F16, out, 4, 40960, 512, false, 0, 507);
+    // Per token beyond 32768 columns with a permutation: gathered, read twice.
+    run_case(gpu, HM_DTYPE_BF16, out, 200, 40000, 0, true, 0, 508);
   }
 }
 
