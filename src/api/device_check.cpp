@@ -1,17 +1,23 @@
 // Which device memory and which stream a launch may use (see device_check.hpp).
 //
-// Cost: with the plan's context pushed once, each set pointer costs two cuPointerGetAttribute
-// calls (its device ordinal and memory type) and the stream one cuStreamGetCtx (plus its own
-// context push); other queries run only on the unusual paths (managed memory of another device,
-// host memory, memory the driver does not know).
-// These are host-side lookups in the driver's address table: no device round trip, no
-// synchronization, no allocation, so a typical call (A, B, C, scales, workspace) adds about a
-// dozen driver calls, each far cheaper than the cuLaunchKernel that follows.
+// Cost: one driver call per distinct set pointer (a value in several slots is checked once):
+// cuPointerGetAttributes asks its memory type and device ordinal together, and device memory of
+// this device, the usual answer, is accepted on that alone. Anything else (another device's
+// memory, host memory, managed memory, memory the driver does not know), or a driver without the
+// plural call or failing it, goes through cuPointerGetAttribute one attribute at a time, which
+// decides and words every case. A stream other than the default ones costs one cuStreamGetCtx.
+// The context is pushed once by the caller (hm_plan_gemm: one push and pop per call, shared
+// with its launch; Device::Scope nests for free). These are host-side lookups in the driver's
+// address table: no device round trip, no synchronization, no allocation, so a typical call (A,
+// B, C, scales, workspace) makes five of them, each far cheaper than the cuLaunchKernel that
+// follows. Their answers are not kept from one call to the next: a freed address can come back
+// as memory of another device.
 //
 // CUDA graphs: none of these calls is a stream operation, and none is among the calls that stream
 // capture forbids (synchronizing, querying or allocating), so hm_plan_gemm stays capturable.
 #include "api/device_check.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -56,8 +62,28 @@ bool query(const runtime::Device& device, int attribute, uint64_t pointer, uint6
          runtime::CUDA_SUCCESS;
 }
 
+// Device memory of this device, asked in one call: the answer that the attribute-by-attribute
+// path below accepts first (its ordinal is ours and its memory type is not host memory). False
+// for anything else, and when the driver has no cuPointerGetAttributes or it fails: the caller
+// then takes that path, which decides every case. The plural call answers an address it does not
+// know with zeros (memory type 0, ordinal 0, which is a real ordinal) rather than an error, so the
+// memory type must say device. Values are read from 8 zeroed bytes, as in query(); the ordinal
+// is an int, so its low 4 bytes.
+bool device_memory_of(const runtime::Device& device, uint64_t pointer) {
+  using namespace runtime;
+  if (!device.driver().has_pointer_get_attributes()) return false;
+  int attributes[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  uint64_t type = 0, ordinal = 0;
+  void* data[2] = {&type, &ordinal};
+  return device.driver().api().cuPointerGetAttributes(2, attributes, data, pointer) ==
+             CUDA_SUCCESS &&
+         type == CU_MEMORYTYPE_DEVICE &&
+         static_cast<int32_t>(static_cast<uint32_t>(ordinal)) == device.ordinal();
+}
+
 void check_pointer(const runtime::Device& device, const char* slot, uint64_t pointer) {
   using namespace runtime;
+  if (device_memory_of(device, pointer)) return;
   const Driver& driver = device.driver();
   const int ours = device.ordinal();
   int ordinal = -1;
@@ -119,17 +145,27 @@ void check_pointer(const runtime::Device& device, const char* slot, uint64_t poi
 void check_launch_device(const runtime::Device& device, const hm_launch_params& params,
                          runtime::CUstream stream) {
   if (device.driver().has_pointer_get_attribute()) {
-    // The plan's context current: DEVICE_POINTER answers for the current context.
+    // The plan's context current: DEVICE_POINTER answers for the current context. It pushes
+    // nothing when the caller has made it current already (hm_plan_gemm).
     runtime::Device::Scope scope(device);
-    for (int slot = HM_ARG_A; slot < hm_launch_params::kNamedPointerSlots; ++slot)
-      if (params.pointers[slot] != 0) check_pointer(device, kSlotNames[slot], params.pointers[slot]);
+    // Each value once: a slot holding a value an earlier slot held passed with it (a refusal
+    // throws), and the first slot holding it is the one a refusal names, as before.
+    uint64_t checked[hm_launch_params::kNamedPointerSlots];
+    int count = 0;
+    for (int slot = HM_ARG_A; slot < hm_launch_params::kNamedPointerSlots; ++slot) {
+      const uint64_t pointer = params.pointers[slot];
+      if (pointer == 0 || std::find(checked, checked + count, pointer) != checked + count)
+        continue;
+      check_pointer(device, kSlotNames[slot], pointer);
+      checked[count++] = pointer;
+    }
   }
   check_stream(device, stream);
 }
 
 void check_device_pointer(const runtime::Device& device, const char* name, uint64_t pointer) {
   if (pointer == 0 || !device.driver().has_pointer_get_attribute()) return;
-  runtime::Device::Scope scope(device);
+  runtime::Device::Scope scope(device);  // nothing to push when the caller made it current
   check_pointer(device, name, pointer);
 }
 

@@ -16,8 +16,10 @@ namespace hm::api {
 //                              mapped here, or passed by its host address where the device
 //                              address differs).
 // Accepts device memory of this device, managed memory, host memory mapped for this device and
-// the default stream handles. A check whose driver entry point is missing (old drivers, the
-// minimal mock) is skipped. Driver queries only: legal during stream capture, no device work.
+// the default stream handles. A value set in several slots is checked once (a refusal names the
+// first of them). A check whose driver entry point is missing (old drivers, the minimal mock) is
+// skipped. Driver queries only: legal during stream capture, no device work. The device's
+// context is pushed for the checks unless the caller has made it current (Device::Scope).
 void check_launch_device(const runtime::Device& device, const hm_launch_params& params,
                          runtime::CUstream stream);
 

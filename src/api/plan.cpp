@@ -14,6 +14,7 @@
 #include "core/support.hpp"
 #include "gemm/family.hpp"
 #include "gemm/moe_family.hpp"
+#include "runtime/tensor_map.hpp"
 
 struct hm_plan {
   std::shared_ptr<hm::api::ContextState> context;
@@ -25,6 +26,9 @@ struct hm_plan {
   // One kernel per distinct tile, and the kernel each range uses (kUnused past max_m).
   std::vector<std::unique_ptr<hm_kernel>> kernels;
   std::vector<size_t> kernel_of_range;
+  // The TMA maps each kernel's calls encoded, kept while their inputs do not change (one cache
+  // per kernel, owned here: a plan created later, even at this address, starts empty).
+  std::vector<std::unique_ptr<hm::runtime::TensorMapCache>> tensor_maps;
 };
 
 namespace hm::api {
@@ -134,8 +138,12 @@ HM_API hm_status_t hm_plan_prepare(hm_plan_t* plan) {
       range.family->check_loaded(*range.tile, plan->layer, kernel.function, kernel.entry,
                                  first_m(plan, r), range.max_m);
     }
+    std::vector<std::unique_ptr<runtime::TensorMapCache>> tensor_maps;
+    for (size_t k = 0; k < kernels.size(); ++k)
+      tensor_maps.push_back(std::make_unique<runtime::TensorMapCache>());
     plan->kernels = std::move(kernels);
     plan->kernel_of_range = std::move(of_range);
+    plan->tensor_maps = std::move(tensor_maps);
     plan->prepared = true;
   });
 }
@@ -177,10 +185,17 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     if (plan->max_m > 0 && m > plan->max_m)
       fail(HM_ERROR_INVALID_ARGUMENT, "M = " + std::to_string(m) + " exceeds the plan's max_m " +
                                           std::to_string(plan->max_m));
+    // The host cost of a call is its driver calls (benchmarks/NOTES.md, "Host cost per
+    // hm_plan_gemm"): the context is pushed once, here, for the checks, the TMA encodes and the
+    // launch (their own Scopes nest for free); each distinct pointer is one query; a TMA tile's
+    // maps come from its kernel's cache while their inputs do not change.
+    const runtime::Device::Scope current(*ctx.device);
     check_launch_device(*ctx.device, *params, static_cast<runtime::CUstream>(stream));
     const size_t r = gemm::range_of(plan->ranges, m);
     const gemm::Range& range = plan->ranges[r];
-    const hm_kernel& kernel = *plan->kernels[plan->kernel_of_range[r]];
+    const size_t k = plan->kernel_of_range[r];
+    const hm_kernel& kernel = *plan->kernels[k];
+    const runtime::TensorMapCache::Use maps(plan->tensor_maps[k].get());
     range.family->launch(*range.tile, plan->layer, kernel.function, kernel.entry,
                          gemm::Call{*params, m, static_cast<runtime::CUstream>(stream)});
   });

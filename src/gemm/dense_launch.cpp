@@ -18,10 +18,13 @@ namespace {
 void encode_tma(const runtime::Device& device, const core::Format& f, const tune::DenseTile& tile,
                 const quant::PackedShape& shape, gemm::DenseParams& p) {
   static_assert(sizeof(gemm::DenseParams::TensorMap) == sizeof(runtime::CUtensorMap));
+  // Through the cache of the calling plan's kernel (hm_plan_gemm lends it with a
+  // TensorMapCache::Use): a map whose inputs have not changed since an earlier call is copied,
+  // not encoded again.
   auto encode = [&](const runtime::TensorMap2d& tensor, gemm::DenseParams::TensorMap& out,
                     const char* what) {
     runtime::CUtensorMap map;
-    runtime::encode_tensor_map(device, tensor, &map, what);
+    runtime::encode_tensor_map_cached(device, tensor, &map, what);
     std::memcpy(&out, &map, sizeof map);
   };
   const int act_bytes = f.activation.bits() / 8;

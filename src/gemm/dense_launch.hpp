@@ -33,7 +33,8 @@ std::string describe_dense(const tune::DenseTile& tile, const core::Format& form
 
 // Completes `p` (whose tensor pointers the caller has set and checked) for M = m and launches
 // `function` on `stream`: shapes, splits, the workspace's counters and partials (at `workspace`,
-// at least geometry.workspace_bytes, 16-byte aligned), the TMA maps of a TMA tile.
+// at least geometry.workspace_bytes, 16-byte aligned), the TMA maps of a TMA tile (through the
+// runtime::TensorMapCache a TensorMapCache::Use lends this thread, if any).
 void launch_dense(const runtime::Device& device, runtime::CUfunction function,
                   const std::string& entry, const core::Format& format,
                   const quant::PackedShape& shape, const tune::DenseTile& tile,

@@ -15,6 +15,11 @@ bool is_default_stream(CUstream stream) {
   return value == 0 || value == 1 || value == 2;
 }
 
+// The context the innermost live Scope on this thread made current, or null. In this library
+// only Scopes change the current context (Module's destructor pushes and pops in a pair), so
+// while a Scope lives its context stays current and a nested Scope of it needs no push.
+thread_local CUcontext t_scope_context = nullptr;
+
 std::string bytes_detail(const char* what, size_t bytes, int ordinal) {
   return std::string(what) + " " + std::to_string(bytes) + " bytes on device " +
          std::to_string(ordinal);
@@ -69,15 +74,20 @@ Device::~Device() {
   driver_->api().cuDevicePrimaryCtxRelease(device_);
 }
 
-Device::Scope::Scope(const Device& device) : device_(device) {
+Device::Scope::Scope(const Device& device) : device_(device), outer_(t_scope_context) {
+  if (outer_ == device.context_) return;
   device.driver_->check(device.driver_->api().cuCtxPushCurrent(device.context_),
                         "cuCtxPushCurrent");
+  pushed_ = true;
+  t_scope_context = device.context_;
 }
 
 Device::Scope::~Scope() {
+  if (!pushed_) return;
   CUcontext popped = nullptr;
   // Cannot throw here; a failed pop leaves the context current, which is harmless.
   device_.driver_->api().cuCtxPopCurrent(&popped);
+  t_scope_context = outer_;
 }
 
 uint64_t Device::alloc(size_t bytes) const {

@@ -41,7 +41,10 @@ class Device {
   const DeviceProperties& properties() const { return properties_; }
 
   // Makes the device's primary context current on this thread until the end of the scope
-  // (push / pop, so whatever was current before is current again afterwards).
+  // (push / pop, so whatever was current before is current again afterwards). Scopes nest for
+  // free: within a live Scope of the same context on this thread a Scope pushes nothing, so an
+  // API call opens one Scope and the helpers it calls (each with a Scope of its own, for callers
+  // without one) add no context switches (hm_plan_gemm: one push and one pop per call).
   class Scope {
    public:
     explicit Scope(const Device& device);
@@ -51,6 +54,8 @@ class Device {
 
    private:
     const Device& device_;
+    CUcontext outer_;      // what the enclosing Scope on this thread made current (or null)
+    bool pushed_ = false;  // false: nested in a Scope of the same context
   };
 
   // Device memory (cuMemAlloc / cuMemFree). alloc(0) is an error; free(0) does nothing.

@@ -50,6 +50,7 @@ namespace hm::runtime {
   X(cuOccupancyMaxActiveClusters, , 11070) \
   X(cuTensorMapEncodeTiled, , 12000)       \
   X(cuPointerGetAttribute, , 4000)         \
+  X(cuPointerGetAttributes, , 7000)        \
   X(cuStreamGetCtx, , 9020)
 
 // The resolved entry points; optional ones may be null.
@@ -93,6 +94,7 @@ class Driver {
   }
   bool has_tensor_map_encode_tiled() const { return api_.cuTensorMapEncodeTiled != nullptr; }
   bool has_pointer_get_attribute() const { return api_.cuPointerGetAttribute != nullptr; }
+  bool has_pointer_get_attributes() const { return api_.cuPointerGetAttributes != nullptr; }
   bool has_stream_get_ctx() const { return api_.cuStreamGetCtx != nullptr; }
 
   const DriverApi& api() const { return api_; }

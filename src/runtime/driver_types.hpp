@@ -190,6 +190,8 @@ using PFN_cuMemsetD8_v3020 = CUresult (*)(CUdeviceptr dst, unsigned char value, 
 using PFN_cuMemsetD8Async_v3020 = CUresult (*)(CUdeviceptr dst, unsigned char value, size_t bytes,
                                                CUstream stream);
 using PFN_cuPointerGetAttribute_v4000 = CUresult (*)(void* data, int attribute, CUdeviceptr ptr);
+using PFN_cuPointerGetAttributes_v7000 = CUresult (*)(unsigned int count, int* attributes,
+                                                      void** data, CUdeviceptr ptr);
 
 using PFN_cuStreamCreate_v2000 = CUresult (*)(CUstream* stream, unsigned int flags);
 using PFN_cuStreamDestroy_v4000 = CUresult (*)(CUstream stream);

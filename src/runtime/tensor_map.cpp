@@ -52,4 +52,59 @@ void encode_tensor_map(const Device& device, const TensorMap2d& t, CUtensorMap* 
                "cuTensorMapEncodeTiled", what);
 }
 
+bool same_tensor(const TensorMap2d& a, const TensorMap2d& b) {
+  return a.base == b.base && a.element_bytes == b.element_bytes && a.rows == b.rows &&
+         a.cols == b.cols && a.row_stride_bytes == b.row_stride_bytes &&
+         a.box_rows == b.box_rows && a.box_cols == b.box_cols && a.swizzle_128b == b.swizzle_128b;
+}
+
+namespace {
+thread_local TensorMapCache* t_cache = nullptr;  // lent by the innermost TensorMapCache::Use
+}  // namespace
+
+TensorMapCache::Entry* TensorMapCache::find(CUcontext context, const TensorMap2d& tensor) {
+  for (Entry& e : entries_)
+    if (e.last_use != 0 && e.context == context && same_tensor(e.tensor, tensor)) return &e;
+  return nullptr;
+}
+
+void TensorMapCache::encode(const Device& device, const TensorMap2d& tensor, CUtensorMap* out,
+                            const char* what) {
+  const CUcontext context = device.context();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (Entry* e = find(context, tensor)) {
+      e->last_use = ++clock_;
+      *out = e->map;
+      return;
+    }
+  }
+  CUtensorMap map;
+  encode_tensor_map(device, tensor, &map, what);  // throws: nothing kept
+  *out = map;
+  std::lock_guard<std::mutex> lock(mutex_);
+  Entry* e = find(context, tensor);  // another thread may have added it meanwhile
+  if (e == nullptr) {
+    e = &entries_[0];
+    for (Entry& candidate : entries_)
+      if (candidate.last_use < e->last_use) e = &candidate;
+    e->map = map;
+    e->context = context;
+    e->tensor = tensor;
+  }
+  e->last_use = ++clock_;
+}
+
+TensorMapCache::Use::Use(TensorMapCache* cache) : previous_(t_cache) { t_cache = cache; }
+
+TensorMapCache::Use::~Use() { t_cache = previous_; }
+
+void encode_tensor_map_cached(const Device& device, const TensorMap2d& tensor, CUtensorMap* out,
+                              const char* what) {
+  if (t_cache != nullptr)
+    t_cache->encode(device, tensor, out, what);
+  else
+    encode_tensor_map(device, tensor, out, what);
+}
+
 }  // namespace hm::runtime

@@ -1,8 +1,11 @@
-// TMA descriptors (CUtensorMap) through the driver's cuTensorMapEncodeTiled: a pure host call,
-// cheap enough to make per launch (the pointers change from call to call).
+// TMA descriptors (CUtensorMap) through the driver's cuTensorMapEncodeTiled: a pure host call
+// whose result depends on its arguments only, so a map encoded once serves every later call with
+// the same arguments (TensorMapCache); the activations' map changes with their address and M.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <mutex>
 
 #include "runtime/device.hpp"
 
@@ -21,8 +24,59 @@ struct TensorMap2d {
   uint32_t box_rows, box_cols;
   bool swizzle_128b;
 };
+// Every field equal: the same map.
+bool same_tensor(const TensorMap2d& a, const TensorMap2d& b);
+
 // The driver wants the device's context current (it checks the address against it).
 void encode_tensor_map(const Device& device, const TensorMap2d& tensor, CUtensorMap* out,
                        const char* what);
+
+// The maps one kernel's calls encoded, kept while their inputs do not change: the weight's and
+// the codes' maps are the same call after call, the activations' as long as their address and M
+// are. A hit is a copy of the map an earlier encode_tensor_map returned for identical inputs
+// (every field of TensorMap2d, and the device's context), so it is exactly what the driver would
+// encode again; failures are not kept, so a bad tensor fails every time. The least recently used
+// entry makes room. Thread-safe: one lock, held for a lookup or an insert (a 128-byte copy),
+// never across the driver call; two threads missing at once both encode, and both maps are right.
+class TensorMapCache {
+ public:
+  static constexpr int kCapacity = 8;  // a call's 2 to 4 maps, and A's for a few M or addresses
+
+  // encode_tensor_map, or the map kept from an encode of the same inputs.
+  void encode(const Device& device, const TensorMap2d& tensor, CUtensorMap* out,
+              const char* what);
+
+  // While a Use lives, encode_tensor_map_cached on this thread goes through `cache` (null: no
+  // cache). Uses nest; the previous one is restored at the end of the scope. This is how a plan
+  // lends its kernel's cache to the family launcher it calls, which takes no cache argument.
+  class Use {
+   public:
+    explicit Use(TensorMapCache* cache);
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    TensorMapCache* previous_;
+  };
+
+ private:
+  struct Entry {
+    CUtensorMap map;
+    CUcontext context = nullptr;
+    TensorMap2d tensor{};
+    uint64_t last_use = 0;  // 0: empty
+  };
+  // The entry for these inputs, or null (the caller holds the lock).
+  Entry* find(CUcontext context, const TensorMap2d& tensor);
+
+  std::mutex mutex_;
+  uint64_t clock_ = 0;
+  std::array<Entry, kCapacity> entries_{};
+};
+
+// encode_tensor_map through the cache a TensorMapCache::Use lends this thread, if any.
+void encode_tensor_map_cached(const Device& device, const TensorMap2d& tensor, CUtensorMap* out,
+                              const char* what);
 
 }  // namespace hm::runtime

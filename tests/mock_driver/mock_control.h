@@ -47,6 +47,13 @@ typedef int64_t (*hm_mock_newer_abi_calls_fn)(void);
  * its primary one (as cuCtxCreate makes). Needs no current context: a test makes "a stream of
  * another context" with it. Returns 0, or -1 (not initialized, bad ordinal, context not live). */
 typedef int (*hm_mock_stream_create_fn)(int ordinal, int own_context, void **out);
+/* Driver calls since the reset: to the entry point exported as `name` ("cuCtxPushCurrent_v2",
+ * "cuPointerGetAttribute"), or with name NULL to all of them (cuGetProcAddress_v2 included). An
+ * entry point that calls another counts once, under its own name. */
+typedef int64_t (*hm_mock_driver_calls_fn)(const char *name);
+/* "cuCtxPopCurrent_v2=1 cuCtxPushCurrent_v2=1 ...", by name: copies up to size - 1 bytes and a
+ * NUL, returns the full length. */
+typedef int64_t (*hm_mock_driver_call_summary_fn)(char *buf, int64_t size);
 /* The last image given to cuModuleLoadData(Ex): copies up to `size` bytes, returns its length. */
 typedef int64_t (*hm_mock_last_image_fn)(void *buf, int64_t size);
 

@@ -17,6 +17,11 @@
 //                               CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND for these base names.
 //   HM_MOCK_PAGEABLE_MEMORY_ACCESS=1  devices report CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS
 //                               (they could read plain host memory, as with HMM or ATS).
+//   HM_MOCK_FAIL_POINTER_GET_ATTRIBUTES=1  cuPointerGetAttributes (plural) fails with
+//                               CUDA_ERROR_NOT_SUPPORTED; cuPointerGetAttribute still answers.
+//
+// Every cu* call is counted by entry point (hm_mock_driver_calls, mock_control.h), so tests can
+// hold the library to a number of driver calls per API call.
 //
 // Memory: cuMemAlloc, cuMemAllocManaged and cuMemHostRegister ranges are known to
 // cuPointerGetAttribute (context, memory type, device pointer, managed, device ordinal); any
@@ -29,10 +34,10 @@
 // hm_reference_gemm_f32_f32 on the host, synchronously.
 //
 // Builds (one set of sources): humming_mock_cuda exports every entry point by its versioned name,
-// plus cuGetProcAddress_v2, which also hands out cuLaunchKernelEx (exported by no name, so hiding
-// it makes it truly absent). HM_MOCK_MINIMAL drops cuGetProcAddress_v2 and the optional entry
-// points (cuLaunchKernelEx, cuPointerGetAttribute, cuStreamGetCtx): the loader must fall back to
-// dlsym. HM_MOCK_NO_LAUNCH also drops cuLaunchKernel and cuMemAlloc_v2: required symbols missing.
+// plus cuGetProcAddress_v2, which also hands out cuLaunchKernelEx and cuPointerGetAttributes
+// (exported by no name, so hiding them makes them truly absent). HM_MOCK_MINIMAL drops
+// cuGetProcAddress_v2 and the optional entry points (cuLaunchKernelEx, cuPointerGetAttribute(s),
+// cuStreamGetCtx): the loader must fall back to dlsym. HM_MOCK_NO_LAUNCH also drops cuLaunchKernel and cuMemAlloc_v2: required symbols missing.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +54,7 @@ using namespace hm::mock;
 // ---------------------------------------------------------------------------------------------
 
 HM_MOCK_EXPORT CUresult cuInit(unsigned int flags) {
+  HM_MOCK_COUNT_CALL();
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (const char* fail = std::getenv("HM_MOCK_FAIL_INIT");
       fail && fail[0] && std::strcmp(fail, "0")) {
@@ -63,6 +69,7 @@ HM_MOCK_EXPORT CUresult cuInit(unsigned int flags) {
 }
 
 HM_MOCK_EXPORT CUresult cuDriverGetVersion(int* version) {
+  HM_MOCK_COUNT_CALL();
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *version = kDriverVersion;
   return CUDA_SUCCESS;
@@ -96,6 +103,7 @@ constexpr ErrorText kErrors[] = {
 }  // namespace
 
 HM_MOCK_EXPORT CUresult cuGetErrorName(CUresult error, const char** text) {
+  HM_MOCK_COUNT_CALL();
   if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (const ErrorText& e : kErrors)
     if (e.code == error) return *text = e.name, CUDA_SUCCESS;
@@ -104,6 +112,7 @@ HM_MOCK_EXPORT CUresult cuGetErrorName(CUresult error, const char** text) {
 }
 
 HM_MOCK_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
+  HM_MOCK_COUNT_CALL();
   if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (const ErrorText& e : kErrors)
     if (e.code == error) return *text = e.text, CUDA_SUCCESS;
@@ -116,6 +125,7 @@ HM_MOCK_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
 // ---------------------------------------------------------------------------------------------
 
 HM_MOCK_EXPORT CUresult cuDeviceGetCount(int* count) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   std::vector<int> ccs;
   if (count == nullptr || !devices(&ccs)) return CUDA_ERROR_INVALID_VALUE;
@@ -124,6 +134,7 @@ HM_MOCK_EXPORT CUresult cuDeviceGetCount(int* count) {
 }
 
 HM_MOCK_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   int cc = 0;
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -133,6 +144,7 @@ HM_MOCK_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 }
 
 HM_MOCK_EXPORT CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   int cc = 0;
   if (name == nullptr || length <= 0) return CUDA_ERROR_INVALID_VALUE;
@@ -144,6 +156,7 @@ HM_MOCK_EXPORT CUresult cuDeviceGetName(char* name, int length, CUdevice device)
 }
 
 HM_MOCK_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice device) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   int cc = 0;
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -184,6 +197,7 @@ HM_MOCK_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice
 }
 
 HM_MOCK_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   int cc = 0;
   if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -193,6 +207,7 @@ HM_MOCK_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
 }
 
 HM_MOCK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   int cc = 0;
   if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -210,6 +225,7 @@ HM_MOCK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice de
 }
 
 HM_MOCK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   int cc = 0;
   if (!device_cc(device, &cc)) return CUDA_ERROR_INVALID_DEVICE;
@@ -222,6 +238,7 @@ HM_MOCK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
 }
 
 HM_MOCK_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext context) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -232,6 +249,7 @@ HM_MOCK_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext context) {
 }
 
 HM_MOCK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* context) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (t_context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (context != nullptr) *context = reinterpret_cast<CUcontext>(t_context_stack.back());
@@ -240,6 +258,7 @@ HM_MOCK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* context) {
 }
 
 HM_MOCK_EXPORT CUresult cuCtxGetCurrent(CUcontext* context) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *context = reinterpret_cast<CUcontext>(current());
@@ -247,6 +266,7 @@ HM_MOCK_EXPORT CUresult cuCtxGetCurrent(CUcontext* context) {
 }
 
 HM_MOCK_EXPORT CUresult cuCtxSetCurrent(CUcontext context) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   auto* c = reinterpret_cast<Context*>(context);
   if (c == nullptr) {
@@ -264,6 +284,7 @@ HM_MOCK_EXPORT CUresult cuCtxSetCurrent(CUcontext context) {
 }
 
 HM_MOCK_EXPORT CUresult cuCtxSynchronize() {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   std::lock_guard<std::mutex> lock(state().mutex);
   return live(current()) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
@@ -326,6 +347,7 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuMemHostRegister", 6050, fn(cuMemHostRegister_v2)},
       {"cuMemHostUnregister", 4000, fn(cuMemHostUnregister)},
       {"cuPointerGetAttribute", 4000, fn(cuPointerGetAttribute)},
+      {"cuPointerGetAttributes", 7000, fn(cuPointerGetAttributes)},
       {"cuStreamCreate", 2000, fn(cuStreamCreate)},
       {"cuStreamDestroy", 4000, fn(cuStreamDestroy_v2)},
       {"cuStreamSynchronize", 2000, fn(cuStreamSynchronize)},
@@ -350,6 +372,7 @@ bool hidden(const char* symbol) {
 
 HM_MOCK_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** function, int cuda_version,
                                             uint64_t flags, int* symbol_status) {
+  HM_MOCK_COUNT_CALL();
   {
     std::lock_guard<std::mutex> lock(state().mutex);
     ++state().proc_address_calls;
@@ -388,6 +411,36 @@ HM_MOCK_EXPORT void hm_mock_reset(void) {
   s.last_launch = hm_mock_launch_t{};
   s.last_image.clear();
   s.launches = s.proc_address_calls = s.attribute_sets = s.newer_abi_calls = 0;
+  std::lock_guard<std::mutex> calls_lock(s.calls_mutex);
+  s.calls.clear();
+}
+
+HM_MOCK_EXPORT int64_t hm_mock_driver_calls(const char* name) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.calls_mutex);
+  if (name != nullptr) {
+    auto it = s.calls.find(name);
+    return it == s.calls.end() ? 0 : it->second;
+  }
+  int64_t total = 0;
+  for (const auto& entry : s.calls) total += entry.second;
+  return total;
+}
+
+HM_MOCK_EXPORT int64_t hm_mock_driver_call_summary(char* buf, int64_t size) {
+  std::string text;
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.calls_mutex);
+    for (const auto& [name, count] : s.calls)
+      text += (text.empty() ? "" : " ") + name + "=" + std::to_string(count);
+  }
+  if (buf != nullptr && size > 0) {
+    const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(size) - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return static_cast<int64_t>(text.size());
 }
 
 HM_MOCK_EXPORT int hm_mock_last_launch(hm_mock_launch_t* out) {

@@ -17,6 +17,7 @@ using namespace hm::mock;
 HM_MOCK_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image,
                                            unsigned int option_count, int* options,
                                            void** option_values) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (module == nullptr || image == nullptr || (option_count > 0 && (!options || !option_values)))
     return CUDA_ERROR_INVALID_VALUE;
@@ -62,10 +63,12 @@ HM_MOCK_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image,
 }
 
 HM_MOCK_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  HM_MOCK_COUNT_CALL();
   return cuModuleLoadDataEx(module, image, 0, nullptr, nullptr);
 }
 
 HM_MOCK_EXPORT CUresult cuModuleUnload(CUmodule module) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -77,6 +80,7 @@ HM_MOCK_EXPORT CUresult cuModuleUnload(CUmodule module) {
 
 HM_MOCK_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule module,
                                             const char* name) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (function == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -105,6 +109,7 @@ HM_MOCK_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule modul
 }
 
 HM_MOCK_EXPORT CUresult cuFuncSetAttribute(CUfunction function, int attribute, int value) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -120,6 +125,7 @@ HM_MOCK_EXPORT CUresult cuFuncSetAttribute(CUfunction function, int attribute, i
 }
 
 HM_MOCK_EXPORT CUresult cuFuncGetAttribute(int* value, int attribute, CUfunction function) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -209,6 +215,7 @@ HM_MOCK_REQUIRED_BUT_DROPPED CUresult cuLaunchKernel(CUfunction function, unsign
                                                      unsigned int block_z,
                                                      unsigned int shared_bytes, CUstream stream,
                                                      void** params, void** extra) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -221,6 +228,7 @@ HM_MOCK_REQUIRED_BUT_DROPPED CUresult cuLaunchKernel(CUfunction function, unsign
 // Reached only through cuGetProcAddress_v2 (see the top of the file).
 HM_MOCK_INTERNAL CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction function,
                                            void** params, void** extra) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr))
     return CUDA_ERROR_INVALID_VALUE;
@@ -252,6 +260,7 @@ HM_MOCK_INTERNAL CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunct
 // registers, shared memory and the processing clusters).
 HM_MOCK_INTERNAL CUresult cuOccupancyMaxActiveClusters(int* clusters, CUfunction function,
                                                        const CUlaunchConfig* config) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (clusters == nullptr || config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr))
     return CUDA_ERROR_INVALID_VALUE;
@@ -283,6 +292,7 @@ HM_MOCK_OPTIONAL CUresult cuTensorMapEncodeTiled(CUtensorMap* map, int data_type
                                                  const uint32_t* box_dim,
                                                  const uint32_t* element_strides, int interleave,
                                                  int swizzle, int l2_promotion, int oob_fill) {
+  HM_MOCK_COUNT_CALL();
   static const int kBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
   HM_MOCK_REQUIRE_INIT();
   if (!live(current())) return CUDA_ERROR_INVALID_CONTEXT;  // as the real driver answers

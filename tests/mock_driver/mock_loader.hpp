@@ -60,6 +60,18 @@ class MockControl {
   int64_t newer_abi_calls() const {
     return get<hm_mock_newer_abi_calls_fn>("hm_mock_newer_abi_calls")();
   }
+  // Driver calls since the reset to the entry point `name` (its exported symbol), or to all.
+  int64_t driver_calls(const char* name = nullptr) const {
+    return get<hm_mock_driver_calls_fn>("hm_mock_driver_calls")(name);
+  }
+  // "cuCtxPopCurrent_v2=1 cuCtxPushCurrent_v2=1 ...": every entry point called since the reset.
+  std::string driver_call_summary() const {
+    auto fn = get<hm_mock_driver_call_summary_fn>("hm_mock_driver_call_summary");
+    std::string text(static_cast<size_t>(fn(nullptr, 0)) + 1, '\0');
+    fn(text.data(), static_cast<int64_t>(text.size()));
+    text.pop_back();
+    return text;
+  }
   std::string last_image() const {
     auto fn = get<hm_mock_last_image_fn>("hm_mock_last_image");
     std::string image(static_cast<size_t>(fn(nullptr, 0)), '\0');

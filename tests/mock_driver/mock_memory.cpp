@@ -16,6 +16,7 @@ using namespace hm::mock;
 // ---------------------------------------------------------------------------------------------
 
 HM_MOCK_REQUIRED_BUT_DROPPED CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (pointer == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -31,6 +32,7 @@ HM_MOCK_REQUIRED_BUT_DROPPED CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t
 }
 
 HM_MOCK_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -46,6 +48,7 @@ HM_MOCK_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
 // Managed memory: an allocation like cuMemAlloc's that any device may use (the mock has no
 // migration to model). Freed with cuMemFree.
 HM_MOCK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* pointer, size_t bytes, unsigned int flags) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   constexpr unsigned int kAttachGlobal = 1, kAttachHost = 2;
   if (flags != kAttachGlobal && flags != kAttachHost) return CUDA_ERROR_INVALID_VALUE;
@@ -65,6 +68,7 @@ constexpr unsigned int kRegisterPortable = 1;  // CU_MEMHOSTREGISTER_PORTABLE
 // Pinned user memory: mapped for the current context, or for every context with PORTABLE, at
 // its own address (the mock has no disjoint device addresses). Copies and kernels may use it.
 HM_MOCK_EXPORT CUresult cuMemHostRegister_v2(void* pointer, size_t bytes, unsigned int flags) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (pointer == nullptr || bytes == 0 || flags > 15) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -80,6 +84,7 @@ HM_MOCK_EXPORT CUresult cuMemHostRegister_v2(void* pointer, size_t bytes, unsign
 }
 
 HM_MOCK_EXPORT CUresult cuMemHostUnregister(void* pointer) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -105,23 +110,27 @@ CUresult copy(void* dst, const void* src, size_t bytes, uint64_t device_address,
 }  // namespace
 
 HM_MOCK_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   return copy(reinterpret_cast<void*>(dst), src, bytes, dst, nullptr);
 }
 
 HM_MOCK_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   return copy(dst, reinterpret_cast<const void*>(src), bytes, src, nullptr);
 }
 
 HM_MOCK_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes,
                                              CUstream stream) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   return copy(reinterpret_cast<void*>(dst), src, bytes, dst, stream);
 }
 
 HM_MOCK_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes,
                                              CUstream stream) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   return copy(dst, reinterpret_cast<const void*>(src), bytes, src, stream);
 }
@@ -140,17 +149,20 @@ CUresult set(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream
 }  // namespace
 
 HM_MOCK_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t bytes) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   return set(dst, value, bytes, nullptr);
 }
 
 HM_MOCK_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes,
                                         CUstream stream) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   return set(dst, value, bytes, stream);
 }
 
 HM_MOCK_OPTIONAL CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr pointer) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -188,11 +200,55 @@ HM_MOCK_OPTIONAL CUresult cuPointerGetAttribute(void* data, int attribute, CUdev
   }
 }
 
+// Several attributes in one call, as the real driver answers them: a pointer the driver does not
+// know is no error, every attribute reads as 0 (NULL; note that device ordinal 0 is a real
+// ordinal, so a caller must look at the memory type). An attribute a known pointer cannot answer
+// (DEVICE_POINTER of memory not mapped for the current context) reads as 0 too. Reached only
+// through cuGetProcAddress_v2, like cuLaunchKernelEx, so that HM_MOCK_HIDE_SYMBOLS makes it truly
+// absent; HM_MOCK_FAIL_POINTER_GET_ATTRIBUTES=1 makes it fail with CUDA_ERROR_NOT_SUPPORTED (a
+// CUDA-compatible runtime that has the symbol but not the query).
+HM_MOCK_INTERNAL CUresult cuPointerGetAttributes(unsigned int count, int* attributes, void** data,
+                                                 CUdeviceptr pointer) {
+  HM_MOCK_COUNT_CALL();
+  HM_MOCK_REQUIRE_INIT();
+  if (env_flag("HM_MOCK_FAIL_POINTER_GET_ATTRIBUTES")) return CUDA_ERROR_NOT_SUPPORTED;
+  if (count > 0 && (attributes == nullptr || data == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  auto size_of = [](int attribute) -> size_t {
+    switch (attribute) {
+      case CU_POINTER_ATTRIBUTE_CONTEXT:
+        return sizeof(CUcontext);
+      case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        return sizeof(CUdeviceptr);
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        return sizeof(unsigned int);
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        return sizeof(int);
+      default:
+        return 0;
+    }
+  };
+  for (unsigned int i = 0; i < count; ++i)
+    if (data[i] == nullptr || size_of(attributes[i]) == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUcontext owner = nullptr;
+  const bool known =
+      cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, pointer) == CUDA_SUCCESS;
+  for (unsigned int i = 0; i < count; ++i) {
+    std::memset(data[i], 0, size_of(attributes[i]));
+    if (!known) continue;
+    const CUresult result = cuPointerGetAttribute(data[i], attributes[i], pointer);
+    if (result == CUDA_ERROR_INVALID_VALUE) continue;  // this attribute has no value here: NULL
+    if (result != CUDA_SUCCESS) return result;
+  }
+  return CUDA_SUCCESS;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Streams
 // ---------------------------------------------------------------------------------------------
 
 HM_MOCK_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (stream == nullptr || flags > CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -205,6 +261,7 @@ HM_MOCK_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
 }
 
 HM_MOCK_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -215,6 +272,7 @@ HM_MOCK_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
 }
 
 HM_MOCK_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -226,6 +284,7 @@ HM_MOCK_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
 }
 
 HM_MOCK_OPTIONAL CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
+  HM_MOCK_COUNT_CALL();
   HM_MOCK_REQUIRE_INIT();
   if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -244,6 +303,7 @@ HM_MOCK_OPTIONAL CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
 // The CUDA 12.5 variant (with a green context); a runtime that asks cuGetProcAddress for
 // "cuStreamGetCtx" at 12050 or later gets this one, and the counter shows it.
 HM_MOCK_OPTIONAL CUresult cuStreamGetCtx_v2(CUstream stream, CUcontext* context, void** green) {
+  HM_MOCK_COUNT_CALL();
   {
     std::lock_guard<std::mutex> lock(state().mutex);
     ++state().newer_abi_calls;

@@ -105,6 +105,10 @@ struct State {
   hm_mock_launch_t last_launch{};
   std::string last_image;
   int64_t launches = 0, proc_address_calls = 0, attribute_sets = 0, newer_abi_calls = 0;
+  // Calls per entry point since the reset, by exported symbol (hm_mock_driver_calls); a lock of
+  // their own, taken before and released before any entry point takes `mutex`.
+  std::mutex calls_mutex;
+  std::map<std::string, int64_t> calls;
 };
 
 inline State& state() {
@@ -117,6 +121,26 @@ inline State& state() {
 // layout and can misread (its tracer then crashes at exit, depending on earlier allocations).
 // Static TLS from glibc's surplus sidesteps that; the vector is 24 bytes.
 inline thread_local std::vector<Context*> t_context_stack __attribute__((tls_model("initial-exec")));
+
+// How deep this thread is in entry points: one that calls another (cuModuleLoadData calls
+// cuModuleLoadDataEx) is one driver call, counted under its own name. Initial-exec, as above.
+inline thread_local int t_call_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+// Counts one call of the entry point `name` unless it is made by another entry point.
+class CallCounter {
+ public:
+  explicit CallCounter(const char* name) {
+    if (t_call_depth++ != 0) return;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.calls_mutex);
+    ++s.calls[name];
+  }
+  ~CallCounter() { --t_call_depth; }
+  CallCounter(const CallCounter&) = delete;
+  CallCounter& operator=(const CallCounter&) = delete;
+};
+// The first statement of every cu* entry point.
+#define HM_MOCK_COUNT_CALL() const hm::mock::CallCounter hm_mock_call_counter_(__func__)
 
 inline bool env_flag(const char* name) {
   const char* v = std::getenv(name);
@@ -261,6 +285,8 @@ CUresult cuMemAllocManaged(CUdeviceptr* pointer, size_t bytes, unsigned int flag
 CUresult cuMemHostRegister_v2(void* pointer, size_t bytes, unsigned int flags);
 CUresult cuMemHostUnregister(void* pointer);
 CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr pointer);
+CUresult cuPointerGetAttributes(unsigned int count, int* attributes, void** data,
+                                CUdeviceptr pointer);
 CUresult cuStreamCreate(CUstream* stream, unsigned int flags);
 CUresult cuStreamDestroy_v2(CUstream stream);
 CUresult cuStreamSynchronize(CUstream stream);
