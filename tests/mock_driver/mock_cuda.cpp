@@ -37,7 +37,8 @@
 // plus cuGetProcAddress_v2, which also hands out cuLaunchKernelEx and cuPointerGetAttributes
 // (exported by no name, so hiding them makes them truly absent). HM_MOCK_MINIMAL drops
 // cuGetProcAddress_v2 and the optional entry points (cuLaunchKernelEx, cuPointerGetAttribute(s),
-// cuStreamGetCtx): the loader must fall back to dlsym. HM_MOCK_NO_LAUNCH also drops cuLaunchKernel and cuMemAlloc_v2: required symbols missing.
+// cuStreamGetCtx): the loader must fall back to dlsym. HM_MOCK_NO_LAUNCH also drops
+// cuLaunchKernel and cuMemAlloc_v2: required symbols missing.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
