@@ -436,8 +436,12 @@ struct DenseWgmma {
         const int64_t channel = strip0 * 16 + row;
         const void* codes = static_cast<const char*>(p.scales) +
                             group * p.scale_cols * D::kScaleCodeBytes;
-        block_lo = D::scale_code(codes, channel / C::kGroupN);
-        block_hi = D::scale_code(codes, (channel + 8) / C::kGroupN);
+        // Channels past N in a ragged last block (never stored) read the last row block's
+        // code: a row block index past the tensor read past its end (compute-sanitizer).
+        const int64_t last = p.scale_cols - 1, lo = channel / C::kGroupN,
+                      hi = (channel + 8) / C::kGroupN;
+        block_lo = D::scale_code(codes, lo < last ? lo : last);
+        block_hi = D::scale_code(codes, hi < last ? hi : last);
       }
       ptx::wgmma_fence();
       if constexpr (kFoldGroups) {
