@@ -40,7 +40,8 @@ struct DenseParams {
   // Bytes between experts in w, scales and zeros (bias: n elements; global: one f32).
   int64_t expert_w_bytes, expert_s_bytes, expert_z_bytes;
   // TMA descriptors (CUtensorMap: 128 opaque bytes, 64-byte aligned) of the activations and the
-  // weight, encoded by the host per call for wgmma tiles that copy with TMA (else zero). The
+  // weight for wgmma tiles that copy with TMA (else zero), copied in per call from the kernel's
+  // cache of encoded maps (runtime/tensor_map.hpp: re-encoded when an input changes). The
   // kernel takes its parameter as __grid_constant__, so their addresses are valid for TMA.
   struct alignas(64) TensorMap {
     uint64_t opaque[16];
