@@ -104,16 +104,17 @@ int64_t fold_scale_exponents(Layer& layer) {
           float& scale = layer.scales[static_cast<size_t>((x * n + r) * groups + gi)];
           const int e = std::ilogb(scale) - shift;
           if (e < window->lo) {
-            // Raised to the bottom: each value v becomes v * 2^(e - lo) in the weight's codes.
-            bool changed = false;
+            // Raised to the bottom: each value v becomes v * 2^(e - lo) in the weight's codes,
+            // rounded to nearest even; a group counts when a value did not survive exactly.
+            bool rounded = false;
             for (int64_t c = gi * group_k; c < std::min(k, (gi + 1) * group_k); ++c) {
               if ((codes[c] & magnitude) == 0) continue;
-              const auto code = static_cast<uint8_t>(
-                  w.encode(std::ldexp(w.decode(codes[c]), e - window->lo)));
-              changed = changed || code != codes[c];
+              const double exact = std::ldexp(w.decode(codes[c]), e - window->lo);
+              const auto code = static_cast<uint8_t>(w.encode(exact));
+              rounded = rounded || w.decode(code) != exact;
               codes[c] = code;
             }
-            row_raised[static_cast<size_t>(r)] += changed;
+            row_raised[static_cast<size_t>(r)] += rounded;
           }
           scale = std::ldexp(1.0f, std::min(window->hi, std::max(window->lo, e)));
         }

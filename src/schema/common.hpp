@@ -45,7 +45,7 @@ void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,
 // layer had); a group more than the window's width below is raised to its bottom and its codes
 // re-rounded to nearest even (the one lossy step, docs/convert.md; none when every expert's group
 // exponents span at most the window). Does nothing for other formats. Call after the activation
-// and the scales are set. Returns how many groups were raised.
+// and the scales are set. Returns how many groups lost a value to that rounding.
 int64_t fold_scale_exponents(Layer& layer);
 
 // Act-order: from g_idx [K] (group of each input column), the permutation that makes the groups

@@ -42,6 +42,8 @@ struct PackedLayer {
     std::vector<uint8_t> bytes;
   };
   std::string prefix, format;
+  // What the conversion changed beyond the layout, for the layer's report (empty: nothing).
+  std::string note;
   std::vector<Tensor> tensors;
   uint64_t bytes() const {
     uint64_t b = 0;

@@ -168,7 +168,7 @@ Layer convert_mxfp4(const LayerTensors& t, const Options& options) {
   });
   set_scale_dtype(layer, dtype(HM_DTYPE_UE8M0));
   // 8-bit activations: the scales go into the weights' exponents, within the kernel's window.
-  fold_scale_exponents(layer);
+  layer.rerounded_groups = fold_scale_exponents(layer);
   if (bias) {
     set_bias(layer, bias, e, n);
     if (options.split_gate_up) {

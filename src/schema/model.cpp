@@ -307,6 +307,7 @@ void write_shard(const ShardPlan& sp, const std::string& out_path, const ModelRe
       formats[l.found.prefix] = p.format;
       result.bytes_out += p.bytes();
       detail = std::string(scheme_name(l.rule->scheme)) + ": " + p.format;
+      if (!p.note.empty()) detail += "; " + p.note;
     }
     ++result.layers;
     report(ModelEvent::kLayer, l.found.prefix, detail, bytes);

@@ -488,4 +488,34 @@ TEST(ConvertModel, Fp8BlockFolder) {
   check_layers(s.out(), refs);
 }
 
+// gpt-oss MXFP4 experts converted for e4m3 activations: an expert whose group exponents span
+// more than the exponent window loses values, and the layer's report says how many groups.
+TEST(ConvertModel, Mxfp4ForE4m3ReportsTheGroupsRoundedIntoTheWindow) {
+  Scratch s("mxfp4");
+  const int64_t e = 2, n = 64, k = 64, groups = k / 32;
+  std::vector<uint8_t> blocks(e * n * k / 2, 0x77);  // every code 6.0 (0b0111): all nonzero
+  std::vector<uint8_t> scales(e * n * groups, 127);
+  // Expert 1, row 0, group 0: 2^-20, 20 below the others' 2^0 and the e4m3 window is 12 wide:
+  // 6 * 2^-20 becomes a code at 2^-11 (6 * 2^-9 = 0.0117 > 6 at 2^-11): rounded to 0.
+  scales[(1 * n + 0) * groups + 0] = 107;
+  // Expert 0, row 3, group 1: 2^-12, one below the window: 6 * 2^-12 = 3 * 2^-11, exact.
+  scales[(0 * n + 3) * groups + 1] = 115;
+  const std::string p = "model.layers.0.mlp.experts.gate_up_proj";
+  write_shards(s.in(), {{make_tensor(p + "_blocks", "U8", {e, n, groups, 16}, blocks),
+                         make_tensor(p + "_scales", "U8", {e, n, groups}, scales)}});
+  write_text(s.in() / "config.json", R"({"quantization_config": {"quant_method": "mxfp4"}})");
+  hm_convert_options_t layer;
+  hm_convert_options_init(&layer);
+  layer.activation = HM_DTYPE_E4M3;
+  Log log;
+  hm_convert_model_options_t o = model_options(&log);
+  o.layer_options = &layer;
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_SUCCESS)
+      << last_error();
+  ASSERT_EQ(log.details.size(), 1u);
+  EXPECT_NE(log.details[0].find("s=ue8m0:g32+tensor"), std::string::npos) << log.details[0];
+  EXPECT_NE(log.details[0].find("1 of 256 scale groups"), std::string::npos) << log.details[0];
+  EXPECT_NE(log.details[0].find("e4m3 exponent window"), std::string::npos) << log.details[0];
+}
+
 }  // namespace
