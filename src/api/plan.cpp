@@ -195,9 +195,9 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     const gemm::Range& range = plan->ranges[r];
     const size_t k = plan->kernel_of_range[r];
     const hm_kernel& kernel = *plan->kernels[k];
-    const runtime::TensorMapCache::Use maps(plan->tensor_maps[k].get());
     range.family->launch(*range.tile, plan->layer, kernel.function, kernel.entry,
-                         gemm::Call{*params, m, static_cast<runtime::CUstream>(stream)});
+                         gemm::Call{*params, m, static_cast<runtime::CUstream>(stream),
+                                    plan->tensor_maps[k].get()});
   });
 }
 

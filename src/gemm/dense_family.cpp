@@ -181,7 +181,7 @@ void DenseFamily::launch(const Tile& tile, const Layer& layer, runtime::CUfuncti
     core::require_aligned(ws, 16, "HM_ARG_WORKSPACE");
   }
   launch_dense(*layer.device, function, entry, layer.format, layer.shape, dense_tile(tile), g,
-               p, ws, m, call.stream);
+               p, ws, m, call.stream, call.tensor_maps);
 }
 
 const Family& dense_wgmma_family() {

@@ -15,16 +15,16 @@ namespace {
 // 128B swizzle the wgmma descriptor reads; the weight as [strips][k_chunks * chunk words] of
 // 32-bit words in boxes of one K step's chunks of each of the tile's strips (docs/layout.md: a
 // strip's chunks are contiguous; a last step past them arrives as zeros); the codes below.
-void encode_tma(const runtime::Device& device, const core::Format& f, const tune::DenseTile& tile,
-                const quant::PackedShape& shape, gemm::DenseParams& p) {
+void encode_tma(const runtime::Device& device, runtime::TensorMapCache* maps, const core::Format& f,
+                const tune::DenseTile& tile, const quant::PackedShape& shape,
+                gemm::DenseParams& p) {
   static_assert(sizeof(gemm::DenseParams::TensorMap) == sizeof(runtime::CUtensorMap));
-  // Through the cache of the calling plan's kernel (hm_plan_gemm lends it with a
-  // TensorMapCache::Use): a map whose inputs have not changed since an earlier call is copied,
-  // not encoded again.
+  // Through the calling plan's cache of this kernel's maps: a map whose inputs have not changed
+  // since an earlier call is copied, not encoded again.
   auto encode = [&](const runtime::TensorMap2d& tensor, gemm::DenseParams::TensorMap& out,
                     const char* what) {
     runtime::CUtensorMap map;
-    runtime::encode_tensor_map_cached(device, tensor, &map, what);
+    runtime::encode_tensor_map(device, maps, tensor, &map, what);
     std::memcpy(&out, &map, sizeof map);
   };
   const int act_bytes = f.activation.bits() / 8;
@@ -103,7 +103,7 @@ void launch_dense(const runtime::Device& device, runtime::CUfunction function,
                   const std::string& entry, const core::Format& f,
                   const quant::PackedShape& shape, const tune::DenseTile& tile,
                   const DenseGeometry& g, DenseParams& p, uint64_t workspace, int64_t m,
-                  runtime::CUstream stream) {
+                  runtime::CUstream stream, runtime::TensorMapCache* maps) {
   const tune::DenseLaunch& launch = g.launch;
   if (launch.grid_y > 65535)
     fail(HM_ERROR_UNSUPPORTED, "M = " + std::to_string(m) + " needs more than 65535 token blocks");
@@ -120,7 +120,7 @@ void launch_dense(const runtime::Device& device, runtime::CUfunction function,
   p.scale_cols = shape.scale_columns;
   p.k_chunks_per_split = launch.k_chunks_per_split;
   p.splits = launch.splits;
-  if (tile.tma) encode_tma(device, f, tile, shape, p);
+  if (tile.tma) encode_tma(device, maps, f, tile, shape, p);
   void* args[] = {&p};
   const runtime::Dim3 grid{static_cast<uint32_t>(launch.grid_x),
                            static_cast<uint32_t>(launch.grid_y),

@@ -11,6 +11,7 @@
 #include "quant/layout.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver_types.hpp"
+#include "runtime/tensor_map.hpp"
 #include "tune/dense.hpp"
 #include <humming/gemm/params.h>
 
@@ -33,12 +34,12 @@ std::string describe_dense(const tune::DenseTile& tile, const core::Format& form
 
 // Completes `p` (whose tensor pointers the caller has set and checked) for M = m and launches
 // `function` on `stream`: shapes, splits, the workspace's counters and partials (at `workspace`,
-// at least geometry.workspace_bytes, 16-byte aligned), the TMA maps of a TMA tile (through the
-// runtime::TensorMapCache a TensorMapCache::Use lends this thread, if any).
+// at least geometry.workspace_bytes, 16-byte aligned), the TMA maps of a TMA tile (through
+// `maps`, the kernel's cache, when not null).
 void launch_dense(const runtime::Device& device, runtime::CUfunction function,
                   const std::string& entry, const core::Format& format,
                   const quant::PackedShape& shape, const tune::DenseTile& tile,
                   const DenseGeometry& geometry, DenseParams& p, uint64_t workspace, int64_t m,
-                  runtime::CUstream stream);
+                  runtime::CUstream stream, runtime::TensorMapCache* maps);
 
 }  // namespace hm::gemm

@@ -20,6 +20,7 @@
 #include "quant/layout.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver_types.hpp"
+#include "runtime/tensor_map.hpp"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -61,6 +62,9 @@ struct Call {
   const hm_launch_params& params;
   int64_t m;
   runtime::CUstream stream;
+  // The kernel's cache of encoded TMA maps (the plan keeps one per kernel); null: every map is
+  // encoded for this call.
+  runtime::TensorMapCache* tensor_maps = nullptr;
 };
 
 class Family {

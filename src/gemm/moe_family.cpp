@@ -148,7 +148,7 @@ class MoeWgmmaFamily final : public DenseFamily {
     const tune::DenseLaunch l = launch_shape(tile, layer, call.m, top_k);
     DenseGeometry g{l, 0};
     launch_dense(*layer.device, function, entry, f, layer.shape, tile, g, p, 0, call.m,
-                 call.stream);
+                 call.stream, call.tensor_maps);
   }
 
  private:

@@ -58,10 +58,6 @@ bool same_tensor(const TensorMap2d& a, const TensorMap2d& b) {
          a.box_rows == b.box_rows && a.box_cols == b.box_cols && a.swizzle_128b == b.swizzle_128b;
 }
 
-namespace {
-thread_local TensorMapCache* t_cache = nullptr;  // lent by the innermost TensorMapCache::Use
-}  // namespace
-
 TensorMapCache::Entry* TensorMapCache::find(CUcontext context, const TensorMap2d& tensor) {
   for (Entry& e : entries_)
     if (e.last_use != 0 && e.context == context && same_tensor(e.tensor, tensor)) return &e;
@@ -95,14 +91,10 @@ void TensorMapCache::encode(const Device& device, const TensorMap2d& tensor, CUt
   e->last_use = ++clock_;
 }
 
-TensorMapCache::Use::Use(TensorMapCache* cache) : previous_(t_cache) { t_cache = cache; }
-
-TensorMapCache::Use::~Use() { t_cache = previous_; }
-
-void encode_tensor_map_cached(const Device& device, const TensorMap2d& tensor, CUtensorMap* out,
-                              const char* what) {
-  if (t_cache != nullptr)
-    t_cache->encode(device, tensor, out, what);
+void encode_tensor_map(const Device& device, TensorMapCache* cache, const TensorMap2d& tensor,
+                       CUtensorMap* out, const char* what) {
+  if (cache != nullptr)
+    cache->encode(device, tensor, out, what);
   else
     encode_tensor_map(device, tensor, out, what);
 }

@@ -46,20 +46,6 @@ class TensorMapCache {
   void encode(const Device& device, const TensorMap2d& tensor, CUtensorMap* out,
               const char* what);
 
-  // While a Use lives, encode_tensor_map_cached on this thread goes through `cache` (null: no
-  // cache). Uses nest; the previous one is restored at the end of the scope. This is how a plan
-  // lends its kernel's cache to the family launcher it calls, which takes no cache argument.
-  class Use {
-   public:
-    explicit Use(TensorMapCache* cache);
-    ~Use();
-    Use(const Use&) = delete;
-    Use& operator=(const Use&) = delete;
-
-   private:
-    TensorMapCache* previous_;
-  };
-
  private:
   struct Entry {
     CUtensorMap map;
@@ -75,8 +61,8 @@ class TensorMapCache {
   std::array<Entry, kCapacity> entries_{};
 };
 
-// encode_tensor_map through the cache a TensorMapCache::Use lends this thread, if any.
-void encode_tensor_map_cached(const Device& device, const TensorMap2d& tensor, CUtensorMap* out,
-                              const char* what);
+// cache->encode, or encode_tensor_map when there is no cache.
+void encode_tensor_map(const Device& device, TensorMapCache* cache, const TensorMap2d& tensor,
+                       CUtensorMap* out, const char* what);
 
 }  // namespace hm::runtime

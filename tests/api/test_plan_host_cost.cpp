@@ -330,34 +330,22 @@ TEST_F(TensorMapCacheTest, TheLeastRecentlyUsedMapMakesRoom) {
   EXPECT_TRUE(same(map, fresh(tensor(0, 2))));
 }
 
-TEST_F(TensorMapCacheTest, AUseLendsTheCacheToItsThreadForItsScope) {
+TEST_F(TensorMapCacheTest, TheLauncherEncodesThroughTheCacheItIsGiven) {
   TensorMapCache cache;
   CUtensorMap map;
   mock_.reset();
-  encode_tensor_map_cached(device_, tensor(), &map, "A");
-  encode_tensor_map_cached(device_, tensor(), &map, "A");
-  EXPECT_EQ(encodes(), 2) << "no cache without a Use";
-  {
-    const TensorMapCache::Use use(&cache);
-    mock_.reset();
-    encode_tensor_map_cached(device_, tensor(), &map, "A");
-    encode_tensor_map_cached(device_, tensor(), &map, "A");
-    EXPECT_EQ(encodes(), 1);
-    std::thread([&] {  // another thread has no Use
-      CUtensorMap other;
-      encode_tensor_map_cached(device_, tensor(), &other, "A");
-    }).join();
-    EXPECT_EQ(encodes(), 2);
-    {
-      const TensorMapCache::Use none(nullptr);
-      encode_tensor_map_cached(device_, tensor(), &map, "A");
-      EXPECT_EQ(encodes(), 3);
-    }
-    encode_tensor_map_cached(device_, tensor(), &map, "A");
-    EXPECT_EQ(encodes(), 3) << "the outer Use is back";
-  }
-  encode_tensor_map_cached(device_, tensor(), &map, "A");
-  EXPECT_EQ(encodes(), 4);
+  encode_tensor_map(device_, nullptr, tensor(), &map, "A");
+  encode_tensor_map(device_, nullptr, tensor(), &map, "A");
+  EXPECT_EQ(encodes(), 2) << "no cache: every call encodes";
+  mock_.reset();
+  encode_tensor_map(device_, &cache, tensor(), &map, "A");
+  encode_tensor_map(device_, &cache, tensor(), &map, "A");
+  EXPECT_EQ(encodes(), 1);
+  encode_tensor_map(device_, nullptr, tensor(), &map, "A");
+  EXPECT_EQ(encodes(), 2) << "a call without the cache does not read it";
+  CUtensorMap cached;
+  encode_tensor_map(device_, &cache, tensor(), &cached, "A");
+  EXPECT_TRUE(same(cached, map)) << "the kept map is the one the driver encodes";
 }
 
 // Two threads share one cache with more inputs between them than it holds, so that entries are
