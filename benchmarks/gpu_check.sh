@@ -101,12 +101,14 @@ fi
 
 if want all bench a8; then
   # 8-bit activations (issue 17): W4A8 (e2m1 x e4m3), W8A8 fp8, int4 x e4m3 with channel and
-  # g128 scales, MXFP4 (e2m1 x ue8m0 g32 x tensor) x e4m3; cuBLAS f16 in the same run (its fp8
-  # path is not wired into bench_gemm).
+  # g128 scales, MXFP4 (e2m1 x ue8m0 g32 x tensor) x e4m3, and the INT8 cells (W4A8-INT8,
+  # W8A8-INT8, int4 g128 x int8: NOTES "INT8 activations", not yet measured); cuBLAS f16 in the
+  # same run (its fp8 path is not wired into bench_gemm).
   echo "== bench: 8-bit activations"
   for f in "w=e2m1 a=e4m3 c=bf16 s=bf16:channel" "w=e4m3 a=e4m3 c=bf16 s=f32:channel" \
            "w=uint4b8 a=e4m3 c=bf16 s=bf16:channel" "w=uint4b8 a=e4m3 c=bf16 s=bf16:g128" \
-           "w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor"; do
+           "w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor" "w=uint4b8 a=int8 c=bf16 s=bf16:channel" \
+           "w=uint8b128 a=int8 c=bf16 s=f32:channel" "w=uint4b8 a=int8 c=bf16 s=bf16:g128"; do
     name=$(echo "$f" | sed 's/[ =:]/_/g')
     $B --format "$f n=8192 k=8192" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_a8_$name.json"
   done

@@ -41,6 +41,10 @@ GeneratedKernel reference_gemm_kernel(core::Dtype in, core::Dtype out, const std
 
 namespace {
 
+// The largest K of an int8-activation layer: its s32 sums of K products |a * w| <= 128 * 128 =
+// 2^14 stay below 2^30, far from overflow (gemm/dense_wgmma.cuh, S32Fragments).
+constexpr int64_t kInt8MaxK = int64_t{1} << 16;
+
 // The scale codes the kernel decodes as a small eXmY float (its exponent and mantissa widths go
 // into the generated Config).
 constexpr const char* kScaleCodeSmallFloat = "::hm::gemm::kScaleCodeSmallFloat";
@@ -64,10 +68,26 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
   using core::Dtype;
   const Dtype act = f.activation, w = f.weight, sd = f.scale, out = f.output;
   const bool act_16 = act.code() == HM_DTYPE_F16 || act.code() == HM_DTYPE_BF16;
-  const bool act_8 = act.code() == HM_DTYPE_E4M3 || act.code() == HM_DTYPE_E5M2;
+  const bool act_int8 = act.code() == HM_DTYPE_INT8;
+  const bool act_8 = act.code() == HM_DTYPE_E4M3 || act.code() == HM_DTYPE_E5M2 || act_int8;
   if (!act_16 && !act_8)
-    return "the dense kernels take f16, bf16, e4m3 or e5m2 activations; " + act.name() +
+    return "the dense kernels take f16, bf16, e4m3, e5m2 or int8 activations; " + act.name() +
            " activations have no kernel yet";
+  if (act_int8) {
+    // s8 x s8 wgmma into s32 (gemm/dense_wgmma.cuh): the weights must be int8 lanes as they are
+    // (integers, rule R10); K bounds the s32 sums (|product| <= 2^14, exact while K < 2^17).
+    if (kernel != tune::DenseKernel::kWgmma)
+      return "int8 activations run on the wgmma kernel (sm_90a) only; mma.sync (sm_80 int8) "
+             "has no 8-bit path yet";
+    if (!w.is_integer())
+      return "float weights (" + w.name() + ") with int8 activations have no kernel yet (rule "
+             "R11 allows them as integer steps); use integer weights (uint4b8, uint8b128, ...) or "
+             "e4m3 activations";
+    if (f.k > kInt8MaxK)
+      return "int8 activations accumulate in s32, which holds the sums exactly up to k=" +
+             std::to_string(kInt8MaxK) + ", not k=" + std::to_string(f.k) +
+             "; use e4m3 activations (f32 accumulators)";
+  }
   if (act_8) {
     // The wgmma kernel's 8-bit path (gemm/dequant_a8.cuh): weights converted exactly; channel
     // and tensor scales in the epilogue; ue8m0 group x tensor scales on 4-bit float weights in
@@ -84,7 +104,7 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
         gap += "; ue8m0 groups of 32 (MXFP4) run as group x tensor scales, which go into the "
                "weights' exponents (s=ue8m0:g" + std::to_string(f.group_k) +
                "+tensor: what the converters and the quantizer write for 8-bit activations)";
-      else
+      else if (!act_int8)
         gap += "; smaller groups run only as ue8m0 group x tensor scales on 4-bit float weights "
                "(MXFP4), not as " + f.scale.name() + " scales on " + f.weight.name() + " weights";
       return gap;
@@ -127,7 +147,8 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
   if (!gap.empty()) fail(HM_ERROR_UNSUPPORTED, gap);
   const bool act_f16 = f.activation.code() == HM_DTYPE_F16;
   const bool act_e4m3 = f.activation.code() == HM_DTYPE_E4M3;
-  const int act_bits = f.activation.bits();  // 16, or 8 (e4m3, e5m2: the gap check passed)
+  const bool act_int8 = f.activation.code() == HM_DTYPE_INT8;
+  const int act_bits = f.activation.bits();  // 16, or 8 (e4m3, e5m2, int8: the gap check passed)
   const bool acc_f16 = f.accumulator.code() == HM_DTYPE_F16;
   const Dtype w = f.weight;
 
@@ -155,9 +176,10 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
   const std::optional<core::ScaleExponentWindow> window =
       act_bits == 8 ? core::scale_exponent_window(f) : std::nullopt;
 
-  const char* act = act_bits == 8 ? (act_e4m3 ? "::hm::e4m3" : "::hm::e5m2")
-                    : act_f16      ? "::hm::f16"
-                                   : "::hm::bf16";
+  const char* act = act_int8       ? "::hm::s8"
+                    : act_bits == 8 ? (act_e4m3 ? "::hm::e4m3" : "::hm::e5m2")
+                    : act_f16       ? "::hm::f16"
+                                    : "::hm::bf16";
   const char* out = f.output.code() == HM_DTYPE_F16 ? "::hm::f16" : "::hm::bf16";
 
   // One named constant per line: a generated config reads like a table, and a swapped pair of
@@ -195,11 +217,12 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
   if (wg) {
     // The instruction for N = block_m tokens (scripts/gen_wgmma.py writes one header per N).
     prelude = "#include <humming/ptx/wgmma/m64n" + std::to_string(tile.block_m) + ".cuh>\n\n";
-    const char* kind = act_bits == 8 ? (act_e4m3 ? (acc_f16 ? "kWgmmaE4m3AccF16" : "kWgmmaE4m3AccF32")
-                                                 : (acc_f16 ? "kWgmmaE5m2AccF16" : "kWgmmaE5m2AccF32"))
-                       : acc_f16   ? "kWgmmaF16AccF16"
-                       : act_f16   ? "kWgmmaF16AccF32"
-                                   : "kWgmmaBf16AccF32";
+    const char* kind = act_int8       ? "kWgmmaS8AccS32"
+                       : act_bits == 8 ? (act_e4m3 ? (acc_f16 ? "kWgmmaE4m3AccF16" : "kWgmmaE4m3AccF32")
+                                                   : (acc_f16 ? "kWgmmaE5m2AccF16" : "kWgmmaE5m2AccF32"))
+                       : acc_f16       ? "kWgmmaF16AccF16"
+                       : act_f16       ? "kWgmmaF16AccF32"
+                                       : "kWgmmaBf16AccF32";
     c << "  using Wgmma = ::hm::ptx::WgmmaRs<" << tile.block_m << ", ::hm::ptx::" << kind
       << ">;\n";
   }

@@ -1,6 +1,8 @@
 // The plan half of the C ABI on the mock driver: creation rules, prepare, workspace sizing and
 // every argument check of hm_plan_gemm (the mock records the launch; GPU tests check results).
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -10,6 +12,7 @@
 #include "api/support/mock_driver_test.hpp"
 #include "humming.h"
 #include "mock_driver/mock_loader.hpp"
+#include <humming/gemm/params.h>
 
 namespace {
 
@@ -126,6 +129,55 @@ TEST_F(PlanApi, DescribeNamesTheEightBitActivationPath) {
               "block scales folded in f32 every 128 k");
   expect_tile("w=e2m1 a=e5m2 c=bf16 s=bf16:channel n=256 k=256", nullptr, 16,
               "K steps of 128), workspace 0 bytes; e5m2 activations with per-token scales");
+  expect_tile("w=uint4b8 a=int8 c=bf16 s=bf16:channel n=256 k=256", nullptr, 16,
+              "K steps of 128), workspace 0 bytes; int8 activations with per-token scales");
+  expect_tile("w=uint8b128 a=int8 c=f16 s=f32:g256 n=256 k=512", nullptr, 300,
+              "int8 activations with per-token scales, group scales folded in f32 every 256 k");
+}
+
+// int8 activations (s8 x s8 wgmma into s32): a plan is made and prepared for integer weights,
+// its call needs the per-token scales and hands them to the kernel, and what has no kernel yet
+// is refused at creation, naming what is missing.
+TEST_F(PlanApi, Int8ActivationPlansLaunchWithTheirActivationScales) {
+  hm_plan_t* p = plan("w=uint4b8 a=int8 c=bf16 s=bf16:channel n=256 k=1024");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  GemmArguments args(ctx_);
+  ASSERT_NO_FATAL_FAILURE(args.set_all(p, 40));
+  EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("HM_ARG_ACT_SCALES is not set"), std::string::npos) << last_error();
+  const uint64_t act_scales = args.buffer() + 4096;
+  hm_launch_params_set_pointer(args.params(), HM_ARG_ACT_SCALES, act_scales);
+  const auto launch = gemm_launch(p, args);
+  ASSERT_TRUE(launch.has_value());
+  EXPECT_EQ(std::string(launch->function).rfind("hm_dense_wgmma_", 0), 0u) << launch->function;
+  // The kernel's parameter is gemm::DenseParams: the scales' pointer and the problem.
+  ASSERT_GE(launch->arg_bytes_size, sizeof(hm::gemm::DenseParams));
+  hm::gemm::DenseParams params;
+  std::memcpy(&params, launch->arg_bytes, sizeof params);
+  EXPECT_EQ(reinterpret_cast<uint64_t>(params.act_scales), act_scales);
+  EXPECT_EQ(reinterpret_cast<uint64_t>(params.a), args.buffer());
+  EXPECT_EQ(params.m, 40);
+  EXPECT_EQ(params.n, 256);
+  EXPECT_EQ(params.k, 1024);
+  EXPECT_EQ(params.global, nullptr);
+  hm_plan_destroy(p);
+
+  // Refused, each with its reason.
+  EXPECT_EQ(plan("w=e2m1 a=int8 c=bf16 s=ue8m0:g32 n=256 k=256", HM_ERROR_UNSUPPORTED), nullptr);
+  EXPECT_NE(last_error().find("float weights (e2m1) with int8 activations"), std::string::npos)
+      << last_error();
+  EXPECT_EQ(plan("w=uint4b8 a=int8 c=bf16 s=bf16:g64 n=256 k=256", HM_ERROR_UNSUPPORTED), nullptr);
+  EXPECT_NE(last_error().find("int8 activations need group_k a multiple of 128"),
+            std::string::npos)
+      << last_error();
+  EXPECT_EQ(plan("w=uint4 zp=uint4 a=int8 c=f16 s=f16:g128 n=256 k=256", HM_ERROR_UNSUPPORTED),
+            nullptr);
+  EXPECT_NE(last_error().find("zero points with int8 activations"), std::string::npos)
+      << last_error();
+  EXPECT_EQ(plan("w=uint4b8 a=int8 c=bf16 s=bf16:channel n=256 k=131072", HM_ERROR_UNSUPPORTED),
+            nullptr);
+  EXPECT_NE(last_error().find("s32"), std::string::npos) << last_error();
 }
 
 TEST_F(PlanApi, FormatsWithoutAKernelAreRefusedAtCreation) {

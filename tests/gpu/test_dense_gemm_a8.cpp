@@ -1,7 +1,8 @@
-// The dense GEMM with 8-bit activations (e4m3, e5m2: the wgmma kernel's path through
+// The dense GEMM with 8-bit activations (e4m3, e5m2, int8: the wgmma kernel's path through
 // gemm/dequant_a8.cuh) through the public plan API on a real GPU. The reference multiplies the
 // activations' exact values (code x per-token scale, in f64) by the host-dequantized weight, so
-// the only error left is the kernel's f32 (or f16) accumulation and the output rounding.
+// the only error left is the kernel's f32 (or f16) accumulation and the output rounding (int8:
+// none in the s32 accumulation, one rounding to f32, then the scales' and the output's).
 // Skipped (exit 77) without a GPU; formats the device cannot run (no sm_90a) are skipped too.
 #include <algorithm>
 #include <cmath>
@@ -157,6 +158,16 @@ const FormatCase kCases[] = {
     {"w=e1m2 a=e4m3 c=f16 s=ue8m0:g256+tensor n=64 k=1024", 2e-3},
     // A tensor-parallel slice (N = 10944, K = 7392 of a 14B-class MLP).
     {"w=e4m3 a=e4m3 c=bf16 s=bf16:channel n=10944 k=7392", 1e-2},
+    // int8 activations (s8 x s8 into s32): 4-, 8- and 2-bit biased weights, channel / tensor
+    // scales and a bias; group scales folded per K group (one step per group; two, with K splits
+    // in the middle of a group), block scales; the odd chunk counts as above.
+    {"w=uint4b8 a=int8 c=bf16 s=bf16:channel n=200 k=576", 1e-2},
+    {"w=uint8b128 a=int8 c=f16 s=f32:channel bias=1 n=136 k=320", 2e-3},
+    {"w=uint2b2 a=int8 c=bf16 s=tensor n=72 k=256", 1e-2},
+    {"w=uint4b8 a=int8 c=bf16 s=bf16:g128 n=200 k=640", 1e-2},
+    {"w=uint8b128 a=int8 c=f16 s=f16:g256 n=128 k=3840", 2e-3},
+    {"w=uint8b128 a=int8 c=bf16 s=f32:b128x128 n=200 k=640", 1e-2},
+    {"w=uint4b8 a=int8 c=bf16 s=bf16:channel n=10944 k=7392", 1e-2},
 };
 
 class DenseGemmA8 : public testing::TestWithParam<FormatCase> {};
@@ -220,7 +231,12 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
                          Exact{"w=e2m1 a=e5m2 c=f16 s=tensor n=72 k=320", 0, 15},
                          Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=200 k=640", 5, 11},
                          Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g256 n=128 k=3840", 6, 10},
-                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:b128x64 n=200 k=640", 5, 11}}) {
+                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:b128x64 n=200 k=640", 5, 11},
+                         // int8 activations: the int8 lanes of biased and unsigned weights
+                         Exact{"w=uint4b8 a=int8 c=f16 s=f16:channel n=200 k=640", 5, 11},
+                         Exact{"w=uint8b128 a=int8 c=f16 s=tensor n=72 k=320", 125, 131},
+                         Exact{"w=uint4 a=int8 c=f16 s=f16:g128 n=200 k=640", 0, 3},
+                         Exact{"w=uint2b2 a=int8 c=f16 s=f32:b128x64 n=200 k=640", 0, 3}}) {
     Layer L = exact_layer(e.text, rng, e.lo, e.hi);
     for (const char* tuning : {static_cast<const char*>(nullptr), kWgmmaWide, kWgmmaAhead,
                                kWgmmaTma, kWgmmaCluster, kWgmmaProducer})
@@ -229,6 +245,68 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
         const Result r = run(gpu, L, a, m, tuning);
         EXPECT_EQ(r.max_abs, 0.0) << e.text << " m=" << m << " rel err " << r.rel_err
                                   << " tuning " << (tuning ? tuning : "default");
+      }
+  }
+}
+
+// int8 activations over their whole range: every activation code (-128 included) times every
+// 8-bit biased weight value (-128..127). The s32 sums are exact and below 2^24 (K * 2^14), so
+// their f32 conversion is exact too; the scales are powers of two, so each output must be the
+// exact sum rounded once to f16. Tensor scales (the sums converted before the epilogue) and
+// group scales of two exponents (converted at each group's fold; K = 384 keeps the f32 sum of
+// the three folded groups within 24 bits).
+TEST(DenseGemmA8Exact, Int8FullRangeBitExact) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  std::mt19937 rng(28);
+  auto rounded = [](const Layer& L, double x) {
+    uint32_t code = 0;
+    double v = 0;
+    hm_dtype_encode(L.out, x, &code);
+    hm_dtype_decode(L.out, code, &v);
+    return v;
+  };
+  for (const char* text : {"w=uint8b128 a=int8 c=f16 s=tensor n=136 k=704",
+                           "w=uint8b128 a=int8 c=f16 s=f32:g128 n=136 k=384"}) {
+    Layer L = hm::gpu_test::parse_layer(text);
+    hm_canonical_sizes_t cs;
+    hm_canonical_sizes_init(&cs);
+    ASSERT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
+    std::vector<uint8_t> codes(cs.codes);
+    std::vector<float> scales(cs.scales), global(cs.global_scale, std::ldexp(1.0f, -10));
+    for (auto& v : codes) v = static_cast<uint8_t>(rng());
+    std::uniform_int_distribution<int> exponent(-9, -8);
+    for (auto& v : scales) v = std::ldexp(1.0f, exponent(rng));
+    hm_canonical_weight_t q;
+    hm_canonical_weight_init(&q);
+    q.codes = codes.data();
+    q.scales = cs.scales ? scales.data() : nullptr;
+    q.global_scale = cs.global_scale ? global.data() : nullptr;
+    hm::gpu_test::pack_canonical(L, q);
+    for (const char* tuning : {static_cast<const char*>(nullptr), kWgmmaWide, kWgmmaAhead,
+                               kWgmmaTma, kWgmmaCluster, kWgmmaProducer})
+      for (int64_t m : {1, 17, 129, 260}) {
+        Activations8 a;
+        a.codes.resize(static_cast<size_t>(m * L.k));
+        a.scales.resize(static_cast<size_t>(m));
+        for (auto& c : a.codes) c = static_cast<uint8_t>(rng());
+        std::uniform_int_distribution<int> pow(-1, 1);
+        for (auto& s : a.scales) s = std::ldexp(1.0f, pow(rng));
+        fill_values(a, L.act, m, L.k);
+        const Result r = run(gpu, L, a, m, tuning);
+        int64_t wrong = 0;
+        std::string first;
+        for (int64_t t = 0; t < m; ++t)
+          for (int64_t n = 0; n < L.n; ++n) {
+            const double got = r.got[t * L.n + n], want = r.ref[t * L.n + n];
+            ASSERT_LT(std::fabs(want), 65504.0) << "the test keeps outputs inside f16";
+            if (got != rounded(L, want) && ++wrong <= 4)
+              first += " (t " + std::to_string(t) + ", n " + std::to_string(n) + ": " +
+                       std::to_string(got) + " vs " + std::to_string(want) + ")";
+          }
+        EXPECT_EQ(wrong, 0) << text << " m=" << m << " tuning " << (tuning ? tuning : "default")
+                            << ": outputs that are not the exact sum rounded once;" << first;
       }
   }
 }

@@ -10,6 +10,9 @@
 
 #include <humming/layout/spec.h>
 
+#include "core/dtype.hpp"
+#include "core/support.hpp"
+
 namespace hm::quant {
 namespace {
 
@@ -289,6 +292,43 @@ TEST(LayoutSpec, ChunksAreOrderedExpertStripK) {
   EXPECT_EQ(chunk_offset_bytes(5, 128, 192, 0, 0, 1), 640);
   EXPECT_EQ(chunk_offset_bytes(5, 128, 192, 0, 1, 0), 3 * 640);
   EXPECT_EQ(chunk_offset_bytes(5, 128, 192, 1, 0, 0), 8 * 3 * 640);
+}
+
+// ---- int8 lanes (int8 activations) ----------------------------------------------------------
+
+// int8_lanes against the dtypes: for every integer weight that rule R10 lets onto int8
+// activations (signed and biased up to 8 bits, unsigned up to 7), the stored codes q minus the
+// implicit zero point are exactly the dtype's values (core::weight_integer_range), and every code
+// in every byte of a register comes out as that value's int8 byte, whatever its neighbours hold.
+TEST(Int8Lanes, EveryCodeOfEveryIntegerWeightBecomesItsValue) {
+  using core::Dtype;
+  using core::DtypeKind;
+  std::mt19937 rng(17);
+  int weights = 0;
+  for (int b = 1; b <= 8; ++b)
+    for (const Dtype w : {Dtype::integer(true, b), Dtype::biased_integer(b), Dtype::integer(false, b)}) {
+      const core::IntegerRange r = core::weight_integer_range(w, Dtype());
+      if (r.lo < -128 || r.hi > 127) continue;  // uint8: refused by R10
+      ++weights;
+      // jit/codegen.cpp's kImplicitZeroPoint: 2^(b-1) for signed and biased integers, else 0.
+      const int zero_point = w.kind() == DtypeKind::kUnsignedInt ? 0 : 1 << (b - 1);
+      EXPECT_EQ(-zero_point, r.lo) << w.name();
+      EXPECT_EQ((1 << b) - 1 - zero_point, r.hi) << w.name();
+      std::uniform_int_distribution<uint32_t> code(0, (1u << b) - 1);
+      for (uint32_t q = 0; q < (1u << b); ++q)
+        for (int byte = 0; byte < 4; ++byte)
+          for (int trial = 0; trial < 8; ++trial) {
+            uint32_t fields = 0;
+            for (int j = 0; j < 4; ++j) fields |= (j == byte ? q : code(rng)) << (8 * j);
+            const uint32_t lanes = int8_lanes(fields, zero_point);
+            for (int j = 0; j < 4; ++j) {
+              const int want = static_cast<int>((fields >> (8 * j)) & 0xFFu) - zero_point;
+              EXPECT_EQ(static_cast<int8_t>((lanes >> (8 * j)) & 0xFFu), want)
+                  << w.name() << " code " << ((fields >> (8 * j)) & 0xFFu) << " in byte " << j;
+            }
+          }
+    }
+  EXPECT_EQ(weights, 8 + 8 + 7);
 }
 
 }  // namespace

@@ -165,3 +165,20 @@ TEST(DenseA8CompileMatrix, EveryDefaultTileCompilesWithoutSpills) {
     compiled += expect_default_tiles_compile(text, "dense_wgmma");
   EXPECT_GE(compiled, 8 * 7);
 }
+
+// int8 activations on the wgmma kernel (s8 x s8 into s32, gemm/dense_wgmma.cuh): every default
+// tile compiles for sm_90a without spills, for each way an integer weight becomes an int8 lane
+// (4-bit biased, 8-bit biased: the xor alone, 2-bit biased, unsigned without a zero point) and
+// each place the s32 sums turn into f32 (before the epilogue; per K group at the fold, with the
+// second accumulator set: the most registers; block scales read from global memory).
+TEST(DenseA8CompileMatrix, Int8EveryDefaultTileCompilesWithoutSpills) {
+  int compiled = 0;
+  for (const char* text : {"w=uint4b8 a=int8 c=bf16 s=bf16:channel n=8192 k=8192",
+                           "w=uint8b128 a=int8 c=bf16 s=f32:channel bias=1 n=8192 k=8192",
+                           "w=uint2b2 a=int8 c=f16 s=tensor n=2560 k=6912",
+                           "w=uint4 a=int8 c=f16 s=none n=4096 k=4096",
+                           "w=uint4b8 a=int8 c=bf16 s=bf16:g128 n=8192 k=8192",
+                           "w=uint8b128 a=int8 c=bf16 s=f32:b128x128 n=4096 k=4096"})
+    compiled += expect_default_tiles_compile(text, "dense_wgmma");
+  EXPECT_GE(compiled, 6 * 7);
+}

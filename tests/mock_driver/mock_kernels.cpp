@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include <humming/gemm/params.h>
 #include <humming/layout/pack.h>
 #include <humming/quant/activation.h>
 #include <humming/moe/routing.h>
@@ -138,6 +139,8 @@ CUresult reference_gemm(const KernelSignature& signature, const unsigned char* a
 // the device code's own per-lane function (pack.h); only the thread mapping is the mock's.
 
 constexpr const char* kPackWeightPrefix = "hm_pack_weight_";
+// The dense GEMM kernels (hm_dense_wgmma_..., hm_dense_mma_...: jit/codegen.cpp's entry names).
+constexpr const char* kDenseGemmPrefix = "hm_dense_";
 constexpr const char* kPackSidePrefix = "hm_pack_side_b";
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
@@ -420,6 +423,12 @@ KernelSignature kernel_signature(const std::string& image, const std::string& na
     signature.known = true;
     signature.params.push_back({0, size});
     signature.buffer_size = size;
+  } else if (starts_with(name, kDenseGemmPrefix)) {
+    // One struct by value (kernels/humming/gemm/params.h): recorded, not run, so that a test
+    // can check what the plan marshalled.
+    signature.known = true;
+    signature.params.push_back({0, sizeof(gemm::DenseParams)});
+    signature.buffer_size = sizeof(gemm::DenseParams);
   } else if (starts_with(name, kPackWeightPrefix) || starts_with(name, kPackSidePrefix)) {
     // One struct by value (kernels/humming/layout/pack.h).
     const size_t size = starts_with(name, kPackWeightPrefix) ? sizeof(pack::WeightParams)

@@ -295,9 +295,10 @@ int cmd_demo(Args& args) {
   std::vector<float> a(static_cast<size_t>(m * k));
   for (auto& x : a) x = normal(rng);
   const bool act16 = (act == HM_DTYPE_F16 || act == HM_DTYPE_BF16);
-  const bool act8 = (act == HM_DTYPE_E4M3 || act == HM_DTYPE_E5M2);
+  const bool act8 = (act == HM_DTYPE_E4M3 || act == HM_DTYPE_E5M2 || act == HM_DTYPE_INT8);
   if (!act16 && !act8)
-    throw Failure{"the demo runs f16, bf16, e4m3 or e5m2 activations, not " + dtype_name(act)};
+    throw Failure{"the demo runs f16, bf16, e4m3, e5m2 or int8 activations, not " +
+                  dtype_name(act)};
   // 8-bit activations are quantized per token by the host rule (the one the GPU quantizer
   // follows bit for bit): codes + one f32 scale per row; the reference sees codes x scale, and
   // cuBLAS gets the same values in f16.

@@ -33,6 +33,10 @@ struct e4m3 {
 struct e5m2 {
   unsigned char bits;
 };
+// 8-bit integer activations (two's complement codes): what the kernels' int8 Configs name as Act.
+struct s8 {
+  unsigned char bits;
+};
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 

@@ -9,11 +9,13 @@
 // register order is the wgmma A fragment.
 //
 // Activation width (C::kActBits): the kernel steps K by one 128-byte row of activations, 64 k of
-// f16 / bf16 (m64nNk16, one weight chunk per warp, gemm/dequant.cuh) or 128 k of e4m3 / e5m2
-// (m64nNk32, two chunks per warp, gemm/dequant_a8.cuh); either way a step is 16 A registers and
-// 4 wgmma, each reading the next 32 bytes of the activation rows. 8-bit activations come with a
-// per-token f32 scale that the epilogue applies. Below, "chunk i" of the pipeline is its i-th K
-// step (one 64-wide weight chunk with 16-bit activations, two with 8-bit).
+// f16 / bf16 (m64nNk16, one weight chunk per warp, gemm/dequant.cuh) or 128 k of e4m3 / e5m2 /
+// int8 (m64nNk32, two chunks per warp, gemm/dequant_a8.cuh); either way a step is 16 A registers
+// and 4 wgmma, each reading the next 32 bytes of the activation rows. 8-bit activations come with
+// a per-token f32 scale that the epilogue applies. int8 accumulates in s32, exactly, and turns
+// into f32 once: before the epilogue, or at each K group's fold (S32Fragments below). Below,
+// "chunk i" of the pipeline is its i-th K step (one 64-wide weight chunk with 16-bit
+// activations, two with 8-bit).
 //
 // Block: kWarps / 4 warpgroups side by side along N (channels), all sharing the activation tile
 // of kBlockM tokens. Pipeline: kStages shared-memory stages, each holding one K step of
@@ -44,6 +46,29 @@
 #include <humming/ptx/wgmma.cuh>
 
 namespace hm::gemm {
+
+// The accumulators of s8 x s8 wgmma: s32 in b32 registers, laid out as the f32 ones
+// (AccFragments, gemm/epilogue.cuh). A sum of K products of at most 128 * 128 = 2^14 is exact
+// while K < 2^17 (the family's gap keeps K <= 65536); converting it to f32 rounds once (exact
+// below 2^24), which is all the int8 path rounds before the scales.
+template <int kTokenGroups>
+struct S32Fragments {
+  uint32 v[1][kTokenGroups][4];
+};
+// The wgmma's accumulator set: S32Fragments for int8 activations, else AccFragments.
+template <bool kS32, bool kAccF16, int kTokenGroups>
+struct WgmmaAccumulators {
+  using Type = AccFragments<kAccF16, 1, kTokenGroups>;
+};
+template <bool kAccF16, int kTokenGroups>
+struct WgmmaAccumulators<true, kAccF16, kTokenGroups> {
+  using Type = S32Fragments<kTokenGroups>;
+};
+// An accumulator's value in f32 (s32: the one rounding of the int8 path).
+__device__ __forceinline__ float accumulator_value(float x) { return x; }
+__device__ __forceinline__ float accumulator_value(uint32 x) {
+  return static_cast<float>(static_cast<int>(x));
+}
 
 template <class C>
 struct DenseWgmma {
@@ -101,6 +126,11 @@ struct DenseWgmma {
   static constexpr bool kFoldGroups =
       kActBits == 8 && D::kGroupScalesInMainloop && !C::kScaleExponents;
   static constexpr int kStepsPerGroup = kFoldGroups ? C::kGroupK / kStepK : 1;
+  // int8 activations: the wgmma's accumulators are s32 (`part` when groups fold, whose f32 sum
+  // `acc` stays f32; else `acc` itself, converted to f32 before the epilogue).
+  static constexpr bool kActInt8 = act_is_int8<C>();
+  static constexpr bool kAccS32 = kActInt8 && !kFoldGroups;
+  static_assert(!kActInt8 || !C::kAccF16, "int8 activations accumulate in s32");
   static_assert(!kFoldGroups || (C::kGroupK % kStepK == 0 && !C::kAccF16),
                 "8-bit activations fold f32 groups of whole K steps (128 k)");
   static_assert(C::kScaleKind != kScaleBlock || kActBits == 8,
@@ -367,8 +397,9 @@ struct DenseWgmma {
     const int g = lane / 4;
     const int64_t strip0 = work.strip0, m0 = work.m0, kc_begin = work.kc_begin;
     const int n = static_cast<int>(work.kc_end - kc_begin);  // >= 1: the host makes no empty split
-    AccFragments<C::kAccF16, 1, kTokenGroups> acc{};
-    AccFragments<false, 1, kFoldGroups ? kTokenGroups : 1> part;  // kFoldGroups: a K group's sums
+    typename WgmmaAccumulators<kAccS32, C::kAccF16, kTokenGroups>::Type acc{};
+    // kFoldGroups: a K group's sums
+    typename WgmmaAccumulators<kActInt8, false, kFoldGroups ? kTokenGroups : 1>::Type part;
 
     // What a thread reads in every stage, as offsets from smem_raw worked out once and pinned in
     // registers: left to itself the compiler recomputes them (thread index, alignment, window
@@ -487,7 +518,7 @@ struct DenseWgmma {
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
             ptx::fence_operand(part.v[0][j][q]);
-            acc.v[0][j][q] += part.v[0][j][q] * (q < 2 ? lo : hi);
+            acc.v[0][j][q] += accumulator_value(part.v[0][j][q]) * (q < 2 ? lo : hi);
           }
       }
     };
@@ -673,6 +704,13 @@ struct DenseWgmma {
     if constexpr (C::kAccF16) {
       float wide[1][kTokenGroups][4];
       widen_accumulators(acc.v, wide);
+      Epilogue::run(p, reinterpret_cast<float*>(base), wide, strip0 * 16, m0);
+    } else if constexpr (kAccS32) {
+      float wide[1][kTokenGroups][4];
+#pragma unroll
+      for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) wide[0][j][q] = accumulator_value(acc.v[0][j][q]);
       Epilogue::run(p, reinterpret_cast<float*>(base), wide, strip0 * 16, m0);
     } else {
       Epilogue::run(p, reinterpret_cast<float*>(base), acc.v, strip0 * 16, m0);

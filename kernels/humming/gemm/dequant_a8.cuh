@@ -1,7 +1,8 @@
-// Dequantization of weight registers into 8-bit float activation codes (e4m3 or e5m2), for the
+// Dequantization of weight registers into 8-bit activation codes (e4m3, e5m2 or int8), for the
 // wgmma kernel with 8-bit activations: a register of the 8-bit layout (docs/layout.md, a = 8)
 // holds four weights of one row, four consecutive k, each field's code in its low bits; it
-// becomes four codes of the activation's type, the m64nNk32 A fragment as it stands.
+// becomes four codes of the activation's type, the m64nNk32 A fragment as it stands (the
+// fragment layout of k32 is the same for e4m3, e5m2 and s8).
 //
 // Only exact conversions are allowed (support rules R8, R9), so the MMA sees the weights
 // themselves, up to one power of two that the conversion leaves (kFactorExp, applied by the
@@ -12,7 +13,10 @@
 //    activation's own type needs nothing;
 //  - integers (value q - implicit zero point, |value| <= 2^(m+1) for m activation mantissa bits):
 //    through f16 pairs with the magic number 1024 (exact), then cvt to the 8-bit type (exact for
-//    these small integers).
+//    these small integers);
+//  - integers on int8 activations (value q - implicit zero point in [-128, 127], rule R10): the
+//    byte itself, two's complement, by one add and one xor per register (quant::int8_lanes,
+//    layout/spec.h).
 // Channel and tensor scales are applied by the epilogue in f32; group scales either fold in f32 per
 // K group (gemm/dense_wgmma.cuh) or, for ue8m0 group x tensor scales on 4-bit float weights
 // (C::kScaleExponents, the MXFP4 -> FP8 path), go into the weights' exponents here:
@@ -52,13 +56,23 @@ HM_PARAMS_HD constexpr uint32 exponent_table_entry(int c, int w_man, int w_bias,
   return static_cast<uint32>(((x + exp_lo + act_bias) << act_man) | (r << (act_man - p)));
 }
 
+// Whether Config C's activations are int8 (8 bits, no exponent): the wgmma is then s8 x s8 into
+// s32 accumulators (gemm/dense_wgmma.cuh) and the weights become int8 lanes.
+template <class C>
+HM_PARAMS_HD constexpr bool act_is_int8() {
+  return C::kActBits == 8 && C::kActExpBits == 0;
+}
+
 template <class C>
 struct DequantA8 {
   static constexpr int kBits = C::kWeightBits;
   static constexpr int kActBits = 8;
+  static constexpr bool kActInt8 = act_is_int8<C>();
   static constexpr int kActMan = C::kActManBits;
-  static constexpr int kActBias = (1 << (C::kActExpBits - 1)) - 1;
-  static_assert(C::kActExpBits + kActMan == 7, "e4m3 or e5m2");
+  static constexpr int kActBias = kActInt8 ? 0 : (1 << (C::kActExpBits - 1)) - 1;
+  static_assert(kActInt8 || C::kActExpBits + kActMan == 7, "e4m3 or e5m2");
+  static_assert(!kActInt8 || (!C::kWeightIsFloat && !C::kScaleExponents),
+                "int8 activations take integer weights (float weights: rule R11, no kernel yet)");
   // The power of two the conversion leaves in every weight (epilogue: C *= 2^kFactorExp); none
   // when the group scales' exponents go into the weights (they restore the value exactly).
   static constexpr int kFactorExp =
@@ -84,11 +98,19 @@ struct DequantA8 {
     return d;
   }
 
+  // int8 activations: the fields become int8 lanes q - zp (quant::int8_lanes), which needs the
+  // zero point the layout implies and every value in [-128, 127] (rule R10).
+  static_assert(!kActInt8 || (C::kImplicitZeroPoint == 0 ? kBits <= 7
+                                                         : C::kImplicitZeroPoint == 1 << (kBits - 1)),
+                "q - zp fits int8 (rule R10)");
+
   // Register kReg (0..7) of one chunk, from a lane's kBits stored words.
   template <int kReg>
   static __device__ __forceinline__ uint32 fragment(const uint32 (&words)[kBits]) {
     const uint32 x = quant::extract_register_fixed<kBits, kActBits, kReg>(words);
-    if constexpr (C::kWeightIsFloat) {
+    if constexpr (kActInt8) {
+      return quant::int8_lanes(x, C::kImplicitZeroPoint);
+    } else if constexpr (C::kWeightIsFloat) {
       if constexpr (kBits == 8 && C::kWeightManBits == kActMan) {
         return x;  // the activation's own type
       } else {
@@ -124,7 +146,7 @@ struct DequantA8 {
   static_assert(!C::kScaleExponents || (C::kWeightIsFloat && kBits == 4),
                 "group scales go into the exponents of 4-bit float weights only");
   static_assert(kLeastField >= 1, "every nonzero table entry is a normal activation code");
-  static_assert(kMostField < (1 << C::kActExpBits) - 1 ||
+  static_assert(!C::kScaleExponents || kMostField < (1 << C::kActExpBits) - 1 ||
                     (C::kActExpBits == 4 && kMostField == 15 &&
                      (((kTableHi >> 24) & ((1u << kActMan) - 1)) != (1u << kActMan) - 1)),
                 "the window's top stays finite (e4m3's top field holds finite values below its NaN)");

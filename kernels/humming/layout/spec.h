@@ -185,6 +185,17 @@ HM_HOST_DEVICE constexpr uint32_t extract_register_fixed(const uint32_t* words) 
   return (src >> rc.shift) & rc.mask;
 }
 
+// A register of the 8-bit layout (a = 8) as four int8 lanes, for int8 activations: each byte's
+// field q (below 2^b, upper bits clear, as extract_register gives it) becomes the two's
+// complement of q - zero_point, the weight's value (docs/layout.md: offset-binary codes, the
+// implicit zero point 2^(b-1) for signed and biased integers, 0 for unsigned ones of at most 7
+// bits). Per byte q + 128 - zero_point lies in [0, 255] (q < 2^b <= 2 * zero_point, or q < 128
+// when it is 0), so the add carries into no other byte, and flipping bit 7 turns that
+// offset-binary byte into q - zero_point. For 8-bit weights the add is 0: one xor.
+HM_HOST_DEVICE constexpr uint32_t int8_lanes(uint32_t fields, int zero_point) {
+  return (fields + static_cast<uint32_t>(128 - zero_point) * 0x01010101u) ^ 0x80808080u;
+}
+
 // ---- where a lane's words live in the chunk ---------------------------------------------------
 // The b words of all 32 lanes are stored as segments of 4, 2 and 1 words per lane (b = 4q + 2x + y:
 // q segments of 4, then x of 2, then y of 1), each segment lane-major. A lane therefore reads its

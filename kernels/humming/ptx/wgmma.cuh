@@ -17,12 +17,13 @@ enum WgmmaKind {
   kWgmmaE5m2AccF32,
   kWgmmaE4m3AccF16,
   kWgmmaE5m2AccF16,
+  kWgmmaS8AccS32,  // int8 x int8, s32 accumulators (exact; the kernel converts them to f32)
 };
 
-// wgmma.mma_async m64nNk16 (16-bit inputs) or m64nNk32 (8-bit floats) with A (64 x K) from four
-// registers per thread and B (K x N) by a shared-memory descriptor: 32 bytes of K either way,
-// accumulating into d (f32: [N / 8][4]; f16 pairs: [N / 8][2]), or overwriting it when
-// scale_d is 0:
+// wgmma.mma_async m64nNk16 (16-bit inputs) or m64nNk32 (8-bit floats, int8) with A (64 x K) from
+// four registers per thread and B (K x N) by a shared-memory descriptor: 32 bytes of K either way,
+// accumulating into d (f32: [N / 8][4]; f16 pairs: [N / 8][2]; s32: uint32 [N / 8][4]), or
+// overwriting it when scale_d is 0:
 //   static void run(float (&d)[N / 8][4], uint32 a0, a1, a2, a3, unsigned long long desc,
 //                   int scale_d = 1).
 // Include ptx/wgmma/m64n<N>.cuh for the width a kernel uses.
