@@ -1,4 +1,4 @@
-// Times the indexed MoE GEMM (hm_plan_gemm on a format with e >= 2) for the shapes of issue 18:
+// Times the MoE GEMM (hm_plan_gemm on a format with e >= 2) for the shapes of issue 18:
 // Qwen3-30B-A3B (E = 128, top-8: gate_up N = 1536 K = 2048, down N = 2048 K = 768), DeepSeek-V3
 // (E = 256, top-8, K = 7168, N = 4096 and its TP8 slice N = 512) and gpt-oss-120b (E = 128,
 // top-4, MXFP4, gate_up N = 5760 K = 2880), at M = 1, 16, 128, 1024, 4096 tokens. Routing:
@@ -6,6 +6,9 @@
 // timed here). Each call is replayed from a CUDA graph with the L2 flushed before it; prints the
 // median µs and the weight bytes the call must read against 4.27 TB/s (the experts hit by the
 // routing, each read once). Values do not matter for timing: the buffers hold a fixed pattern.
+// The Qwen3 shapes are also timed in the grouped modes (HM_ARG_MOE_MODE) on the same routing:
+// contiguous with the M * top_k rows grouped by expert (unpadded offsets), masked with slabs of
+// T_max = the most rows any expert got (the best case for the masked grid).
 //   bench_moe [--device N] [--iters N] [--json FILE]
 #include <algorithm>
 #include <cstdio>
@@ -73,8 +76,8 @@ int main(int argc, char** argv) {
       {"gpt_oss_120b_gate_up", "w=e2m1 a=bf16 c=bf16 s=ue8m0:g32 n=5760 k=2880 e=128", 4},
   };
   std::string json = "[";
-  std::printf("%-22s %6s %8s %10s %10s %8s  %s\n", "shape", "M", "experts", "median_us", "floor_us",
-              "of_floor", "tile");
+  std::printf("%-22s %-10s %6s %8s %10s %10s %8s  %s\n", "shape", "mode", "M", "experts",
+              "median_us", "floor_us", "of_floor", "tile");
   std::mt19937 rng(1);
   for (const Shape& s : shapes) {
     hm_format_t* f = nullptr;
@@ -96,10 +99,14 @@ int main(int argc, char** argv) {
     for (size_t i = 1; i < pattern.size(); i += 2) pattern[i] = 0x3C;  // f16 ~1.0; ue8m0 fine
     check(hm_copy_to_device(ctx, scales, pattern.data(), ps.scales), "copy scales");
     const int64_t max_m = 4096;
-    check(hm_device_alloc(ctx, max_m * k * 2, &a), "alloc a");
-    std::vector<uint16_t> ones(static_cast<size_t>(max_m * k), 0x3C00);
+    const bool grouped = std::strncmp(s.name, "qwen", 4) == 0;
+    // Room for the grouped modes' rows too: M * top_k rows, or E slabs of at most 2 * M * top_k
+    // / E + 64 rows (uniform routing stays far below).
+    const int64_t max_rows = grouped ? 2 * max_m * s.top_k + 64 * e : max_m;
+    check(hm_device_alloc(ctx, max_rows * k * 2, &a), "alloc a");
+    std::vector<uint16_t> ones(static_cast<size_t>(max_rows * k), 0x3C00);
     check(hm_copy_to_device(ctx, a, ones.data(), ones.size() * 2), "copy a");
-    check(hm_device_alloc(ctx, max_m * s.top_k * n * 2, &c), "alloc c");
+    check(hm_device_alloc(ctx, std::max(max_m * s.top_k, max_rows) * n * 2, &c), "alloc c");
     for (int64_t m : {1, 16, 128, 1024, 4096}) {
       int32_t block = 0;
       int64_t capacity = 0;
@@ -143,30 +150,73 @@ int main(int argc, char** argv) {
       hm_launch_params_set_pointer(p, HM_ARG_NUM_TOKENS_PADDED, padded);
       hm_launch_params_set_int(p, HM_ARG_M, m);
       hm_launch_params_set_int(p, HM_ARG_TOP_K, s.top_k);
-      const gpu_timing::Launch call = [&]() -> std::string {
-        if (hm_plan_gemm(plan, p, stream) != HM_SUCCESS) return last_error();
-        return "";
-      };
-      const gpu_timing::Stats st = gpu_timing::time_graph(
-          cu, timer, stream, gpu_timing::CU_STREAM_CAPTURE_MODE_GLOBAL, call, 10, iters);
-      // The floor: the weights (and scales) of every expert hit, read once.
-      const double bytes = double(hit) * double(ps.weight + ps.scales) / e +
-                           double(m) * k * 2 + double(m) * s.top_k * n * 2;
-      const double floor_us = bytes / 4.27e6;
-      char desc[256] = "";
-      hm_plan_describe(plan, m, desc, sizeof desc, nullptr);
-      if (!st.ok) {
-        std::printf("%-22s %6lld failed: %s\n", s.name, (long long)m, st.error.c_str());
-      } else {
-        std::printf("%-22s %6lld %8lld %10.2f %10.2f %8.2f  %s\n", s.name, (long long)m,
-                    (long long)hit, st.median, floor_us, st.median / floor_us, desc);
+      // Times one call of `params` (M tokens, M * top_k assignments) as `mode`, which runs the
+      // tile of `tile_m` tokens (docs/moe.md: a grouped call's rows per expert in tokens).
+      auto time_mode = [&](hm_launch_params_t* params, const char* mode, int64_t tile_m) {
+        const gpu_timing::Launch call = [&]() -> std::string {
+          if (hm_plan_gemm(plan, params, stream) != HM_SUCCESS) return last_error();
+          return "";
+        };
+        const gpu_timing::Stats st = gpu_timing::time_graph(
+            cu, timer, stream, gpu_timing::CU_STREAM_CAPTURE_MODE_GLOBAL, call, 10, iters);
+        // The floor: the weights (and scales) of every expert hit, read once; A and C.
+        const double a_rows = std::strcmp(mode, "indexed") == 0 ? double(m) : double(m) * s.top_k;
+        const double bytes = double(hit) * double(ps.weight + ps.scales) / e +
+                             a_rows * k * 2 + double(m) * s.top_k * n * 2;
+        const double floor_us = bytes / 4.27e6;
+        char desc[256] = "";
+        hm_plan_describe(plan, tile_m, desc, sizeof desc, nullptr);
+        if (!st.ok) {
+          std::printf("%-22s %-10s %6lld failed: %s\n", s.name, mode, (long long)m,
+                      st.error.c_str());
+          return;
+        }
+        std::printf("%-22s %-10s %6lld %8lld %10.2f %10.2f %8.2f  %s\n", s.name, mode,
+                    (long long)m, (long long)hit, st.median, floor_us, st.median / floor_us, desc);
         char line[512];
         std::snprintf(line, sizeof line,
-                      "%s{\"shape\": \"%s\", \"format\": \"%s\", \"top_k\": %d, \"m\": %lld, "
-                      "\"experts_hit\": %lld, \"median_us\": %.3f, \"floor_us\": %.3f}",
-                      json.size() > 1 ? ", " : "", s.name, s.format, s.top_k, (long long)m,
+                      "%s{\"shape\": \"%s\", \"mode\": \"%s\", \"format\": \"%s\", "
+                      "\"top_k\": %d, \"m\": %lld, \"experts_hit\": %lld, "
+                      "\"median_us\": %.3f, \"floor_us\": %.3f}",
+                      json.size() > 1 ? ", " : "", s.name, mode, s.format, s.top_k, (long long)m,
                       (long long)hit, st.median, floor_us);
         json += line;
+      };
+      time_mode(p, "indexed", m);
+      if (grouped) {
+        // The same assignments grouped by expert: contiguous runs (HM_ARG_M = rows) ...
+        std::vector<int32_t> offsets(static_cast<size_t>(e) + 1, 0), counts(e);
+        int64_t t_max = 1;
+        for (int x = 0; x < e; ++x) {
+          counts[x] = static_cast<int32_t>(of[x].size());
+          offsets[x + 1] = offsets[x] + counts[x];
+          t_max = std::max<int64_t>(t_max, counts[x]);
+        }
+        uint64_t offs = 0, masked = 0;
+        check(hm_device_alloc(ctx, offsets.size() * 4, &offs), "alloc offsets");
+        check(hm_copy_to_device(ctx, offs, offsets.data(), offsets.size() * 4), "copy offsets");
+        check(hm_device_alloc(ctx, counts.size() * 4, &masked), "alloc counts");
+        check(hm_copy_to_device(ctx, masked, counts.data(), counts.size() * 4), "copy counts");
+        hm_launch_params_t* g = nullptr;
+        check(hm_launch_params_create(&g), "params");
+        for (auto [slot, v] : {std::pair<int32_t, uint64_t>{HM_ARG_A, a}, {HM_ARG_B, w},
+                               {HM_ARG_SCALES, scales}, {HM_ARG_C, c}})
+          hm_launch_params_set_pointer(g, slot, v);
+        hm_launch_params_set_int(g, HM_ARG_MOE_MODE, HM_MOE_MODE_CONTIGUOUS);
+        hm_launch_params_set_pointer(g, HM_ARG_EXPERT_OFFSETS, offs);
+        hm_launch_params_set_int(g, HM_ARG_M, m * s.top_k);
+        time_mode(g, "contiguous", std::max<int64_t>(1, m * s.top_k / 8));
+        // ... and [E][T_max] slabs (HM_ARG_M = T_max).
+        if (t_max * e <= max_rows) {
+          hm_launch_params_set_pointer(g, HM_ARG_EXPERT_OFFSETS, 0);
+          hm_launch_params_set_int(g, HM_ARG_MOE_MODE, HM_MOE_MODE_MASKED);
+          hm_launch_params_set_pointer(g, HM_ARG_MASKED_M, masked);
+          hm_launch_params_set_int(g, HM_ARG_M, t_max);
+          time_mode(g, "masked", std::max<int64_t>(1, t_max * e / 8));
+        }
+        hm_launch_params_destroy(g);
+        hm_device_free(ctx, offs);
+        hm_device_free(ctx, masked);
       }
       hm_launch_params_destroy(p);
       for (uint64_t x : {sorted, experts, padded}) hm_device_free(ctx, x);

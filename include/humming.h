@@ -460,14 +460,30 @@ typedef struct hm_launch_params hm_launch_params_t;
 /* 8-bit activations (a=e4m3, a=e5m2): f32 [M] per-token scales of A, as
  * hm_quantize_activation_device writes them with group_k = 0 (A row i is codes * scale[i]). */
 #define HM_ARG_ACT_SCALES 11
+/* MoE formats, grouped modes (HM_ARG_MOE_MODE; docs/moe.md), device memory, 4-byte aligned. */
+#define HM_ARG_EXPERT_OFFSETS 12 /* contiguous: int32 [E + 1], expert e owns rows
+                                  * [offsets[e], offsets[e + 1]) of A and C (clamped to [0, M)) */
+#define HM_ARG_MASKED_M 13       /* masked: int32 [E], the valid rows of each expert's [M] slab
+                                  * (clamped to [0, M]) */
 #define HM_ARG_M 16        /* integers from here */
 #define HM_ARG_N 17
 #define HM_ARG_K 18
 #define HM_ARG_WORKSPACE_BYTES 19
-#define HM_ARG_TOP_K 20    /* MoE: experts per token, 1..HM_MAX_TOP_K */
+#define HM_ARG_TOP_K 20    /* MoE: experts per token, 1..HM_MAX_TOP_K (indexed mode) */
+#define HM_ARG_MOE_MODE 21 /* MoE: HM_MOE_MODE_* (0, the default: indexed) */
 
-/* Only the slots named above are accepted: set_pointer takes HM_ARG_A .. HM_ARG_ACT_SCALES,
- * set_int HM_ARG_M .. HM_ARG_TOP_K; any other id is HM_ERROR_INVALID_ARGUMENT. */
+/* How a MoE call finds each expert's rows, chosen per call by HM_ARG_MOE_MODE (an explicit
+ * integer rather than "whichever routing slots are set": launch params are reused between
+ * calls, and a stale slot must not switch the mode silently). Each mode requires its own routing
+ * slots and refuses the others'. */
+#define HM_MOE_MODE_INDEXED 0    /* A [M][K] tokens, C [M * top_k][N]: SORTED_IDS, EXPERT_IDS,
+                                  * NUM_TOKENS_PADDED, TOP_K */
+#define HM_MOE_MODE_CONTIGUOUS 1 /* A [M][K], C [M][N], rows grouped by expert: EXPERT_OFFSETS */
+#define HM_MOE_MODE_MASKED 2     /* A [E][M][K], C [E][M][N] (M = T_max rows per expert):
+                                  * MASKED_M */
+
+/* Only the slots named above are accepted: set_pointer takes HM_ARG_A .. HM_ARG_MASKED_M,
+ * set_int HM_ARG_M .. HM_ARG_MOE_MODE; any other id is HM_ERROR_INVALID_ARGUMENT. */
 HM_API hm_status_t hm_launch_params_create(hm_launch_params_t **out);
 HM_API void hm_launch_params_destroy(hm_launch_params_t *params);
 HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t *params, int32_t slot,
@@ -543,6 +559,13 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * the kernel computes at most M * top_k blocks). Rows
  * of experts marked -1 (not on this rank) are neither read nor written; routing data is read on
  * the device and never trusted as a bound (ids and experts out of range are skipped).
+ * With HM_ARG_MOE_MODE = HM_MOE_MODE_CONTIGUOUS, A and C are [M][N] rows already grouped by
+ * expert and HM_ARG_EXPERT_OFFSETS says where each expert's rows are; rows outside every
+ * expert's range are neither read nor written. With HM_MOE_MODE_MASKED, A is [E][M][K] and C
+ * [E][M][N] (M = T_max), and only the first HM_ARG_MASKED_M[e] rows of expert e's slab are read
+ * and written. Both read their counts on the device only (graph-capturable) and clamp them to M.
+ * A grouped call runs the plan's tile for (and is bounded by max_m as) M / 8 tokens (contiguous)
+ * or T_max * E / 8 tokens (masked): the rows per expert of that many tokens at top-8.
  * Alignment (HM_ERROR_MISALIGNED otherwise): A 16 bytes when K % 8 == 0 (else 2), B, SCALES, ZEROS
  * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C 2 bytes. With C and BIAS on
  * 16 bytes and N % 8 == 0 the kernels store eight outputs at a time; other alignments are exact

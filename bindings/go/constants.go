@@ -93,11 +93,17 @@ const (
 	ArgExpertIds             Slot  = C.HM_ARG_EXPERT_IDS
 	ArgNumTokensPadded       Slot  = C.HM_ARG_NUM_TOKENS_PADDED
 	ArgActScales             Slot  = C.HM_ARG_ACT_SCALES
+	ArgExpertOffsets         Slot  = C.HM_ARG_EXPERT_OFFSETS
+	ArgMaskedM               Slot  = C.HM_ARG_MASKED_M
 	ArgM                     Slot  = C.HM_ARG_M
 	ArgN                     Slot  = C.HM_ARG_N
 	ArgK                     Slot  = C.HM_ARG_K
 	ArgWorkspaceBytes        Slot  = C.HM_ARG_WORKSPACE_BYTES
 	ArgTopK                  Slot  = C.HM_ARG_TOP_K
+	ArgMoeMode               Slot  = C.HM_ARG_MOE_MODE
+	MoeModeIndexed                 = C.HM_MOE_MODE_INDEXED
+	MoeModeContiguous              = C.HM_MOE_MODE_CONTIGUOUS
+	MoeModeMasked                  = C.HM_MOE_MODE_MASKED
 	PlanNondeterministic           = C.HM_PLAN_NONDETERMINISTIC
 	MoeMaxLocalExperts             = C.HM_MOE_MAX_LOCAL_EXPERTS
 	MoeMinBlockSize                = C.HM_MOE_MIN_BLOCK_SIZE

@@ -379,6 +379,67 @@ func TestMockMoePlan(t *testing.T) {
 	}
 }
 
+func TestMockMoeGroupedModes(t *testing.T) {
+	ctx := mockContext(t, 0)
+	e, n, k := 4, 128, 256
+	f, _ := humming.ParseFormat("w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4")
+	q, _ := f.Quantize(make([]float32, e*n*k))
+	packed, _ := f.Pack(q)
+	plan, err := ctx.NewPlan(f, humming.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	if err := plan.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if humming.ArgExpertOffsets != 12 || humming.ArgMaskedM != 13 || humming.ArgMoeMode != 21 ||
+		humming.MoeModeContiguous != 1 || humming.MoeModeMasked != 2 {
+		t.Fatal("slot or mode values differ from humming.h")
+	}
+	w, _ := humming.Upload(ctx, packed.Weight)
+	s, _ := humming.Upload(ctx, packed.Scales)
+	params, _ := humming.NewLaunchParams()
+	defer params.Close()
+
+	// Contiguous: M rows grouped by expert, offsets [E + 1].
+	rows := 37
+	a, _ := ctx.Alloc(rows * k * 2)
+	c, _ := ctx.Alloc(rows * n * 2)
+	offsets, _ := humming.Upload(ctx, []int32{0, 10, 10, 30, 37})
+	args := humming.GemmArgs{A: a, Weight: w, Scales: s}
+	if err := plan.MoeGemmContiguous(params, args, offsets, c, rows, humming.DefaultStream); err != nil {
+		t.Fatal(err) // launched; the mock does not compute it
+	}
+	short, _ := ctx.Alloc(4 * 4)
+	if err := plan.MoeGemmContiguous(params, args, short, c, rows, humming.DefaultStream); err == nil ||
+		!strings.Contains(err.Error(), "ExpertOffsets") {
+		t.Fatal(err)
+	}
+
+	// Masked: [E, T_max] slabs, counts [E].
+	tMax := 9
+	a3, _ := ctx.Alloc(e * tMax * k * 2)
+	c3, _ := ctx.Alloc(e * tMax * n * 2)
+	counts, _ := humming.Upload(ctx, []int32{0, 9, 3, 100})
+	args3 := humming.GemmArgs{A: a3, Weight: w, Scales: s}
+	if err := plan.MoeGemmMasked(params, args3, counts, c3, tMax, humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.MoeGemmMasked(params, args3, counts, short, tMax, humming.DefaultStream); err == nil ||
+		!strings.Contains(err.Error(), "'C'") {
+		t.Fatal(err)
+	}
+	three, _ := ctx.Alloc(3 * 4) // one count short of E
+	if err := plan.MoeGemmMasked(params, args3, three, c3, tMax, humming.DefaultStream); err == nil ||
+		!strings.Contains(err.Error(), "MaskedM") {
+		t.Fatal(err)
+	}
+	if err := ctx.Synchronize(humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestMockGemmTakesActScalesWith8BitActivationsOnly(t *testing.T) {
 	ctx := mockContext(t, 0)
 	n, k, m := 128, 256, 16

@@ -175,7 +175,7 @@ func (p *Plan) Gemm(params *LaunchParams, args GemmArgs, c DeviceMemory, m int, 
 	if p.experts > 1 {
 		return invalid("the plan's format has %d experts: use MoeGemm", p.experts)
 	}
-	return p.run(params, args, c, m, m, nil, stream)
+	return p.run(params, args, c, m, m, m, nil, stream)
 }
 
 // MoeRoutingBuffers is the indexed routing of a MoE call (docs/moe.md), laid out by MoeAlign (or an
@@ -215,7 +215,7 @@ func (p *Plan) MoeGemm(params *LaunchParams, args GemmArgs, routing MoeRoutingBu
 		}
 		extra = append(extra, slotValue{r.slot, r.mem.Ptr()})
 	}
-	return p.run(params, args, c, m, m*topK, func() error {
+	return p.run(params, args, c, m, m, m*topK, func() error {
 		for _, v := range extra {
 			if err := params.SetPointer(v.slot, v.ptr); err != nil {
 				return err
@@ -223,6 +223,47 @@ func (p *Plan) MoeGemm(params *LaunchParams, args GemmArgs, routing MoeRoutingBu
 		}
 		return params.SetInt(ArgTopK, int64(topK))
 	}, stream)
+}
+
+// MoeGemmContiguous runs a MoE plan, grouped contiguous (docs/moe.md): A [M, K] with rows grouped
+// by expert, C [M, N]; expert e owns rows expertOffsets[e] .. expertOffsets[e+1] (int32, E+1
+// entries, read only on the device and clamped to [0, M]). Rows outside every expert's run are
+// not written. Asynchronous.
+func (p *Plan) MoeGemmContiguous(params *LaunchParams, args GemmArgs, expertOffsets DeviceMemory, c DeviceMemory,
+	m int, stream Stream) error {
+	if p.experts < 2 {
+		return invalid("the plan's format is dense (one expert): use Gemm")
+	}
+	if err := needBytes("ExpertOffsets", expertOffsets, (p.experts+1)*4); err != nil {
+		return err
+	}
+	return p.run(params, args, c, m, m, m, p.grouped(params, MoeModeContiguous, ArgExpertOffsets, expertOffsets),
+		stream)
+}
+
+// MoeGemmMasked runs a MoE plan, grouped masked (docs/moe.md): A [E, tMax, K], C [E, tMax, N];
+// only the first maskedM[e] rows of expert e's slab are read and written (int32, E entries, read
+// only on the device and clamped to [0, tMax]). Asynchronous.
+func (p *Plan) MoeGemmMasked(params *LaunchParams, args GemmArgs, maskedM DeviceMemory, c DeviceMemory, tMax int,
+	stream Stream) error {
+	if p.experts < 2 {
+		return invalid("the plan's format is dense (one expert): use Gemm")
+	}
+	if err := needBytes("MaskedM", maskedM, p.experts*4); err != nil {
+		return err
+	}
+	rows := p.experts * tMax
+	return p.run(params, args, c, tMax, rows, rows, p.grouped(params, MoeModeMasked, ArgMaskedM, maskedM), stream)
+}
+
+// grouped sets a grouped call's mode and its routing slot (after run has cleared the params).
+func (p *Plan) grouped(params *LaunchParams, mode int, slot Slot, routing DeviceMemory) func() error {
+	return func() error {
+		if err := params.SetInt(ArgMoeMode, int64(mode)); err != nil {
+			return err
+		}
+		return params.SetPointer(slot, routing.Ptr())
+	}
 }
 
 type slotValue struct {
@@ -248,11 +289,11 @@ func (p *Plan) checkActScales(scales DeviceMemory, m int) error {
 	return nil
 }
 
-// run checks and sets the slots every call has (A with m rows, C with cRows, the weight-side
-// buffers, the workspace), then `more` (the MoE routing), and launches.
-func (p *Plan) run(params *LaunchParams, args GemmArgs, c DeviceMemory, m, cRows int, more func() error,
+// run checks and sets the slots every call has (HM_ARG_M = m, A with aRows rows, C with cRows,
+// the weight-side buffers, the workspace), then `more` (the MoE routing), and launches.
+func (p *Plan) run(params *LaunchParams, args GemmArgs, c DeviceMemory, m, aRows, cRows int, more func() error,
 	stream Stream) error {
-	if err := needBytes("A", args.A, m*p.aRow); err != nil {
+	if err := needBytes("A", args.A, aRows*p.aRow); err != nil {
 		return err
 	}
 	if err := needBytes("C", c, cRows*p.n*p.cElem); err != nil {

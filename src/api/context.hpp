@@ -67,8 +67,8 @@ struct hm_launch_params {
   static constexpr int kIntSlots = 16;      // HM_ARG_M ..
   // Only the slots humming.h names are arguments; the rest of the storage is spare room for new
   // ones, and setting it is refused (a typo'd slot id would otherwise be silently ignored).
-  static constexpr int kNamedPointerSlots = HM_ARG_ACT_SCALES + 1;
-  static constexpr int kNamedIntSlots = HM_ARG_TOP_K - HM_ARG_M + 1;
+  static constexpr int kNamedPointerSlots = HM_ARG_MASKED_M + 1;
+  static constexpr int kNamedIntSlots = HM_ARG_MOE_MODE - HM_ARG_M + 1;
   static_assert(kNamedPointerSlots <= kPointerSlots && kNamedIntSlots <= kIntSlots);
   std::array<uint64_t, kPointerSlots> pointers{};
   std::array<int64_t, kIntSlots> ints{};

@@ -31,7 +31,8 @@ namespace {
 const char* const kSlotNames[] = {
     "HM_ARG_A",      "HM_ARG_B",         "HM_ARG_C",          "HM_ARG_BIAS",
     "HM_ARG_SCALES", "HM_ARG_ZEROS",     "HM_ARG_GLOBAL",     "HM_ARG_WORKSPACE",
-    "HM_ARG_SORTED_IDS", "HM_ARG_EXPERT_IDS", "HM_ARG_NUM_TOKENS_PADDED", "HM_ARG_ACT_SCALES"};
+    "HM_ARG_SORTED_IDS", "HM_ARG_EXPERT_IDS", "HM_ARG_NUM_TOKENS_PADDED", "HM_ARG_ACT_SCALES",
+    "HM_ARG_EXPERT_OFFSETS", "HM_ARG_MASKED_M"};
 static_assert(sizeof(kSlotNames) / sizeof(kSlotNames[0]) == hm_launch_params::kNamedPointerSlots,
               "one name per pointer slot of humming.h");
 

@@ -54,7 +54,7 @@ HM_API hm_status_t hm_launch_params_set_pointer(hm_launch_params_t* params, int3
     if (slot < 0 || slot >= hm_launch_params::kNamedPointerSlots)
       fail(HM_ERROR_INVALID_ARGUMENT,
            "slot " + std::to_string(slot) +
-               " is not a pointer slot (HM_ARG_A .. HM_ARG_ACT_SCALES, i.e. 0.." +
+               " is not a pointer slot (HM_ARG_A .. HM_ARG_MASKED_M, i.e. 0.." +
                std::to_string(hm_launch_params::kNamedPointerSlots - 1) + ")");
     params->pointers[slot] = device_pointer;
   });
@@ -67,7 +67,7 @@ HM_API hm_status_t hm_launch_params_set_int(hm_launch_params_t* params, int32_t 
     if (slot < HM_ARG_M || slot >= HM_ARG_M + hm_launch_params::kNamedIntSlots)
       fail(HM_ERROR_INVALID_ARGUMENT,
            "slot " + std::to_string(slot) +
-               " is not an integer slot (HM_ARG_M .. HM_ARG_TOP_K, i.e. " +
+               " is not an integer slot (HM_ARG_M .. HM_ARG_MOE_MODE, i.e. " +
                std::to_string(HM_ARG_M) + ".." +
                std::to_string(HM_ARG_M + hm_launch_params::kNamedIntSlots - 1) + ")");
     params->ints[slot - HM_ARG_M] = value;

@@ -182,16 +182,25 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     if (m <= 0 || m > HM_MAX_M)
       fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M must be in [1, HM_MAX_M = " +
                                           std::to_string(HM_MAX_M) + "], got " + std::to_string(m));
-    if (plan->max_m > 0 && m > plan->max_m)
-      fail(HM_ERROR_INVALID_ARGUMENT, "M = " + std::to_string(m) + " exceeds the plan's max_m " +
-                                          std::to_string(plan->max_m));
+    // A grouped MoE call runs the tile of the tokens that give its rows per expert.
+    const int64_t tile_m =
+        plan->layer.format.experts >= 2
+            ? gemm::moe_tile_m(params->integer(HM_ARG_MOE_MODE), m, plan->layer.format.experts)
+            : m;
+    if (plan->max_m > 0 && tile_m > plan->max_m)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "M = " + std::to_string(m) +
+               (tile_m != m ? " (a grouped MoE call of " + std::to_string(tile_m) +
+                                  " tokens' rows per expert, docs/moe.md)"
+                            : std::string()) +
+               " exceeds the plan's max_m " + std::to_string(plan->max_m));
     // The host cost of a call is its driver calls (benchmarks/NOTES.md, "Host cost per
     // hm_plan_gemm"): the context is pushed once, here, for the checks, the TMA encodes and the
     // launch (their own Scopes nest for free); each distinct pointer is one query; a TMA tile's
     // maps come from its kernel's cache while their inputs do not change.
     const runtime::Device::Scope current(*ctx.device);
     check_launch_device(*ctx.device, *params, static_cast<runtime::CUstream>(stream));
-    const size_t r = gemm::range_of(plan->ranges, m);
+    const size_t r = gemm::range_of(plan->ranges, tile_m);
     const gemm::Range& range = plan->ranges[r];
     const size_t k = plan->kernel_of_range[r];
     const hm_kernel& kernel = *plan->kernels[k];

@@ -142,12 +142,37 @@ void DenseFamily::marshal(const Layer& layer, const hm_launch_params& params, bo
   // 8-bit activations carry one f32 scale per row of A (hm_quantize_activation_device).
   p.act_scales = reinterpret_cast<const float*>(
       ptr(HM_ARG_ACT_SCALES, "HM_ARG_ACT_SCALES", f.activation.bits() == 8));
-  p.sorted_ids =
-      reinterpret_cast<const int32_t*>(ptr(HM_ARG_SORTED_IDS, "HM_ARG_SORTED_IDS", moe));
-  p.expert_ids =
-      reinterpret_cast<const int32_t*>(ptr(HM_ARG_EXPERT_IDS, "HM_ARG_EXPERT_IDS", moe));
-  p.num_padded = reinterpret_cast<const int32_t*>(
-      ptr(HM_ARG_NUM_TOKENS_PADDED, "HM_ARG_NUM_TOKENS_PADDED", moe));
+  // The routing slots: those of the call's MoE mode (humming.h, HM_ARG_MOE_MODE), no others.
+  const int64_t mode = params.integer(HM_ARG_MOE_MODE);
+  if (!moe && mode != 0)
+    fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_MOE_MODE is set (" + std::to_string(mode) +
+                                        ") but the format " + f.to_string() +
+                                        " has no experts; leave it 0");
+  if (mode < HM_MOE_MODE_INDEXED || mode > HM_MOE_MODE_MASKED)
+    fail(HM_ERROR_INVALID_ARGUMENT,
+         "HM_ARG_MOE_MODE must be HM_MOE_MODE_INDEXED (0), HM_MOE_MODE_CONTIGUOUS (1) or "
+         "HM_MOE_MODE_MASKED (2), got " + std::to_string(mode));
+  static const char* const kModeNames[] = {"HM_MOE_MODE_INDEXED", "HM_MOE_MODE_CONTIGUOUS",
+                                           "HM_MOE_MODE_MASKED"};
+  auto routing = [&](int slot, const char* name, int64_t used_by) -> const int32_t* {
+    if (!moe) return reinterpret_cast<const int32_t*>(ptr(slot, name, false));
+    const uint64_t v = params.pointers[slot];
+    if (mode == used_by && v == 0)
+      fail(HM_ERROR_INVALID_ARGUMENT, std::string(name) + " is not set (" + kModeNames[mode] +
+                                          " reads it)");
+    if (mode != used_by && v != 0)
+      fail(HM_ERROR_INVALID_ARGUMENT, std::string(name) + " is set but HM_ARG_MOE_MODE is " +
+                                          kModeNames[mode] + ", which does not read it (" +
+                                          kModeNames[used_by] + " does)");
+    return reinterpret_cast<const int32_t*>(v);
+  };
+  p.sorted_ids = routing(HM_ARG_SORTED_IDS, "HM_ARG_SORTED_IDS", HM_MOE_MODE_INDEXED);
+  p.expert_ids = routing(HM_ARG_EXPERT_IDS, "HM_ARG_EXPERT_IDS", HM_MOE_MODE_INDEXED);
+  p.num_padded =
+      routing(HM_ARG_NUM_TOKENS_PADDED, "HM_ARG_NUM_TOKENS_PADDED", HM_MOE_MODE_INDEXED);
+  p.expert_offsets = routing(HM_ARG_EXPERT_OFFSETS, "HM_ARG_EXPERT_OFFSETS", HM_MOE_MODE_CONTIGUOUS);
+  p.masked_m = routing(HM_ARG_MASKED_M, "HM_ARG_MASKED_M", HM_MOE_MODE_MASKED);
+  p.moe_mode = static_cast<int32_t>(mode);
   core::require_aligned(params.pointers[HM_ARG_A], aligned_k(layer) ? 16 : 2, "HM_ARG_A");
   core::require_aligned(params.pointers[HM_ARG_B], 16, "HM_ARG_B");
   core::require_aligned(params.pointers[HM_ARG_C], 2, "HM_ARG_C");
@@ -159,6 +184,8 @@ void DenseFamily::marshal(const Layer& layer, const hm_launch_params& params, bo
   core::require_aligned(params.pointers[HM_ARG_SORTED_IDS], 4, "HM_ARG_SORTED_IDS");
   core::require_aligned(params.pointers[HM_ARG_EXPERT_IDS], 4, "HM_ARG_EXPERT_IDS");
   core::require_aligned(params.pointers[HM_ARG_NUM_TOKENS_PADDED], 4, "HM_ARG_NUM_TOKENS_PADDED");
+  core::require_aligned(params.pointers[HM_ARG_EXPERT_OFFSETS], 4, "HM_ARG_EXPERT_OFFSETS");
+  core::require_aligned(params.pointers[HM_ARG_MASKED_M], 4, "HM_ARG_MASKED_M");
 }
 
 void DenseFamily::launch(const Tile& tile, const Layer& layer, runtime::CUfunction function,

@@ -3,7 +3,9 @@
 // HM_ARG_SORTED_IDS and scattered into C (gemm/sched.cuh); everything else (dequantization,
 // pipeline, epilogue) is the dense wgmma kernel's, so this family is the dense one with its own
 // coverage, tiles, grid and arguments. The routing counts stay on the device: the grid covers the
-// worst case (every expert padding a block) and blocks past *num_padded leave at once.
+// worst case (every expert padding a block) and blocks past *num_padded leave at once. The
+// grouped modes (HM_ARG_MOE_MODE) run the same kernel: the mode is a runtime field of
+// DenseParams, so one compiled tile serves all three and hm_plan_prepare compiles nothing more.
 #include "gemm/moe_family.hpp"
 
 #include <algorithm>
@@ -18,10 +20,21 @@
 
 namespace hm::gemm {
 
+static_assert(kMoeIndexed == HM_MOE_MODE_INDEXED && kMoeContiguous == HM_MOE_MODE_CONTIGUOUS &&
+                  kMoeMasked == HM_MOE_MODE_MASKED,
+              "DenseParams::moe_mode takes humming.h's HM_MOE_MODE_* values");
+
 int64_t moe_rows(int64_t m, int64_t top_k, int64_t experts, int64_t block) {
   // The capacity hm_moe_align fills (kernels/humming/moe/routing.h): one rule for both.
   return moe::align_capacity(m * top_k, static_cast<int32_t>(experts),
                              static_cast<int32_t>(block));
+}
+
+int64_t moe_tile_m(int64_t mode, int64_t m, int64_t experts) {
+  if (mode == HM_MOE_MODE_CONTIGUOUS) return std::max<int64_t>(1, m / 8);
+  if (mode == HM_MOE_MODE_MASKED)
+    return std::clamp<int64_t>(m * experts / 8, 1, HM_MAX_M);  // m, experts < 2^31, 2^13
+  return m;
 }
 
 namespace {
@@ -130,9 +143,11 @@ class MoeWgmmaFamily final : public DenseFamily {
     const hm_launch_params& params = call.params;
     const core::Format& f = layer.format;
     DenseParams p{};
-    marshal(layer, params, true, p);
-    const int64_t top_k = params.integer(HM_ARG_TOP_K);
-    if (top_k < 1 || top_k > HM_MAX_TOP_K)
+    marshal(layer, params, true, p);  // checks HM_ARG_MOE_MODE and its routing slots
+    const int32_t mode = p.moe_mode;
+    // The grouped modes have no top-k: a row of A is a row of C.
+    const int64_t top_k = mode == kMoeIndexed ? params.integer(HM_ARG_TOP_K) : 1;
+    if (mode == kMoeIndexed && (top_k < 1 || top_k > HM_MAX_TOP_K))
       fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_TOP_K must be in [1, HM_MAX_TOP_K = " +
                                           std::to_string(HM_MAX_TOP_K) + "], got " +
                                           std::to_string(top_k));
@@ -145,27 +160,44 @@ class MoeWgmmaFamily final : public DenseFamily {
     p.expert_w_bytes = static_cast<int64_t>(layer.shape.weight_bytes / f.experts);
     p.expert_s_bytes = static_cast<int64_t>(layer.shape.scale_bytes / f.experts);
     p.expert_z_bytes = static_cast<int64_t>(layer.shape.zero_point_bytes / f.experts);
-    const tune::DenseLaunch l = launch_shape(tile, layer, call.m, top_k);
+    const tune::DenseLaunch l = launch_shape(tile, layer, call.m, top_k, mode);
+    if (mode == kMoeMasked && l.grid_y > 65535)
+      fail(HM_ERROR_UNSUPPORTED,
+           "HM_MOE_MODE_MASKED runs ceil(T_max / " + std::to_string(tile.block_m) +
+               ") blocks per expert: " + std::to_string(l.grid_y) + " for E = " +
+               std::to_string(f.experts) + " and T_max = HM_ARG_M = " + std::to_string(call.m) +
+               " exceed the 65535 the grid holds; use a smaller T_max (or the contiguous mode)");
     DenseGeometry g{l, 0};
     launch_dense(*layer.device, function, entry, f, layer.shape, tile, g, p, 0, call.m,
                  call.stream, call.tensor_maps);
   }
 
  private:
-  // The grid covers every slot SORTED_IDS can hold (moe_rows); K splits (a cluster) are sized
-  // for the blocks expected to have rows: M * top_k assignments over at most min(E, M * top_k)
-  // experts, each padding half a block on average.
+  // Indexed: the grid covers every slot SORTED_IDS can hold (moe_rows); K splits (a cluster)
+  // are sized for the blocks expected to have rows: M * top_k assignments over at most
+  // min(E, M * top_k) experts, each padding half a block on average. Contiguous: the same with M
+  // rows and top_k 1, every run padding at most one block. Masked: every slab's blocks (the
+  // counts are on the device), K splits sized as if all rows were real (no over-splitting when
+  // they are).
   tune::DenseLaunch launch_shape(const tune::DenseTile& tile, const Layer& layer, int64_t m,
-                                 int64_t top_k) const {
+                                 int64_t top_k, int32_t mode = kMoeIndexed) const {
     const int64_t e = layer.format.experts, bm = tile.block_m;
-    const int64_t assignments = m * top_k;
-    const int64_t expected = assignments + std::min(e, assignments) * (bm - 1) / 2;
+    const int64_t assignments = mode == kMoeMasked ? e * m : m * top_k;
+    const int64_t expected = mode == kMoeMasked
+                                 ? assignments
+                                 : assignments + std::min(e, assignments) * (bm - 1) / 2;
     tune::DenseLaunch l = tune::plan_dense_launch(tile, layer.format, std::max<int64_t>(1, expected),
                                                   layer.shape.n_padded, layer.shape.k_padded,
                                                   layer.multiprocessors);
-    // Blocks with rows are consecutive from block 0 (docs/moe.md), and each holds at least one
-    // assignment: no more than M * top_k of them, however many experts pad.
-    l.grid_y = std::min(moe_rows(m, top_k, e, bm) / bm, assignments);
+    // Blocks with rows are consecutive from block 0 (docs/moe.md; in the contiguous mode by
+    // construction), and each holds at least one row: no more than M * top_k of them, however
+    // many experts pad.
+    if (mode == kMoeMasked)
+      l.grid_y = e * ((m + bm - 1) / bm);
+    else if (mode == kMoeContiguous)
+      l.grid_y = std::min((m + bm - 1) / bm + e, m);
+    else
+      l.grid_y = std::min(moe_rows(m, top_k, e, bm) / bm, assignments);
     if (!l.cluster) {  // no global split-K for MoE
       l.splits = 1;
       l.k_chunks_per_split = static_cast<int>(layer.shape.k_padded / 64);

@@ -15,4 +15,10 @@ const Family& moe_wgmma_family();  // indexed MoE on the sm_90a wgmma kernel (ge
 // most block - 1 padding per expert, rounded to whole blocks.
 int64_t moe_rows(int64_t m, int64_t top_k, int64_t experts, int64_t block);
 
+// The M whose range (tile) a MoE call of HM_ARG_MOE_MODE `mode` and HM_ARG_M = m runs. The
+// default ranges count tokens at top-8 (about 8 * M / E rows per expert), so the grouped modes
+// ask for the tokens that would give their rows per expert: contiguous, m rows -> m / 8;
+// masked, up to T_max = m rows per expert -> m * E / 8 (in [1, HM_MAX_M]). Indexed: m.
+int64_t moe_tile_m(int64_t mode, int64_t m, int64_t experts);
+
 }  // namespace hm::gemm

@@ -16,16 +16,16 @@ using hm::test::ScopedEnv;
 TEST(LaunchSlots, OnlyNamedSlotsAreAccepted) {
   hm_launch_params_t* p = nullptr;
   ASSERT_EQ(hm_launch_params_create(&p), HM_SUCCESS);
-  for (int32_t slot = HM_ARG_A; slot <= HM_ARG_ACT_SCALES; ++slot)
+  for (int32_t slot = HM_ARG_A; slot <= HM_ARG_MASKED_M; ++slot)
     EXPECT_EQ(hm_launch_params_set_pointer(p, slot, 0x1000), HM_SUCCESS) << slot;
-  for (int32_t slot = HM_ARG_M; slot <= HM_ARG_TOP_K; ++slot)
+  for (int32_t slot = HM_ARG_M; slot <= HM_ARG_MOE_MODE; ++slot)
     EXPECT_EQ(hm_launch_params_set_int(p, slot, 7), HM_SUCCESS) << slot;
   // The storage behind the named slots is larger; the slots between are no arguments at all.
-  for (int32_t slot : {HM_ARG_ACT_SCALES + 1, 15, HM_ARG_M, 31, -1}) {
+  for (int32_t slot : {HM_ARG_MASKED_M + 1, 15, HM_ARG_M, 31, -1}) {
     EXPECT_EQ(hm_launch_params_set_pointer(p, slot, 0x1000), HM_ERROR_INVALID_ARGUMENT) << slot;
     EXPECT_NE(last_error().find(std::to_string(slot)), std::string::npos) << last_error();
   }
-  for (int32_t slot : {HM_ARG_TOP_K + 1, 31, HM_ARG_A, 32}) {
+  for (int32_t slot : {HM_ARG_MOE_MODE + 1, 31, HM_ARG_A, 32}) {
     EXPECT_EQ(hm_launch_params_set_int(p, slot, 7), HM_ERROR_INVALID_ARGUMENT) << slot;
     EXPECT_NE(last_error().find(std::to_string(slot)), std::string::npos) << last_error();
   }

@@ -1,10 +1,12 @@
-// The indexed MoE GEMM (family moe_wgmma) through the public plan API on an sm_90a GPU, against
-// an f64 per-expert reference on the host-dequantized weights. The routing (sort by expert, pad
-// to the plan's block size) is done here on the host, as an engine's moe_align would. Skipped
-// (exit 77) without a GPU; on a GPU other than sm_90 the plan must be refused, naming why.
+// The MoE GEMM (family moe_wgmma: indexed, grouped contiguous and grouped masked) through the
+// public plan API on an sm_90a GPU, against an f64 per-expert reference on the host-dequantized
+// weights. The indexed routing (sort by expert, pad to the plan's block size) and the grouped
+// layouts are made here on the host, as an engine would. Skipped (exit 77) without a GPU; on a
+// GPU other than sm_90 the plan must be refused, naming why.
 #include <cmath>
 #include <cstdint>
 #include <algorithm>
+#include <climits>
 #include <random>
 #include <string>
 #include <thread>
@@ -467,6 +469,288 @@ TEST(MoeGemmStreams, TwoThreadsTwoStreamsOnePlan) {
     EXPECT_CU(cu, cuStreamDestroy(lane.stream));
     hm_launch_params_destroy(lane.p);
   }
+  hm_plan_destroy(plan);
+  CUcontext popped = nullptr;
+  EXPECT_CU(cu, cuCtxPopCurrent(&popped));
+  EXPECT_CU(cu, cuDevicePrimaryCtxRelease(0));
+}
+
+// ---- The grouped modes (HM_ARG_MOE_MODE, docs/moe.md) ----
+
+// Which expert owns each row of a grouped call's A and C (-1: none; the row of C must stay
+// poisoned), by the kernel's rules: contiguous, each expert's two offsets clamped to [0, rows)
+// on their own (gemm/sched.cuh, contiguous_rows); masked, the first clamp(count, 0, T_max) rows
+// of each slab.
+std::vector<int32_t> grouped_owners(int mode, int64_t m, int experts,
+                                    const std::vector<int32_t>& routing) {
+  if (mode == HM_MOE_MODE_MASKED) {
+    std::vector<int32_t> owner(static_cast<size_t>(experts * m), -1);
+    for (int e = 0; e < experts; ++e)
+      for (int64_t t = 0; t < std::clamp<int64_t>(routing[e], 0, m); ++t) owner[e * m + t] = e;
+    return owner;
+  }
+  std::vector<int32_t> owner(static_cast<size_t>(m), -1);
+  for (int e = 0; e < experts; ++e) {
+    const int64_t lo = std::clamp<int64_t>(routing[e], 0, m);
+    const int64_t hi = std::clamp<int64_t>(routing[e + 1], lo, m);
+    for (int64_t r = lo; r < hi; ++r) {
+      EXPECT_EQ(owner[r], -1) << "the test's offsets must give disjoint runs";
+      owner[r] = e;
+    }
+  }
+  return owner;
+}
+
+// One grouped call of `plan` (mode, M = rows or T_max, the offsets [E + 1] or counts [E]) on
+// random activations, checked against the f64 reference of each row's expert.
+Result run_grouped(Gpu& gpu, Layer& L, hm_plan_t* plan, int mode, int64_t m,
+                   const std::vector<int32_t>& routing, std::mt19937& rng) {
+  Result result;
+  const std::vector<int32_t> owner = grouped_owners(mode, m, L.experts, routing);
+  const int64_t rows = static_cast<int64_t>(owner.size());
+  const auto a = hm::gpu_test::random_activations(L, rows, rng);
+  const uint64_t c = gpu.poisoned(static_cast<size_t>(rows * L.n * 2));
+  hm::gpu_test::DeviceWeights w = hm::gpu_test::upload_weights(gpu, L);
+  hm_launch_params_t* p = hm::gpu_test::params_for(
+      w, gpu.upload(a.codes.data(), a.codes.size() * 2), c, m, 0, 0);
+  hm_launch_params_set_int(p, HM_ARG_MOE_MODE, mode);
+  hm_launch_params_set_pointer(p, mode == HM_MOE_MODE_MASKED ? HM_ARG_MASKED_M : HM_ARG_EXPERT_OFFSETS,
+                               gpu.upload(routing.data(), routing.size() * 4));
+  EXPECT_EQ(hm_plan_gemm(plan, p, nullptr), HM_SUCCESS) << last_error();
+  EXPECT_EQ(hm_stream_synchronize(gpu.ctx, nullptr), HM_SUCCESS) << last_error();
+  std::vector<uint16_t> out(static_cast<size_t>(rows * L.n));
+  EXPECT_EQ(hm_copy_to_host(gpu.ctx, out.data(), c, out.size() * 2), HM_SUCCESS) << last_error();
+  hm_launch_params_destroy(p);
+  gpu.free_all();
+
+  double num = 0, den = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t e = owner[r];
+    const uint16_t* got_row = &out[static_cast<size_t>(r * L.n)];
+    if (e < 0) {
+      for (int64_t j = 0; j < L.n; ++j)
+        if (got_row[j] != 0xFFFF) {
+          ++result.wrong_rows;
+          break;
+        }
+      continue;
+    }
+    const double* x = &a.values[static_cast<size_t>(r * L.k)];
+    for (int64_t j = 0; j < L.n; ++j) {
+      const float* wrow = &L.deq[static_cast<size_t>((e * L.n + j) * L.k)];
+      double s = L.has_bias ? L.bias[static_cast<size_t>(e * L.n + j)] : 0.0;
+      for (int64_t l = 0; l < L.k; ++l) s += x[l] * wrow[l];
+      double got = 0;
+      hm_dtype_decode(L.out, got_row[j], &got);
+      if (!std::isfinite(got)) return result;
+      num += (got - s) * (got - s);
+      den += s * s;
+    }
+  }
+  result.error = std::sqrt(num / std::max(den, 1e-30));
+  return result;
+}
+
+// Offsets [E + 1] of `rows` rows grouped by expert, starting at `first` (rows before it and past
+// offsets[E] = rows - `last_gap` belong to no expert): each row draws an expert, every fourth
+// expert (1, 5, ...) gets none; kOneExpert puts every row on expert 3 % E.
+std::vector<int32_t> random_offsets(int64_t rows, int experts, Spread spread, int64_t first,
+                                    int64_t last_gap, std::mt19937& rng) {
+  std::vector<int64_t> counts(experts, 0);
+  std::uniform_int_distribution<int> pick(0, experts - 1);
+  for (int64_t r = first; r < rows - last_gap; ++r) {
+    int e = spread == Spread::kOneExpert ? 3 % experts : pick(rng);
+    if (spread != Spread::kOneExpert && experts > 2 && e % 4 == 1) e = (e + 1) % experts;
+    ++counts[e];
+  }
+  std::vector<int32_t> offsets(experts + 1);
+  offsets[0] = static_cast<int32_t>(first);
+  for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + static_cast<int32_t>(counts[e]);
+  return offsets;
+}
+
+hm_plan_t* prepared_plan(Gpu& gpu, const Layer& L) {
+  hm_plan_t* plan = nullptr;
+  EXPECT_EQ(hm_plan_create(gpu.ctx, L.format, nullptr, &plan), HM_SUCCESS) << last_error();
+  if (plan) {
+    EXPECT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
+  }
+  return plan;
+}
+
+class MoeGemmGrouped : public testing::TestWithParam<MoeCase> {};
+
+// Contiguous: random groupings through every default range, experts with no rows, every row on
+// one expert, and rows before the first run and after the last that no expert owns.
+TEST_P(MoeGemmGrouped, ContiguousMatchesThePerExpertReference) {
+  Gpu gpu;
+  if (!on_sm90(gpu)) GTEST_SKIP() << "the MoE kernel is sm_90a only";
+  std::mt19937 rng(31);
+  Layer L = hm::gpu_test::make_layer(GetParam().text, rng);
+  hm_plan_t* plan = prepared_plan(gpu, L);
+  ASSERT_NE(plan, nullptr);
+  for (int64_t rows : {1, 7, 40, 300, 1100}) {
+    const Result r = run_grouped(gpu, L, plan, HM_MOE_MODE_CONTIGUOUS, rows,
+                                 random_offsets(rows, L.experts, Spread::kRandom, 0, 0, rng), rng);
+    EXPECT_LE(r.error, GetParam().bound) << GetParam().text << " rows=" << rows;
+    EXPECT_EQ(r.wrong_rows, 0) << "rows=" << rows;
+  }
+  for (int64_t rows : {5, 130}) {
+    const Result one = run_grouped(gpu, L, plan, HM_MOE_MODE_CONTIGUOUS, rows,
+                                   random_offsets(rows, L.experts, Spread::kOneExpert, 0, 0, rng),
+                                   rng);
+    EXPECT_LE(one.error, GetParam().bound) << "all on one expert, rows=" << rows;
+    const Result gaps = run_grouped(gpu, L, plan, HM_MOE_MODE_CONTIGUOUS, rows,
+                                    random_offsets(rows, L.experts, Spread::kRandom, 3, 2, rng),
+                                    rng);
+    EXPECT_LE(gaps.error, GetParam().bound) << "padding rows around the runs, rows=" << rows;
+    EXPECT_EQ(gaps.wrong_rows, 0) << "a row outside every run was written, rows=" << rows;
+  }
+  hm_plan_destroy(plan);
+}
+
+// Masked: counts of 0, T_max, in between, past T_max (clamped) and negative (no rows).
+TEST_P(MoeGemmGrouped, MaskedMatchesThePerExpertReference) {
+  Gpu gpu;
+  if (!on_sm90(gpu)) GTEST_SKIP() << "the MoE kernel is sm_90a only";
+  std::mt19937 rng(37);
+  Layer L = hm::gpu_test::make_layer(GetParam().text, rng);
+  hm_plan_t* plan = prepared_plan(gpu, L);
+  ASSERT_NE(plan, nullptr);
+  for (int64_t t_max : {1, 16, 100, 300}) {
+    std::vector<int32_t> counts(L.experts);
+    std::uniform_int_distribution<int64_t> any(0, t_max);
+    for (int e = 0; e < L.experts; ++e)
+      counts[e] = static_cast<int32_t>(e % 5 == 0   ? 0
+                                       : e % 5 == 1 ? t_max
+                                       : e % 5 == 2 ? t_max + 1000
+                                       : e % 5 == 3 ? -7
+                                                    : any(rng));
+    const Result r = run_grouped(gpu, L, plan, HM_MOE_MODE_MASKED, t_max, counts, rng);
+    EXPECT_LE(r.error, GetParam().bound) << GetParam().text << " T_max=" << t_max;
+    EXPECT_EQ(r.wrong_rows, 0) << "a row past its expert's count was written, T_max=" << t_max;
+  }
+  hm_plan_destroy(plan);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, MoeGemmGrouped, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<MoeCase>& info) {
+                           return "case" + std::to_string(info.index);
+                         });
+
+// Hostile offsets: below 0, past the rows (the grid and the buffers are the bound, not the
+// offsets) and decreasing; each expert's run is clamped on its own and nothing outside [0, M) is
+// read or written (compute-sanitizer memcheck runs this too).
+TEST(MoeGemmGroupedHostile, OffsetsOutOfRangeAreClamped) {
+  Gpu gpu;
+  if (!on_sm90(gpu)) GTEST_SKIP() << "the MoE kernel is sm_90a only";
+  std::mt19937 rng(41);
+  Layer L = hm::gpu_test::make_layer("w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4", rng);
+  hm_plan_t* plan = prepared_plan(gpu, L);
+  ASSERT_NE(plan, nullptr);
+  const std::vector<int32_t> offsets = {-50, 3, 7, 1 << 30, 2};
+  const Result r = run_grouped(gpu, L, plan, HM_MOE_MODE_CONTIGUOUS, 12, offsets, rng);
+  EXPECT_LE(r.error, hm::gpu_test::kF16Bound);
+  EXPECT_EQ(r.wrong_rows, 0);
+  // Masked counts far past T_max and INT32_MIN.
+  const std::vector<int32_t> counts = {INT32_MAX, INT32_MIN, 3, 1 << 30};
+  const Result m = run_grouped(gpu, L, plan, HM_MOE_MODE_MASKED, 9, counts, rng);
+  EXPECT_LE(m.error, hm::gpu_test::kF16Bound);
+  EXPECT_EQ(m.wrong_rows, 0);
+  hm_plan_destroy(plan);
+}
+
+// Both grouped modes captured once in a CUDA graph and replayed with new groupings and counts
+// copied in between: the counts are read on the device only.
+TEST(MoeGemmGroupedGraph, CapturedOnceReplayedWithNewGroupings) {
+  using namespace gpu_driver;
+  Gpu gpu;
+  if (!on_sm90(gpu)) GTEST_SKIP() << "the MoE kernel is sm_90a only";
+  ASSERT_TRUE(hm::gpu_test::cuda_driver_loaded());
+  const Driver& cu = *hm::gpu_test::cuda_driver();
+  CUcontext primary = nullptr;
+  ASSERT_CU(cu, cuDevicePrimaryCtxRetain(&primary, 0));
+  ASSERT_CU(cu, cuCtxPushCurrent(primary));
+  std::mt19937 rng(43);
+  Layer L = hm::gpu_test::make_layer("w=uint4b8 a=f16 c=f16 s=f16:g128 n=192 k=512 e=8", rng);
+  hm_plan_t* plan = prepared_plan(gpu, L);
+  ASSERT_NE(plan, nullptr);
+  const int64_t rows = 150, t_max = 24;
+  const int64_t masked_rows = L.experts * t_max;
+  hm::gpu_test::DeviceWeights w = hm::gpu_test::upload_weights(gpu, L);
+  const uint64_t a1 = gpu.alloc(static_cast<size_t>(rows * L.k * 2));
+  const uint64_t c1 = gpu.alloc(static_cast<size_t>(rows * L.n * 2));
+  const uint64_t offsets = gpu.alloc(static_cast<size_t>((L.experts + 1) * 4));
+  const uint64_t a2 = gpu.alloc(static_cast<size_t>(masked_rows * L.k * 2));
+  const uint64_t c2 = gpu.alloc(static_cast<size_t>(masked_rows * L.n * 2));
+  const uint64_t counts = gpu.alloc(static_cast<size_t>(L.experts * 4));
+  hm_launch_params_t* p1 = hm::gpu_test::params_for(w, a1, c1, rows, 0, 0);
+  hm_launch_params_set_int(p1, HM_ARG_MOE_MODE, HM_MOE_MODE_CONTIGUOUS);
+  hm_launch_params_set_pointer(p1, HM_ARG_EXPERT_OFFSETS, offsets);
+  hm_launch_params_t* p2 = hm::gpu_test::params_for(w, a2, c2, t_max, 0, 0);
+  hm_launch_params_set_int(p2, HM_ARG_MOE_MODE, HM_MOE_MODE_MASKED);
+  hm_launch_params_set_pointer(p2, HM_ARG_MASKED_M, counts);
+
+  CUstream stream = nullptr;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cu, cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cu, cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const hm_status_t s1 = hm_plan_gemm(plan, p1, stream);
+  const std::string e1 = last_error();
+  const hm_status_t s2 = hm_plan_gemm(plan, p2, stream);
+  const std::string e2 = last_error();
+  const CUresult ended = cu.cuStreamEndCapture(stream, &graph);  // always end the capture
+  EXPECT_EQ(s1, HM_SUCCESS) << "contiguous: " << e1;
+  EXPECT_EQ(s2, HM_SUCCESS) << "masked: " << e2;
+  ASSERT_EQ(ended, CUDA_SUCCESS) << "the capture was invalidated";
+  ASSERT_CU(cu, cuGraphInstantiateWithFlags(&exec, graph, 0));
+
+  // The f64 reference of row r of A (values x) through expert e.
+  auto expect_rows = [&](const std::vector<int32_t>& owner, const std::vector<double>& x,
+                         uint64_t c, const char* what, int replay) {
+    std::vector<uint16_t> got(owner.size() * static_cast<size_t>(L.n));
+    ASSERT_EQ(hm_copy_to_host(gpu.ctx, got.data(), c, got.size() * 2), HM_SUCCESS);
+    double num = 0, den = 0;
+    for (size_t r = 0; r < owner.size(); ++r) {
+      if (owner[r] < 0) continue;  // stale rows of an earlier replay may be anywhere here
+      for (int64_t j = 0; j < L.n; ++j) {
+        const float* wrow = &L.deq[static_cast<size_t>((owner[r] * L.n + j) * L.k)];
+        double want = 0;
+        for (int64_t l = 0; l < L.k; ++l) want += x[r * L.k + l] * wrow[l];
+        double v = 0;
+        hm_dtype_decode(L.out, got[r * L.n + j], &v);
+        ASSERT_TRUE(std::isfinite(v)) << what << " replay " << replay << " row " << r;
+        num += (v - want) * (v - want);
+        den += want * want;
+      }
+    }
+    EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), hm::gpu_test::kF16Bound)
+        << what << " replay " << replay;
+  };
+  for (int replay = 0; replay < 3; ++replay) {
+    const std::vector<int32_t> off = random_offsets(rows, L.experts, Spread::kRandom, 0, 0, rng);
+    std::vector<int32_t> cnt(L.experts);
+    std::uniform_int_distribution<int32_t> any(0, static_cast<int32_t>(t_max));
+    for (auto& v : cnt) v = any(rng);
+    const auto x1 = hm::gpu_test::random_activations(L, rows, rng);
+    const auto x2 = hm::gpu_test::random_activations(L, masked_rows, rng);
+    ASSERT_CU(cu, cuMemcpyHtoDAsync(offsets, off.data(), off.size() * 4, stream));
+    ASSERT_CU(cu, cuMemcpyHtoDAsync(counts, cnt.data(), cnt.size() * 4, stream));
+    ASSERT_CU(cu, cuMemcpyHtoDAsync(a1, x1.codes.data(), x1.codes.size() * 2, stream));
+    ASSERT_CU(cu, cuMemcpyHtoDAsync(a2, x2.codes.data(), x2.codes.size() * 2, stream));
+    ASSERT_CU(cu, cuGraphLaunch(exec, stream));
+    ASSERT_CU(cu, cuStreamSynchronize(stream));  // the host buffers live until here
+    expect_rows(grouped_owners(HM_MOE_MODE_CONTIGUOUS, rows, L.experts, off), x1.values, c1,
+                "contiguous", replay);
+    expect_rows(grouped_owners(HM_MOE_MODE_MASKED, t_max, L.experts, cnt), x2.values, c2,
+                "masked", replay);
+  }
+  EXPECT_CU(cu, cuGraphExecDestroy(exec));
+  EXPECT_CU(cu, cuGraphDestroy(graph));
+  EXPECT_CU(cu, cuStreamDestroy(stream));
+  hm_launch_params_destroy(p1);
+  hm_launch_params_destroy(p2);
   hm_plan_destroy(plan);
   CUcontext popped = nullptr;
   EXPECT_CU(cu, cuCtxPopCurrent(&popped));

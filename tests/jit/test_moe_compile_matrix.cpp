@@ -1,12 +1,16 @@
 // The MoE routing kernels (kernels/humming/moe/routing.cuh) compile with NVRTC for sm_75, sm_80
-// and sm_90a, without local-memory spills, and each image holds its entry point.
+// and sm_90a, without local-memory spills, and each image holds its entry point; so does the MoE
+// GEMM with the grouped schedules (gemm/sched.cuh) on sm_90a.
 #include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "core/arch.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/format.hpp"
+#include "gemm/family.hpp"
 #include "jit/codegen_moe.hpp"
 #include "jit/compiler.hpp"
 
@@ -52,6 +56,22 @@ TEST(MoeCompileMatrix, ReduceRefusesOtherDtypes) {
     ADD_FAILURE() << "f32 accepted";
   } catch (const hm::Error& e) {
     EXPECT_EQ(e.status(), HM_ERROR_UNSUPPORTED);
+  }
+}
+
+// The grouped modes (HM_ARG_MOE_MODE) are a runtime field of the MoE GEMM's parameter, so the
+// kernel a plan compiles once runs all three: every default tile of the Qwen3-30B-A3B down
+// projection (with zero points and a bias: the most registers) compiles without spills.
+TEST(MoeCompileMatrix, GroupedModesCompileWithoutSpills) {
+  auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
+  const auto format =
+      hm::core::Format::parse("w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=uint4 bias=1 n=2048 k=768 e=128");
+  const auto layer = hm::gemm::make_layer(format, hm::core::parse_arch("sm_90a"), "sm_90a", nullptr);
+  const auto ranges = hm::gemm::default_ranges(layer);
+  ASSERT_EQ(ranges.size(), 4u);
+  for (const auto& range : ranges) {
+    EXPECT_STREQ(range.family->name(), "moe_wgmma");
+    expect_compiles_without_spills(*compiler, range.family->generate(*range.tile, layer));
   }
 }
 

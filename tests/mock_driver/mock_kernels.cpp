@@ -410,7 +410,13 @@ KernelSignature kernel_signature(const std::string& image, const std::string& na
   } catch (const std::exception&) {  // a malformed number in the PTX
   }
   signature = KernelSignature();
-  if (name == kReferenceGemm) {  // (const float*, const float*, float*, long long x3)
+  if (name.rfind("hm_moe_wgmma_", 0) == 0) {
+    // The MoE GEMM (jit/codegen.cpp's entry names): one gemm::DenseParams by value, recorded,
+    // not run, so that a test can check what the plan marshalled for each MoE mode.
+    signature.known = true;
+    signature.params.push_back({0, sizeof(gemm::DenseParams)});
+    signature.buffer_size = sizeof(gemm::DenseParams);
+  } else if (name == kReferenceGemm) {  // (const float*, const float*, float*, long long x3)
     signature.known = true;
     for (size_t i = 0; i < 6; ++i) signature.params.push_back({i * 8, 8});
     signature.buffer_size = 48;

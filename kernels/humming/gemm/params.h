@@ -50,7 +50,22 @@ struct DenseParams {
   // ... and of the scale and zero-point codes when the tile copies those with TMA too
   // (dense_group_slots_consecutive), else zero.
   TensorMap tma_s, tma_z;
+  // MoE, grouped (appended after the maps so that no earlier field moves; gemm/sched.cuh):
+  // moe_mode kMoeIndexed reads the routing above. kMoeContiguous: A and C are [m] rows, expert e
+  // owns rows [expert_offsets[e], expert_offsets[e + 1]) (each clamped to [0, m) on its own).
+  // kMoeMasked: A and C are [experts][m] slabs, expert e's first masked_m[e] rows (clamped to
+  // [0, m]) are real. row_end is not an argument: move_to_expert sets it, in the kernel's copy,
+  // to one past the expert's last real row.
+  const int32_t* expert_offsets;
+  const int32_t* masked_m;
+  int64_t row_end;
+  int32_t moe_mode;
 };
+
+// DenseParams::moe_mode (the values of humming.h's HM_MOE_MODE_*).
+constexpr int32_t kMoeIndexed = 0;
+constexpr int32_t kMoeContiguous = 1;
+constexpr int32_t kMoeMasked = 2;
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define HM_PARAMS_HD __host__ __device__

@@ -1,8 +1,8 @@
 // Schedulers: which output tile, K range and expert a block works on, and which rows of A and C
 // the tile's rows are. The GEMM templates ask only these, so a dense GEMM (rows are tokens) and
-// an indexed MoE GEMM (rows are routed assignments, gathered from A and scattered into C) share
-// one mainloop and one epilogue. Grid: x = channel blocks, y = token blocks, z = K splits (one
-// thread-block cluster with cluster split-K).
+// the MoE GEMM (indexed: rows are routed assignments, gathered from A and scattered into C;
+// grouped: runs of rows of one expert) share one mainloop and one epilogue. Grid: x = channel
+// blocks, y = token blocks, z = K splits (one thread-block cluster with cluster split-K).
 #pragma once
 
 #include <humming/core/types.cuh>
@@ -17,8 +17,50 @@ struct BlockWork {
   int64_t expert;            // MoE: the expert of the rows; dense: 0. -1: the block has no work
 };
 
-// kStrips: 16-channel strips per block; kBlockM: rows per block. C::kMoe selects the indexed
-// MoE schedule.
+// The rows [lo, hi) expert e owns in the grouped-contiguous mode: each offset clamped to [0, m)
+// on its own (never trusted as a bound), an end before the start taken as an empty run. Every
+// block and move_to_expert derive an expert's run from its two offsets alone, so they agree.
+__device__ __forceinline__ void contiguous_rows(const DenseParams& p, int64_t e, int64_t& lo,
+                                                int64_t& hi) {
+  const int64_t a = p.expert_offsets[e], b = p.expert_offsets[e + 1];
+  lo = a < 0 ? 0 : a > p.m ? p.m : a;
+  hi = b < lo ? lo : b > p.m ? p.m : b;
+}
+
+// Grouped contiguous: experts in order, ceil(rows / kBlockM) blocks each, so block y belongs to
+// the first expert whose running block count passes y. Every block walks the offsets itself
+// (E + 1 int32, from L2 after the first blocks): no prefix-sum launch, no workspace, and the
+// counts stay on the device. Blocks past the last run leave.
+template <int kBlockM>
+__device__ __forceinline__ void contiguous_block(const DenseParams& p, BlockWork& w) {
+  const int64_t y = blockIdx.y;
+  int64_t before = 0;
+  for (int64_t e = 0; e < p.experts; ++e) {
+    int64_t lo, hi;
+    contiguous_rows(p, e, lo, hi);
+    const int64_t blocks = (hi - lo + kBlockM - 1) / kBlockM;
+    if (y < before + blocks) {
+      w.expert = e;
+      w.m0 = lo + (y - before) * kBlockM;
+      return;
+    }
+    before += blocks;
+  }
+  w.expert = -1;
+}
+
+// Grouped masked: ceil(m / kBlockM) blocks per expert slab (m = T_max), whatever the counts (the
+// grid cannot depend on device data); blocks past the expert's count leave.
+template <int kBlockM>
+__device__ __forceinline__ void masked_block(const DenseParams& p, BlockWork& w) {
+  const int64_t per_expert = (p.m + kBlockM - 1) / kBlockM;
+  const int64_t e = blockIdx.y / per_expert, first = blockIdx.y % per_expert * kBlockM;
+  w.m0 = e * p.m + first;
+  w.expert = e < p.experts && first < static_cast<int64_t>(p.masked_m[e]) ? e : -1;
+}
+
+// kStrips: 16-channel strips per block; kBlockM: rows per block. C::kMoe selects the MoE
+// schedules (DenseParams::moe_mode says which one).
 template <class C, int kStrips>
 __device__ __forceinline__ BlockWork block_work(const DenseParams& p) {
   BlockWork w;
@@ -35,7 +77,11 @@ __device__ __forceinline__ BlockWork block_work(const DenseParams& p) {
   if constexpr (C::kMoe) {
     // Every block of a cluster (same x and y) reaches the same answer, so a cluster leaves
     // together or not at all. The counts are device data: read, never trusted as bounds.
-    if (w.m0 >= static_cast<int64_t>(*p.num_padded)) {
+    if (p.moe_mode == kMoeContiguous) {
+      contiguous_block<C::kBlockM>(p, w);
+    } else if (p.moe_mode == kMoeMasked) {
+      masked_block<C::kBlockM>(p, w);
+    } else if (w.m0 >= static_cast<int64_t>(*p.num_padded)) {
       w.expert = -1;
     } else {
       const int32_t e = p.expert_ids[blockIdx.y];
@@ -45,9 +91,17 @@ __device__ __forceinline__ BlockWork block_work(const DenseParams& p) {
   return w;
 }
 
-// The parameters of expert e: its weight, scales, zero points, global scale and bias.
+// The parameters of expert e: its weight, scales, zero points, global scale and bias, and in the
+// grouped modes the end of its rows (a_row / c_row stop there).
 template <class C>
 __device__ __forceinline__ void move_to_expert(DenseParams& p, int64_t e) {
+  if (p.moe_mode == kMoeContiguous) {
+    int64_t lo;
+    contiguous_rows(p, e, lo, p.row_end);
+  } else if (p.moe_mode == kMoeMasked) {
+    const int64_t count = p.masked_m[e];
+    p.row_end = e * p.m + (count < 0 ? 0 : count > p.m ? p.m : count);
+  }
   if (p.bias != nullptr) p.bias = static_cast<const typename C::Out*>(p.bias) + e * p.n;
   p.w = static_cast<const char*>(p.w) + e * p.expert_w_bytes;
   if (p.scales != nullptr) p.scales = static_cast<const char*>(p.scales) + e * p.expert_s_bytes;
@@ -55,11 +109,14 @@ __device__ __forceinline__ void move_to_expert(DenseParams& p, int64_t e) {
   if (p.global != nullptr) p.global += e;
 }
 
-// The rows of A and C tile row `row` (m0 + r) reads and writes: -1 for rows past M (dense) or
-// padding slots (MoE). An id is compared unsigned, so a negative one is padding too.
+// The rows of A and C tile row `row` (m0 + r) reads and writes: -1 for rows past M (dense),
+// padding slots (indexed MoE) or rows past the expert's run (grouped MoE: a tile starts inside
+// its expert's run, so only the end needs a check). An id is compared unsigned, so a negative
+// one is padding too.
 template <class C>
 __device__ __forceinline__ int64_t a_row(const DenseParams& p, int64_t row) {
   if constexpr (C::kMoe) {
+    if (p.moe_mode != kMoeIndexed) return row < p.row_end ? row : -1;
     const uint32 id = static_cast<uint32>(p.sorted_ids[row]);
     return id < static_cast<uint64_t>(p.m * p.top_k) ? static_cast<int64_t>(id / p.top_k) : -1;
   } else {
@@ -69,6 +126,7 @@ __device__ __forceinline__ int64_t a_row(const DenseParams& p, int64_t row) {
 template <class C>
 __device__ __forceinline__ int64_t c_row(const DenseParams& p, int64_t row) {
   if constexpr (C::kMoe) {
+    if (p.moe_mode != kMoeIndexed) return row < p.row_end ? row : -1;
     const uint32 id = static_cast<uint32>(p.sorted_ids[row]);
     return id < static_cast<uint64_t>(p.m * p.top_k) ? static_cast<int64_t>(id) : -1;
   } else {

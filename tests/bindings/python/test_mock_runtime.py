@@ -307,3 +307,45 @@ def test_moe_plan_routing_queries_and_gemm_checks(mock_context):
     with mock_context.plan(Format(PLAN_FORMAT)) as dense:
         with pytest.raises(humming.InvalidArgumentError, match="dense"):
             dense.moe_block_size(4)
+
+
+def test_moe_plan_grouped_modes(mock_context):
+    """The grouped MoE modes on the mock: moe_gemm_contiguous / moe_gemm_masked check their
+    tensors and launch (results: tests/gpu/test_moe_gemm.cpp on a GPU)."""
+    assert humming.ARG_EXPERT_OFFSETS == humming.raw.HM_ARG_EXPERT_OFFSETS == 12
+    assert humming.ARG_MASKED_M == 13 and humming.ARG_MOE_MODE == 21
+    assert (humming.MOE_MODE_INDEXED, humming.MOE_MODE_CONTIGUOUS, humming.MOE_MODE_MASKED) == \
+        (0, 1, 2)
+    fmt = Format("w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4")
+    with mock_context.plan(fmt) as plan:
+        plan.prepare()
+        w = RNG.standard_normal((4, 128, 256)).astype(np.float32)
+        weight = humming.DevicePackedWeight.upload(mock_context, fmt.pack(fmt.quantize(w)))
+        rows = 37
+        a = mock_context.empty((rows, 256), np.float16)
+        c = mock_context.empty((rows, 128), np.float16)
+        offsets = mock_context.to_device(np.array([0, 10, 10, 30, 37], np.int32))
+        plan.moe_gemm_contiguous(a, weight, c, expert_offsets=offsets)
+        mock_context.synchronize()
+        with pytest.raises(humming.InvalidArgumentError, match="expert_offsets"):
+            plan.moe_gemm_contiguous(a, weight, c, expert_offsets=mock_context.empty((4,), np.int32))
+        with pytest.raises(humming.InvalidArgumentError, match="int32"):
+            plan.moe_gemm_contiguous(a, weight, c,
+                                     expert_offsets=mock_context.empty((5,), np.float32))
+        with pytest.raises(humming.InvalidArgumentError, match=r"'c' has shape"):
+            plan.moe_gemm_contiguous(a, weight, mock_context.empty((rows + 1, 128), np.float16),
+                                     expert_offsets=offsets)
+        t_max = 9
+        a3 = mock_context.empty((4, t_max, 256), np.float16)
+        c3 = mock_context.empty((4, t_max, 128), np.float16)
+        counts = mock_context.to_device(np.array([0, 9, 3, 100], np.int32))
+        plan.moe_gemm_masked(a3, weight, c3, masked_m=counts)
+        mock_context.synchronize()
+        with pytest.raises(humming.InvalidArgumentError, match=r"'a' has shape"):
+            plan.moe_gemm_masked(mock_context.empty((3, t_max, 256), np.float16), weight, c3,
+                                 masked_m=counts)
+        with pytest.raises(humming.InvalidArgumentError, match="masked_m"):
+            plan.moe_gemm_masked(a3, weight, c3, masked_m=mock_context.empty((3,), np.int32))
+    with mock_context.plan(Format(PLAN_FORMAT)) as dense:
+        with pytest.raises(humming.InvalidArgumentError, match="MoE format"):
+            dense.moe_gemm_contiguous(a, None, c, expert_offsets=offsets)

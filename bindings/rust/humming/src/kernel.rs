@@ -23,11 +23,15 @@ impl Slot {
     pub const EXPERT_IDS: Slot = Slot(sys::HM_ARG_EXPERT_IDS);
     pub const NUM_TOKENS_PADDED: Slot = Slot(sys::HM_ARG_NUM_TOKENS_PADDED);
     pub const ACT_SCALES: Slot = Slot(sys::HM_ARG_ACT_SCALES);
+    pub const EXPERT_OFFSETS: Slot = Slot(sys::HM_ARG_EXPERT_OFFSETS);
+    pub const MASKED_M: Slot = Slot(sys::HM_ARG_MASKED_M);
     pub const M: Slot = Slot(sys::HM_ARG_M);
     pub const N: Slot = Slot(sys::HM_ARG_N);
     pub const K: Slot = Slot(sys::HM_ARG_K);
     pub const WORKSPACE_BYTES: Slot = Slot(sys::HM_ARG_WORKSPACE_BYTES);
     pub const TOP_K: Slot = Slot(sys::HM_ARG_TOP_K);
+    /// The MoE mode of a call: `HM_MOE_MODE_*` (humming-sys), 0 (indexed) by default.
+    pub const MOE_MODE: Slot = Slot(sys::HM_ARG_MOE_MODE);
 }
 
 /// Arguments of a launch, by slot. The header says launch params are not thread-safe: this is

@@ -44,6 +44,14 @@ pub struct MoeRoutingBuffers<'a> {
     pub num_tokens_padded: &'a dyn DeviceMemory,
 }
 
+/// How a call finds each expert's rows (`HM_ARG_MOE_MODE`, docs/moe.md).
+enum Routing<'r> {
+    Dense,
+    Indexed(&'r MoeRoutingBuffers<'r>, usize),
+    Contiguous(&'r dyn DeviceMemory),
+    Masked(&'r dyn DeviceMemory),
+}
+
 /// A format bound to a context: validated on creation, every kernel compiled in
 /// [`Plan::prepare`], then [`Plan::gemm`] runs with no host synchronization and no allocation.
 /// The header promises a prepared plan may be used from several threads at once (each with its
@@ -196,7 +204,7 @@ impl Plan {
                 self.experts
             )));
         }
-        self.run(params, args, c, m, m, None, stream)
+        self.run(params, args, c, m, m, m, Routing::Dense, stream)
     }
 
     /// MoE plans (experts >= 2), indexed (docs/moe.md): `C[M * top_k, N]`, row `t * top_k + j`
@@ -227,7 +235,51 @@ impl Plan {
         ] {
             require(name, Some(buffer), need)?;
         }
-        self.run(params, args, c, m, m * top_k, Some((routing, top_k)), stream)
+        self.run(params, args, c, m, m, m * top_k, Routing::Indexed(routing, top_k), stream)
+    }
+
+    /// MoE plans, grouped contiguous (docs/moe.md): A `[M, K]` with rows grouped by expert,
+    /// `C[M, N]`; expert e owns rows `expert_offsets[e] .. expert_offsets[e + 1]` (int32,
+    /// `E + 1` entries, read only on the device and clamped to `[0, M]`). Rows outside every
+    /// expert's run are not written. Asynchronous.
+    pub fn moe_gemm_contiguous(
+        &self,
+        params: &mut LaunchParams,
+        args: &GemmArgs,
+        expert_offsets: &dyn DeviceMemory,
+        c: &mut dyn DeviceMemory,
+        m: usize,
+        stream: Stream,
+    ) -> Result<()> {
+        if self.experts < 2 {
+            return Err(Error::invalid(
+                "the plan's format is dense (one expert): use gemm",
+            ));
+        }
+        require("expert_offsets", Some(expert_offsets), (self.experts + 1) * 4)?;
+        self.run(params, args, c, m, m, m, Routing::Contiguous(expert_offsets), stream)
+    }
+
+    /// MoE plans, grouped masked (docs/moe.md): A `[E, t_max, K]`, `C[E, t_max, N]`; only the
+    /// first `masked_m[e]` rows of expert e's slab are read and written (int32, `E` entries,
+    /// read only on the device and clamped to `[0, t_max]`). Asynchronous.
+    pub fn moe_gemm_masked(
+        &self,
+        params: &mut LaunchParams,
+        args: &GemmArgs,
+        masked_m: &dyn DeviceMemory,
+        c: &mut dyn DeviceMemory,
+        t_max: usize,
+        stream: Stream,
+    ) -> Result<()> {
+        if self.experts < 2 {
+            return Err(Error::invalid(
+                "the plan's format is dense (one expert): use gemm",
+            ));
+        }
+        require("masked_m", Some(masked_m), self.experts * 4)?;
+        let rows = self.experts * t_max;
+        self.run(params, args, c, t_max, rows, rows, Routing::Masked(masked_m), stream)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -237,11 +289,12 @@ impl Plan {
         args: &GemmArgs,
         c: &mut dyn DeviceMemory,
         m: usize,
+        a_rows: usize,
         c_rows: usize,
-        routing: Option<(&MoeRoutingBuffers, usize)>,
+        routing: Routing,
         stream: Stream,
     ) -> Result<()> {
-        let a = require("a", args.a, m * self.a_row_bytes)?;
+        let a = require("a", args.a, a_rows * self.a_row_bytes)?;
         if a == 0 {
             return Err(Error::invalid("'a' is missing"));
         }
@@ -290,12 +343,25 @@ impl Plan {
                 .set_pointer(Slot::WORKSPACE, ws.device_ptr())?
                 .set_int(Slot::WORKSPACE_BYTES, ws.byte_len() as i64)?;
         }
-        if let Some((r, top_k)) = routing {
-            params
-                .set_pointer(Slot::SORTED_IDS, r.sorted_ids.device_ptr())?
-                .set_pointer(Slot::EXPERT_IDS, r.expert_ids.device_ptr())?
-                .set_pointer(Slot::NUM_TOKENS_PADDED, r.num_tokens_padded.device_ptr())?
-                .set_int(Slot::TOP_K, top_k as i64)?;
+        match routing {
+            Routing::Dense => {}
+            Routing::Indexed(r, top_k) => {
+                params
+                    .set_pointer(Slot::SORTED_IDS, r.sorted_ids.device_ptr())?
+                    .set_pointer(Slot::EXPERT_IDS, r.expert_ids.device_ptr())?
+                    .set_pointer(Slot::NUM_TOKENS_PADDED, r.num_tokens_padded.device_ptr())?
+                    .set_int(Slot::TOP_K, top_k as i64)?;
+            }
+            Routing::Contiguous(offsets) => {
+                params
+                    .set_int(Slot::MOE_MODE, sys::HM_MOE_MODE_CONTIGUOUS as i64)?
+                    .set_pointer(Slot::EXPERT_OFFSETS, offsets.device_ptr())?;
+            }
+            Routing::Masked(counts) => {
+                params
+                    .set_int(Slot::MOE_MODE, sys::HM_MOE_MODE_MASKED as i64)?
+                    .set_pointer(Slot::MASKED_M, counts.device_ptr())?;
+            }
         }
         unsafe { self.gemm_raw(params, stream) }
     }

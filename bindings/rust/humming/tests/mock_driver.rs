@@ -382,6 +382,54 @@ fn moe_plan_routing_and_gemm_checks() {
 }
 
 #[test]
+fn moe_plan_grouped_modes() {
+    let Some(_env) = mock() else {
+        return;
+    };
+    let ctx = context(0);
+    let (e, n, k) = (4usize, 128usize, 256usize);
+    let format = Format::parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4").unwrap();
+    let packed = format.pack(&format.quantize(&vec![0.25f32; e * n * k]).unwrap()).unwrap();
+    let mut plan = Plan::new(&ctx, &format, &PlanOptions::default()).unwrap();
+    plan.prepare().unwrap();
+    assert_eq!(humming::Slot::EXPERT_OFFSETS.0, 12);
+    assert_eq!(humming::Slot::MASKED_M.0, 13);
+    assert_eq!(humming::Slot::MOE_MODE.0, 21);
+    let w = ctx.to_device(&packed.weight).unwrap();
+    let s = ctx.to_device(&packed.scales).unwrap();
+    let mut params = LaunchParams::new().unwrap();
+
+    // Contiguous: M rows grouped by expert, offsets [E + 1].
+    let rows = 37usize;
+    let a = ctx.alloc(rows * k * 2).unwrap();
+    let mut c = ctx.alloc(rows * n * 2).unwrap();
+    let offsets = ctx.to_device(&[0i32, 10, 10, 30, 37]).unwrap();
+    let args = GemmArgs { a: Some(&a), weight: Some(&w), scales: Some(&s), ..Default::default() };
+    plan.moe_gemm_contiguous(&mut params, &args, &offsets, &mut c, rows, Stream::DEFAULT).unwrap();
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+    let short = ctx.alloc(4 * 4).unwrap();
+    let err = plan.moe_gemm_contiguous(&mut params, &args, &short, &mut c, rows, Stream::DEFAULT);
+    assert!(err.unwrap_err().message().contains("'expert_offsets'"));
+    let err = plan.moe_gemm_contiguous(&mut params, &args, &offsets, &mut c, rows + 1, Stream::DEFAULT);
+    assert!(err.unwrap_err().message().contains("'a'"));
+
+    // Masked: [E, T_max] slabs, counts [E].
+    let t_max = 9usize;
+    let a3 = ctx.alloc(e * t_max * k * 2).unwrap();
+    let mut c3 = ctx.alloc(e * t_max * n * 2).unwrap();
+    let counts = ctx.to_device(&[0i32, 9, 3, 100]).unwrap();
+    let args3 = GemmArgs { a: Some(&a3), weight: Some(&w), scales: Some(&s), ..Default::default() };
+    plan.moe_gemm_masked(&mut params, &args3, &counts, &mut c3, t_max, Stream::DEFAULT).unwrap();
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+    let mut tiny = ctx.alloc(n * 2).unwrap();
+    let err = plan.moe_gemm_masked(&mut params, &args3, &counts, &mut tiny, t_max, Stream::DEFAULT);
+    assert!(err.unwrap_err().message().contains("'c'"));
+    let three = ctx.alloc(3 * 4).unwrap();
+    let err = plan.moe_gemm_masked(&mut params, &args3, &three, &mut c3, t_max, Stream::DEFAULT);
+    assert!(err.unwrap_err().message().contains("'masked_m'"));
+}
+
+#[test]
 fn gemm_takes_act_scales_with_8_bit_activations_only() {
     let Some(_env) = mock() else {
         return;

@@ -1,0 +1,253 @@
+// The grouped MoE modes (HM_ARG_MOE_MODE, docs/moe.md) on the mock driver: the argument checks
+// of their routing slots, the grid of each layout and the kernel parameter it receives (the GPU
+// tests in tests/gpu/test_moe_gemm.cpp check results).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "api/support/mock_driver_test.hpp"
+#include "humming.h"
+#include "mock_driver/mock_loader.hpp"
+#include <humming/gemm/params.h>
+
+namespace {
+
+using hm::test::last_error;
+
+// The arguments of one call: one 1 MiB device buffer stands in for every tensor (the mock checks
+// where pointers point, not what they hold). MoE tiles need no workspace.
+class GemmArguments {
+ public:
+  explicit GemmArguments(hm_context_t* context) : context_(context) {
+    EXPECT_EQ(hm_device_alloc(context_, 1 << 20, &buffer_), HM_SUCCESS) << last_error();
+    EXPECT_EQ(hm_launch_params_create(&params_), HM_SUCCESS);
+  }
+  ~GemmArguments() {
+    hm_device_free(context_, buffer_);
+    hm_launch_params_destroy(params_);
+  }
+  GemmArguments(const GemmArguments&) = delete;
+  GemmArguments& operator=(const GemmArguments&) = delete;
+
+  hm_launch_params_t* params() const { return params_; }
+  uint64_t buffer() const { return buffer_; }
+  // A, B, C and scales, and M = m (the formats here have no other tensor).
+  void set_all(hm_plan_t*, int64_t m) {
+    hm_launch_params_set_int(params_, HM_ARG_M, m);
+    for (int32_t slot : {HM_ARG_A, HM_ARG_B, HM_ARG_C, HM_ARG_SCALES})
+      hm_launch_params_set_pointer(params_, slot, buffer_);
+  }
+
+ private:
+  hm_context_t* context_;
+  hm_launch_params_t* params_ = nullptr;
+  uint64_t buffer_ = 0;
+};
+
+// Calls hm_plan_gemm, which must succeed, and returns the launch the mock recorded for it.
+std::optional<hm_mock_launch_t> gemm_launch(hm_plan_t* plan, const GemmArguments& args) {
+  hm::test::MockControl mock;
+  mock.reset();
+  EXPECT_EQ(hm_plan_gemm(plan, args.params(), nullptr), HM_SUCCESS) << last_error();
+  return mock.last_launch();
+}
+
+class MoeGroupedApi : public hm::test::MockDriverTest {
+ protected:
+  void SetUp() override {
+    ctx_ = hm::test::create_context(cache_.path());
+    ASSERT_NE(ctx_, nullptr);
+  }
+  void TearDown() override { hm_context_destroy(ctx_); }
+  hm_plan_t* plan(const char* text) {
+    hm_format_t* f = nullptr;
+    EXPECT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << last_error();
+    hm_plan_t* p = nullptr;
+    EXPECT_EQ(hm_plan_create(ctx_, f, nullptr, &p), HM_SUCCESS) << last_error();
+    hm_format_destroy(f);
+    return p;
+  }
+  const hm::test::TemporaryDirectory cache_{"humming-moe-grouped-test"};
+  hm_context_t* ctx_ = nullptr;
+};
+
+// The grouped modes (HM_ARG_MOE_MODE): each requires its own routing slot and refuses the
+// others', checks alignment and the device of the new slots, and launches the grid of its layout
+// with the mode, the slot and M in the kernel's parameter.
+TEST_F(MoeGroupedApi, ArgumentsAndGrid) {
+  hm_plan_t* p = plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=512 e=8");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  auto kernel_params = [](const hm_mock_launch_t& launch) {
+    hm::gemm::DenseParams params;
+    EXPECT_GE(launch.arg_bytes_size, sizeof params);
+    std::memcpy(&params, launch.arg_bytes, sizeof params);
+    return params;
+  };
+
+  // Contiguous: M rows of A and C, expert offsets [E + 1].
+  {
+    GemmArguments args(ctx_);
+    ASSERT_NO_FATAL_FAILURE(args.set_all(p, 100));
+    hm_launch_params_set_int(args.params(), HM_ARG_MOE_MODE, HM_MOE_MODE_CONTIGUOUS);
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("HM_ARG_EXPERT_OFFSETS is not set (HM_MOE_MODE_CONTIGUOUS"),
+              std::string::npos)
+        << last_error();
+    hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_OFFSETS, args.buffer() + 2);
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_MISALIGNED);
+    EXPECT_NE(last_error().find("HM_ARG_EXPERT_OFFSETS"), std::string::npos) << last_error();
+    const uint64_t offsets = args.buffer() + 4;  // 4-byte alignment is enough
+    hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_OFFSETS, offsets);
+    // The indexed slots are not read in this mode, so setting one is a mistake worth naming.
+    hm_launch_params_set_pointer(args.params(), HM_ARG_SORTED_IDS, args.buffer());
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("HM_ARG_SORTED_IDS is set but HM_ARG_MOE_MODE is "
+                                "HM_MOE_MODE_CONTIGUOUS"),
+              std::string::npos)
+        << last_error();
+    hm_launch_params_set_pointer(args.params(), HM_ARG_SORTED_IDS, 0);
+    hm_launch_params_set_pointer(args.params(), HM_ARG_MASKED_M, args.buffer());
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("HM_ARG_MASKED_M is set"), std::string::npos) << last_error();
+    hm_launch_params_set_pointer(args.params(), HM_ARG_MASKED_M, 0);
+    // No TOP_K needed. The tile is the one of M / 8 tokens (the rows per expert of 100 rows are
+    // those of 12 tokens at top-8: 16-row blocks here, where 100 tokens take 64); the grid:
+    // ceil(M / block) blocks plus one partial block per expert, but never more blocks than rows.
+    int32_t block = 0, indexed_block = 0;
+    ASSERT_EQ(hm_plan_moe_block_size(p, 100 / 8, &block), HM_SUCCESS) << last_error();
+    ASSERT_EQ(hm_plan_moe_block_size(p, 100, &indexed_block), HM_SUCCESS) << last_error();
+    EXPECT_LT(block, indexed_block);
+    auto launch = gemm_launch(p, args);
+    ASSERT_TRUE(launch.has_value());
+    EXPECT_EQ(std::string(launch->function).rfind("hm_moe_wgmma_", 0), 0u) << launch->function;
+    EXPECT_NE(std::string(launch->function).find("_bm" + std::to_string(block) + "_"),
+              std::string::npos)
+        << launch->function;
+    EXPECT_EQ(launch->grid[1], static_cast<uint32_t>(std::min<int64_t>((100 + block - 1) / block + 8, 100)));
+    hm::gemm::DenseParams params = kernel_params(*launch);
+    EXPECT_EQ(params.moe_mode, HM_MOE_MODE_CONTIGUOUS);
+    EXPECT_EQ(reinterpret_cast<uint64_t>(params.expert_offsets), offsets);
+    EXPECT_EQ(params.masked_m, nullptr);
+    EXPECT_EQ(params.sorted_ids, nullptr);
+    EXPECT_EQ(params.m, 100);
+    EXPECT_EQ(params.experts, 8);
+    // M = 3 rows: at most 3 blocks hold rows, whatever the offsets say.
+    hm_launch_params_set_int(args.params(), HM_ARG_M, 3);
+    launch = gemm_launch(p, args);
+    ASSERT_TRUE(launch.has_value());
+    EXPECT_EQ(launch->grid[1], 3u);
+    // A mode outside the three is refused, naming them.
+    hm_launch_params_set_int(args.params(), HM_ARG_MOE_MODE, 3);
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("HM_MOE_MODE_MASKED (2), got 3"), std::string::npos)
+        << last_error();
+  }
+
+  // Masked: A and C are [E][T_max] slabs (M = T_max), valid rows per expert in MASKED_M.
+  {
+    GemmArguments args(ctx_);
+    ASSERT_NO_FATAL_FAILURE(args.set_all(p, 40));
+    hm_launch_params_set_int(args.params(), HM_ARG_MOE_MODE, HM_MOE_MODE_MASKED);
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("HM_ARG_MASKED_M is not set (HM_MOE_MODE_MASKED"),
+              std::string::npos)
+        << last_error();
+    hm_launch_params_set_pointer(args.params(), HM_ARG_MASKED_M, args.buffer() + 1);
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_MISALIGNED);
+    EXPECT_NE(last_error().find("HM_ARG_MASKED_M"), std::string::npos) << last_error();
+    const uint64_t masked = args.buffer() + 64;
+    hm_launch_params_set_pointer(args.params(), HM_ARG_MASKED_M, masked);
+    hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_OFFSETS, args.buffer());
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("HM_ARG_EXPERT_OFFSETS is set"), std::string::npos)
+        << last_error();
+    hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_OFFSETS, 0);
+    // The tile of T_max * E / 8 tokens (up to T_max rows per expert); every slab's blocks: the
+    // counts are device data.
+    int32_t block = 0;
+    ASSERT_EQ(hm_plan_moe_block_size(p, 40 * 8 / 8, &block), HM_SUCCESS) << last_error();
+    const auto launch = gemm_launch(p, args);
+    ASSERT_TRUE(launch.has_value());
+    EXPECT_NE(std::string(launch->function).find("_bm" + std::to_string(block) + "_"),
+              std::string::npos)
+        << launch->function;
+    EXPECT_EQ(launch->grid[1], static_cast<uint32_t>(8 * ((40 + block - 1) / block)));
+    const hm::gemm::DenseParams params = kernel_params(*launch);
+    EXPECT_EQ(params.moe_mode, HM_MOE_MODE_MASKED);
+    EXPECT_EQ(reinterpret_cast<uint64_t>(params.masked_m), masked);
+    EXPECT_EQ(params.expert_offsets, nullptr);
+    EXPECT_EQ(params.m, 40);
+    // A T_max whose slabs need more blocks than the grid's 65535 rows is refused with the fix.
+    hm_launch_params_set_int(args.params(), HM_ARG_M, 1 << 20);
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_UNSUPPORTED);
+    EXPECT_NE(last_error().find("smaller T_max"), std::string::npos) << last_error();
+  }
+
+  // The new slots are device pointers like the others: memory of another device is refused.
+  {
+    hm_context_t* other = hm::test::create_context(cache_.path(), 1);
+    ASSERT_NE(other, nullptr);
+    uint64_t foreign = 0;
+    ASSERT_EQ(hm_device_alloc(other, 4096, &foreign), HM_SUCCESS) << last_error();
+    GemmArguments args(ctx_);
+    ASSERT_NO_FATAL_FAILURE(args.set_all(p, 16));
+    hm_launch_params_set_int(args.params(), HM_ARG_MOE_MODE, HM_MOE_MODE_CONTIGUOUS);
+    hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_OFFSETS, foreign);
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_WRONG_DEVICE);
+    EXPECT_NE(last_error().find("HM_ARG_EXPERT_OFFSETS (0x"), std::string::npos) << last_error();
+    hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_OFFSETS, 0);
+    hm_launch_params_set_int(args.params(), HM_ARG_MOE_MODE, HM_MOE_MODE_MASKED);
+    hm_launch_params_set_pointer(args.params(), HM_ARG_MASKED_M, foreign);
+    EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_WRONG_DEVICE);
+    EXPECT_NE(last_error().find("HM_ARG_MASKED_M (0x"), std::string::npos) << last_error();
+    hm_device_free(other, foreign);
+    hm_context_destroy(other);
+  }
+  hm_plan_destroy(p);
+
+  // max_m counts tokens: a contiguous call may have 8 rows per token of it (the rows per expert
+  // of max_m tokens at top-8), and one more block's worth is refused, naming the rule.
+  {
+    hm_format_t* f = nullptr;
+    ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=512 e=8", &f), HM_SUCCESS);
+    hm_plan_options_t options;
+    hm_plan_options_init(&options);
+    options.max_m = 16;
+    hm_plan_t* small = nullptr;
+    ASSERT_EQ(hm_plan_create(ctx_, f, &options, &small), HM_SUCCESS) << last_error();
+    hm_format_destroy(f);
+    ASSERT_EQ(hm_plan_prepare(small), HM_SUCCESS) << last_error();
+    GemmArguments args(ctx_);
+    ASSERT_NO_FATAL_FAILURE(args.set_all(small, 128));
+    hm_launch_params_set_int(args.params(), HM_ARG_MOE_MODE, HM_MOE_MODE_CONTIGUOUS);
+    hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_OFFSETS, args.buffer());
+    EXPECT_TRUE(gemm_launch(small, args).has_value());
+    hm_launch_params_set_int(args.params(), HM_ARG_M, 136);
+    EXPECT_EQ(hm_plan_gemm(small, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("grouped MoE call of 17 tokens"), std::string::npos)
+        << last_error();
+    hm_plan_destroy(small);
+  }
+
+  // A dense plan refuses a MoE mode and the grouped slots.
+  hm_plan_t* dense = plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=512");
+  ASSERT_NE(dense, nullptr);
+  ASSERT_EQ(hm_plan_prepare(dense), HM_SUCCESS) << last_error();
+  GemmArguments args(ctx_);
+  ASSERT_NO_FATAL_FAILURE(args.set_all(dense, 4));
+  hm_launch_params_set_int(args.params(), HM_ARG_MOE_MODE, HM_MOE_MODE_MASKED);
+  EXPECT_EQ(hm_plan_gemm(dense, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("has no experts"), std::string::npos) << last_error();
+  hm_launch_params_set_int(args.params(), HM_ARG_MOE_MODE, 0);
+  hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_OFFSETS, args.buffer());
+  EXPECT_EQ(hm_plan_gemm(dense, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("HM_ARG_EXPERT_OFFSETS is set"), std::string::npos) << last_error();
+  hm_plan_destroy(dense);
+}
+
+}  // namespace
