@@ -75,11 +75,11 @@ class Linear(torch.nn.Module):
             raise argument_error("humming.torch.Linear is for dense layers (experts = 1)")
         self.in_features, self.out_features = k, n
         self.output_dtype = _HM_TO_TORCH.get(fmt.output.name)
-        # 8-bit activations (a=e4m3, a=e5m2): forward() takes an input of the output dtype (f16
-        # or bf16) and quantizes it per token on the device, into the codes and scales the
-        # kernels read.
+        # 8-bit activations (a=e4m3, a=e5m2, a=int8): forward() takes an input of the output
+        # dtype (f16 or bf16) and quantizes it per token on the device, into the codes and scales
+        # the kernels read.
         act = fmt.activation.name
-        self.activation_codes = act if act in ("e4m3", "e5m2") else None
+        self.activation_codes = act if act in ("e4m3", "e5m2", "int8") else None
         if self.activation_codes is None:
             self.input_dtype = _HM_TO_TORCH.get(act)
         elif self.output_dtype in (torch.float16, torch.bfloat16):
@@ -88,7 +88,7 @@ class Linear(torch.nn.Module):
             self.input_dtype = None
         if self.input_dtype is None or self.output_dtype is None:
             raise argument_error(f"humming.torch.Linear runs f16/bf16/f32 activations and outputs, "
-                                 f"or e4m3/e5m2 activations with an f16/bf16 output (the input "
+                                 f"or e4m3/e5m2/int8 activations with an f16/bf16 output (the input "
                                  f"is quantized from that dtype); the format has a={act} "
                                  f"c={fmt.output.name}")
 

@@ -32,15 +32,15 @@ def test_linear_matches_matmul(dtype, fmt):
     assert ((y.float() - linear(x).float()).norm() / linear(x).float().norm()) < 0.2
 
 
-@pytest.mark.parametrize("act", ["e4m3", "e5m2"])
-def test_linear_with_8_bit_activations(act):
-    """a=e4m3/e5m2: forward() quantizes its bf16 input per token (quantize_activation,
+@pytest.mark.parametrize("act,weight", [("e4m3", "e2m1"), ("e5m2", "e2m1"), ("int8", "uint4b8")])
+def test_linear_with_8_bit_activations(act, weight):
+    """a=e4m3/e5m2/int8: forward() quantizes its bf16 input per token (quantize_activation,
     group_k=0) and runs the 8-bit GEMM with those scales, i.e. computes
-    dequant(codes, scales) @ dequant(W)^T."""
+    dequant(codes, scales) @ dequant(W)^T (int8 activations take integer weights)."""
     torch.manual_seed(2)
     k = 512
     linear = torch.nn.Linear(k, 256, bias=True).to("cuda", torch.bfloat16)
-    layer = hmt.Linear.from_linear(linear, f"w=e2m1 a={act} c=bf16 s=bf16:channel", max_m=64)
+    layer = hmt.Linear.from_linear(linear, f"w={weight} a={act} c=bf16 s=bf16:channel", max_m=64)
     assert layer.input_dtype == torch.bfloat16
     x = torch.randn(2, 7, k, device="cuda", dtype=torch.bfloat16)
     y = layer(x)
