@@ -184,10 +184,31 @@ PackedLayer pack_layer(const std::string& prefix, const Layer& layer, int thread
   return p;
 }
 
+namespace {
+// Upper bounds on a format string and a note (pack_layer's, with 20-digit counts).
+constexpr size_t kFormatBound = 400, kNoteBound = 240;
+}  // namespace
+
 void write_packed(io::SafetensorsStreamWriter& w, const PackedLayer& p) {
+  // packed_header_bound reserved the header space from these bounds.
+  HM_REQUIRE(p.format.size() <= kFormatBound && p.note.size() <= kNoteBound, HM_ERROR_INTERNAL,
+             "layer " + p.prefix + ": its format string or note is longer than the header "
+             "space reserved for it");
   for (const PackedLayer::Tensor& t : p.tensors)
     w.append(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
   w.set_metadata("humming.format." + p.prefix, p.format);
+  if (!p.note.empty()) w.set_metadata("humming.note." + p.prefix, p.note);
+}
+
+uint64_t packed_header_bound(const std::string& prefix) {
+  uint64_t bound =
+      io::SafetensorsStreamWriter::metadata_bound("humming.format." + prefix,
+                                                  std::string(kFormatBound, 'x')) +
+      io::SafetensorsStreamWriter::metadata_bound("humming.note." + prefix,
+                                                  std::string(kNoteBound, 'x'));
+  for (const char* s : kOutputSuffixes)
+    bound += io::SafetensorsStreamWriter::entry_bound(prefix + s, 3);
+  return bound;
 }
 
 const char* const kOutputSuffixes[6] = {".weight",       ".weight_scale", ".weight_zero_point",
@@ -241,12 +262,7 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
   metadata["humming.layout"] = "1";
   uint64_t reserve = 64;
   for (const auto& [k, v] : metadata) reserve += io::SafetensorsStreamWriter::metadata_bound(k, v);
-  for (const FoundLayer& l : layers) {
-    reserve += io::SafetensorsStreamWriter::metadata_bound("humming.format." + l.prefix,
-                                                           std::string(400, 'x'));
-    for (const char* s : kOutputSuffixes)
-      reserve += io::SafetensorsStreamWriter::entry_bound(l.prefix + s, 3);
-  }
+  for (const FoundLayer& l : layers) reserve += packed_header_bound(l.prefix);
   for (const io::TensorView& t : file.tensors())
     if (!claimed.count(&t))
       reserve += io::SafetensorsStreamWriter::entry_bound(t.name, t.shape.size());

@@ -53,7 +53,11 @@ struct PackedLayer {
 };
 // threads: quant::pack's (0: it chooses).
 PackedLayer pack_layer(const std::string& prefix, const Layer& layer, int threads = 0);
-// Appends the tensors and sets "humming.format.<prefix>".
+// Appends the tensors and sets "humming.format.<prefix>" (and "humming.note.<prefix>" when the
+// layer has a note).
 void write_packed(io::SafetensorsStreamWriter& writer, const PackedLayer& layer);
+// The header bytes write_packed may use for a layer's entries and metadata, before the layer is
+// converted (its tensors have at most 3 dimensions; its format and note fit their bounds).
+uint64_t packed_header_bound(const std::string& prefix);
 
 }  // namespace hm::schema

@@ -266,12 +266,7 @@ void write_shard(const ShardPlan& sp, const std::string& out_path, const ModelRe
   metadata["humming.layout"] = "1";
   uint64_t reserve = 64;
   for (const auto& [k, v] : metadata) reserve += io::SafetensorsStreamWriter::metadata_bound(k, v);
-  for (const PlannedLayer& l : sp.layers) {
-    reserve += io::SafetensorsStreamWriter::metadata_bound("humming.format." + l.found.prefix,
-                                                           std::string(400, 'x'));
-    for (const char* s : kOutputSuffixes)
-      reserve += io::SafetensorsStreamWriter::entry_bound(l.found.prefix + s, 3);
-  }
+  for (const PlannedLayer& l : sp.layers) reserve += packed_header_bound(l.found.prefix);
   for (const io::TensorView& t : file.tensors())
     if (!sp.layer_of.count(&t))
       reserve += io::SafetensorsStreamWriter::entry_bound(t.name, t.shape.size());

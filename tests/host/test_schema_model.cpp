@@ -516,6 +516,26 @@ TEST(ConvertModel, Mxfp4ForE4m3ReportsTheGroupsRoundedIntoTheWindow) {
   EXPECT_NE(log.details[0].find("s=ue8m0:g32+tensor"), std::string::npos) << log.details[0];
   EXPECT_NE(log.details[0].find("1 of 256 scale groups"), std::string::npos) << log.details[0];
   EXPECT_NE(log.details[0].find("e4m3 exponent window"), std::string::npos) << log.details[0];
+  // The note is kept with the layer in the output's metadata, by hm_convert_model and by
+  // hm_convert_file alike.
+  std::vector<fs::path> written;
+  for (const auto& entry : fs::directory_iterator(s.out()))
+    if (entry.path().extension() == ".safetensors") written.push_back(entry.path());
+  ASSERT_EQ(written.size(), 1u);
+  const fs::path single = s.root / "single.safetensors";
+  std::vector<fs::path> inputs;
+  for (const auto& entry : fs::directory_iterator(s.in()))
+    if (entry.path().extension() == ".safetensors") inputs.push_back(entry.path());
+  ASSERT_EQ(inputs.size(), 1u);
+  ASSERT_EQ(hm_convert_file("mxfp4", inputs[0].c_str(), single.c_str(), &layer), HM_SUCCESS)
+      << last_error();
+  for (const fs::path& out : {written[0], single}) {
+    const hm::io::SafetensorsFile f(out.string());
+    const auto note = f.metadata().find("humming.note." + p);
+    ASSERT_NE(note, f.metadata().end()) << out;
+    EXPECT_EQ(note->second.rfind("1 of 256 scale groups lay below the e4m3 exponent window", 0), 0u)
+        << note->second;
+  }
 }
 
 }  // namespace
