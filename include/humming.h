@@ -941,6 +941,11 @@ typedef struct hm_converted_layer_info {
    * weight is checkpoint input column k_permutation[k]: gather the activations with it,
    * A'[:, k] = A[:, k_permutation[k]]. */
   const int32_t *k_permutation;
+  /* What the conversion changed beyond the layout, one sentence (NUL-terminated), or NULL when
+   * nothing was lost: e.g. MXFP4 scale groups below the exponent window of 8-bit activations,
+   * whose codes were re-rounded (docs/convert.md). Added after the first release: set only when
+   * struct_size covers it. */
+  const char *note;
 } hm_converted_layer_info_t;
 HM_API void hm_converted_layer_info_init(hm_converted_layer_info_t *info);
 HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t *layer,

@@ -87,6 +87,9 @@ type ConvertedLayer struct {
 	// KPermutation is int32 [K], nil when K keeps its order; else gather the activations with
 	// it: A'[:, k] = A[:, KPermutation[k]].
 	KPermutation []int32
+	// Note says what the conversion lost (e.g. MXFP4 scale groups below the exponent window of
+	// 8-bit activations, whose codes were re-rounded), one sentence; "" when nothing.
+	Note string
 }
 
 func (l *ConvertedLayer) Close() {
@@ -188,6 +191,9 @@ func ConvertLayer(scheme int32, tensors []CheckpointTensor, options *ConvertOpti
 	layer.Bias = copyFloats(info.bias, int(e)*int(n))
 	if info.k_permutation != nil {
 		layer.KPermutation = append([]int32(nil), unsafe.Slice((*int32)(unsafe.Pointer(info.k_permutation)), int(k))...)
+	}
+	if info.note != nil {
+		layer.Note = C.GoString(info.note)
 	}
 	return layer, nil
 }

@@ -367,8 +367,8 @@ func TestGPTQConversionIsExact(t *testing.T) {
 			t.Fatalf("element %d: %v, want %v", i, d[i], w[i])
 		}
 	}
-	if layer.Bias != nil || layer.KPermutation != nil {
-		t.Fatal("bias or permutation from nowhere")
+	if layer.Bias != nil || layer.KPermutation != nil || layer.Note != "" {
+		t.Fatal("bias, permutation or note from nowhere")
 	}
 	if _, err := humming.ConvertLayer(humming.SchemeGPTQ, tensors[:2], nil); err == nil || !strings.Contains(err.Error(), "scales") {
 		t.Fatal(err)

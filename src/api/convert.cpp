@@ -20,6 +20,7 @@ static_assert(offsetof(hm_convert_model_summary_t, struct_size) == 0, "struct_si
 
 struct hm_converted_layer {
   hm::schema::Layer layer;
+  std::string note;  // hm::schema::conversion_note(layer), kept for hm_converted_layer_info
 };
 
 namespace {
@@ -30,7 +31,7 @@ using hm::api::require_struct_size;
 // The first released layouts (today's): struct_size must cover them.
 constexpr size_t kTensorSize = sizeof(hm_checkpoint_tensor_t);
 constexpr size_t kOptionsSize = sizeof(hm_convert_options_t);
-constexpr size_t kInfoSize = sizeof(hm_converted_layer_info_t);
+constexpr size_t kInfoSize = offsetof(hm_converted_layer_info_t, note);  // before `note`
 constexpr size_t kModelOptionsSize = sizeof(hm_convert_model_options_t);
 constexpr size_t kModelSummarySize = sizeof(hm_convert_model_summary_t);
 constexpr uint32_t kKnownModelFlags = HM_CONVERT_MODEL_FORCE | HM_CONVERT_MODEL_DRY_RUN;
@@ -172,6 +173,7 @@ HM_API hm_status_t hm_convert_layer(int32_t scheme, const hm_checkpoint_tensor_t
     const hm::schema::Options o = options_of(options);
     auto result = std::make_unique<hm_converted_layer>();
     result->layer = hm::schema::convert_layer(s, tensors_of(tensors, count), o);
+    result->note = hm::schema::conversion_note(result->layer);
     *out = result.release();
   });
 }
@@ -209,6 +211,8 @@ HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t* layer,
     info->weight = w;
     info->bias = l.bias.empty() ? nullptr : l.bias.data();
     info->k_permutation = l.k_permutation.empty() ? nullptr : l.k_permutation.data();
+    if (info->struct_size >= offsetof(hm_converted_layer_info_t, note) + sizeof info->note)
+      info->note = layer->note.empty() ? nullptr : layer->note.c_str();
   });
 }
 

@@ -150,6 +150,15 @@ quant::ConstCanonicalWeight Layer::canonical() const {
   return w;
 }
 
+std::string conversion_note(const Layer& layer) {
+  const core::Format& f = layer.format;
+  if (layer.rerounded_groups <= 0) return "";
+  return std::to_string(layer.rerounded_groups) + " of " +
+         std::to_string(f.experts * f.n * ((f.k + f.group_k - 1) / f.group_k)) +
+         " scale groups lay below the " + f.activation.name() +
+         " exponent window: their codes were re-rounded (lossy, docs/convert.md)";
+}
+
 Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors,
                     const Options& options) {
   const SchemeInfo& i = info(scheme);

@@ -76,6 +76,11 @@ struct Layer {
   quant::ConstCanonicalWeight canonical() const;
 };
 
+// What the conversion of `layer` changed beyond the layout, in one sentence ("" when nothing was
+// lost): the note written with the layer (humming.note.<prefix>) and returned by
+// hm_converted_layer_info.
+std::string conversion_note(const Layer& layer);
+
 // Converts one layer. Tensors are matched by role (docs/convert.md: the last component of the
 // name); a missing or unexpected tensor, a bad dtype or shape, or a value the format cannot hold
 // fails with hm::Error naming the tensor. The result's format passes core::validate.

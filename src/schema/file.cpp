@@ -144,11 +144,7 @@ PackedLayer pack_layer(const std::string& prefix, const Layer& layer, int thread
   PackedLayer p;
   p.prefix = prefix;
   p.format = f.to_string();
-  if (layer.rerounded_groups > 0)
-    p.note = std::to_string(layer.rerounded_groups) + " of " +
-             std::to_string(f.experts * f.n * ((f.k + f.group_k - 1) / f.group_k)) +
-             " scale groups lay below the " + f.activation.name() +
-             " exponent window: their codes were re-rounded (lossy, docs/convert.md)";
+  p.note = conversion_note(layer);
   auto add = [&](const char* suffix, std::string dtype, std::vector<int64_t> shape,
                  std::vector<uint8_t> bytes) {
     p.tensors.push_back({prefix + suffix, std::move(dtype), std::move(shape), std::move(bytes)});

@@ -1,5 +1,7 @@
 // The conversion C API's contract: scheme names, _init helpers, struct sizes, NULL arguments,
 // option checks, *out left NULL on failure, destroy(NULL).
+#include <cstddef>
+
 #include "test_schema_support.hpp"
 
 namespace {
@@ -116,6 +118,43 @@ TEST(ConvertApi, ArgumentChecks) {
   hm_converted_layer_info_init(&info);
   EXPECT_EQ(hm_converted_layer_info(nullptr, &info), HM_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(hm_convert_file(nullptr, "a", "b", nullptr), HM_ERROR_INVALID_ARGUMENT);
+}
+
+// hm_converted_layer_info_t grew `note` after the first release: a caller built against the
+// first layout passes its smaller struct_size, and nothing past it is written.
+TEST(ConvertApi, TheFirstReleasedInfoLayoutIsFilledUpToItsSize) {
+  std::vector<int32_t> qweight(8 * 16, 0x01010101), qzeros(1 * 4, 0x7f7f7f7f);
+  std::vector<uint16_t> scales(16, 0x2000);
+  const std::vector<Tensor> t = {make_tensor("qweight", "I32", {8, 16}, qweight),
+                                 make_tensor("qzeros", "I32", {1, 4}, qzeros),
+                                 make_tensor("scales", "F16", {1, 16}, scales)};
+  std::vector<hm_checkpoint_tensor_t> c(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    hm_checkpoint_tensor_init(&c[i]);
+    c[i].name = t[i].name.c_str();
+    c[i].dtype = t[i].dtype.c_str();
+    c[i].ndim = static_cast<int32_t>(t[i].shape.size());
+    for (size_t d = 0; d < t[i].shape.size(); ++d) c[i].shape[d] = t[i].shape[d];
+    c[i].data = t[i].bytes.data();
+    c[i].bytes = t[i].bytes.size();
+  }
+  hm_converted_layer_t* layer = nullptr;
+  ASSERT_EQ(hm_convert_layer(HM_SCHEME_GPTQ, c.data(), c.size(), nullptr, &layer), HM_SUCCESS)
+      << last_error();
+  hm_converted_layer_info_t info;
+  hm_converted_layer_info_init(&info);
+  const char* const untouched = reinterpret_cast<const char*>(0x1);
+  info.note = untouched;
+  info.struct_size = offsetof(hm_converted_layer_info_t, note);
+  EXPECT_EQ(hm_converted_layer_info(layer, &info), HM_SUCCESS) << last_error();
+  EXPECT_NE(info.weight.codes, nullptr);
+  EXPECT_EQ(info.note, untouched);
+  info.struct_size = offsetof(hm_converted_layer_info_t, note) - 1;
+  EXPECT_EQ(hm_converted_layer_info(layer, &info), HM_ERROR_INVALID_STRUCT_SIZE);
+  hm_converted_layer_info_init(&info);
+  EXPECT_EQ(hm_converted_layer_info(layer, &info), HM_SUCCESS) << last_error();
+  EXPECT_EQ(info.note, nullptr) << "nothing was lost";
+  hm_converted_layer_destroy(layer);
 }
 
 TEST(ConvertApi, RequestedFormatsThatBreakTheRulesFail) {

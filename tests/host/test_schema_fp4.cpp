@@ -236,6 +236,12 @@ TEST(Mxfp4Convert, E4m3ActivationsFoldTheScalesIntoTheExponentWindow) {
   }
   EXPECT_GT(raised, 0) << "expert 1 spans more than the window";
   expect_bitwise(out.weight, ref, out.format);
+  // The loss is reported with the layer; a lossless conversion has no note.
+  EXPECT_NE(out.note.find("scale groups lay below the e4m3 exponent window"), std::string::npos)
+      << out.note;
+  const Converted plain = convert(HM_SCHEME_MXFP4, mxfp4_tensors(m));
+  ASSERT_EQ(plain.status, HM_SUCCESS) << plain.error;
+  EXPECT_EQ(plain.note, "");
 }
 
 TEST(Mxfp4Convert, NanScaleIsRefused) {

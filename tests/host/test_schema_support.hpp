@@ -69,6 +69,7 @@ struct Converted {
   std::vector<float> in_checkpoint_order;  // the same, columns back in the checkpoint's order
   std::vector<float> bias;
   std::vector<int32_t> permutation;
+  std::string note;  // hm_converted_layer_info's note ("" for NULL)
   hm_dtype_t weight_dtype = 0, zero_point_dtype = 0, scale_dtype = 0, activation = 0;
   int32_t scale_kind = 0, group_k = 0, group_n = 0;
 };
@@ -116,6 +117,7 @@ inline Converted convert(int32_t scheme, const std::vector<Tensor>& tensors,
   EXPECT_EQ(has_bias != 0, info.bias != nullptr);
   if (info.bias) out.bias.assign(info.bias, info.bias + out.experts * out.n);
   if (info.k_permutation) out.permutation.assign(info.k_permutation, info.k_permutation + out.k);
+  if (info.note) out.note = info.note;
   out.in_checkpoint_order = out.weight;
   if (!out.permutation.empty())
     for (int64_t r = 0; r < out.experts * out.n; ++r)

@@ -114,8 +114,9 @@ def _copy(address, ctype, count, dtype):
 
 class ConvertedLayer(Handle):
     """One converted layer: `format`, `canonical` (CanonicalWeight, host copies), `bias`
-    (float32 [E*N] or None) and `k_permutation` (int32 [K] or None: gather the activations with
-    it, A'[:, k] = A[:, k_permutation[k]])."""
+    (float32 [E*N] or None), `k_permutation` (int32 [K] or None: gather the activations with
+    it, A'[:, k] = A[:, k_permutation[k]]) and `note` (str: what the conversion lost, e.g. MXFP4
+    scale groups below the exponent window of 8-bit activations; None when nothing)."""
 
     _destroy = staticmethod(raw.hm_converted_layer_destroy)
 
@@ -137,6 +138,7 @@ class ConvertedLayer(Handle):
             global_scale=_copy(w.global_scale, ctypes.c_float, sizes.global_scale, np.float32))
         self.bias = _copy(info.bias, ctypes.c_float, e * n, np.float32)
         self.k_permutation = _copy(info.k_permutation, ctypes.c_int32, k, np.int32)
+        self.note = info.note or None
 
     def pack(self):
         return self.format.pack(self.canonical)

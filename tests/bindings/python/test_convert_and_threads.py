@@ -43,7 +43,7 @@ def test_gptq_layer_converts_exactly():
     tensors, w = gptq_layer()
     with humming.convert_layer("gptq", tensors) as layer:
         assert layer.format.shape == (64, 256, 1)
-        assert layer.bias is None and layer.k_permutation is None
+        assert layer.bias is None and layer.k_permutation is None and layer.note is None
         np.testing.assert_array_equal(layer.format.dequantize(layer.canonical), w)
         packed = layer.pack()
         np.testing.assert_array_equal(layer.format.dequantize(layer.format.unpack(packed)), w)

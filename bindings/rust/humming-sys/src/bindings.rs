@@ -861,6 +861,7 @@ pub struct hm_converted_layer_info {
     pub weight: hm_canonical_weight_t,
     pub bias: *const f32,
     pub k_permutation: *const i32,
+    pub note: *const ::std::os::raw::c_char,
 }
 pub type hm_converted_layer_info_t = hm_converted_layer_info;
 extern "C" {

@@ -69,6 +69,9 @@ pub struct ConvertedLayer {
     /// int32 `[K]`, empty when K keeps its order; else gather the activations with it:
     /// `A'[:, k] = A[:, k_permutation[k]]`.
     pub k_permutation: Vec<i32>,
+    /// What the conversion lost (e.g. MXFP4 scale groups below the exponent window of 8-bit
+    /// activations, whose codes were re-rounded), one sentence; `None` when nothing.
+    pub note: Option<String>,
 }
 
 unsafe impl Send for ConvertedLayer {}
@@ -141,6 +144,7 @@ pub fn convert_layer(
         canonical: CanonicalWeight::default(),
         bias: Vec::new(),
         k_permutation: Vec::new(),
+        note: None,
     };
     let format = layer.format()?;
     let sizes = format.canonical_sizes()?;
@@ -157,6 +161,9 @@ pub fn convert_layer(
         };
         layer.bias = copy(info.bias, (e as i64 * n) as usize);
         layer.k_permutation = copy(info.k_permutation, k as usize);
+        if !info.note.is_null() {
+            layer.note = Some(CStr::from_ptr(info.note).to_string_lossy().into_owned());
+        }
     }
     Ok(layer)
 }

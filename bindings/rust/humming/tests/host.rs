@@ -241,7 +241,7 @@ fn gptq_conversion_is_exact() {
         humming::convert_layer(sys::HM_SCHEME_GPTQ, &tensors, &ConvertOptions::default()).unwrap();
     let format = layer.format().unwrap();
     assert_eq!(format.shape().unwrap(), (n as i64, k as i64, 1));
-    assert!(layer.bias.is_empty() && layer.k_permutation.is_empty());
+    assert!(layer.bias.is_empty() && layer.k_permutation.is_empty() && layer.note.is_none());
     assert_eq!(format.dequantize(&layer.canonical).unwrap(), w);
     let e = humming::convert_layer(sys::HM_SCHEME_GPTQ, &tensors[..2], &ConvertOptions::default())
         .err()
