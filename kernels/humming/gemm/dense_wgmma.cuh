@@ -17,21 +17,22 @@
 // "chunk i" of the pipeline is its i-th K step (one 64-wide weight chunk with 16-bit
 // activations, two with 8-bit).
 //
-// Block: kWarps / 4 warpgroups side by side along N (channels), all sharing the activation tile
-// of kBlockM tokens. Pipeline: kStages shared-memory stages, each holding one K step of
-// activations, of every warp's weight chunks and of the block's scale / zero-point codes, filled
-// kStages - 1 chunks ahead of the compute, either by every thread with cp.async (each thread's
-// share planned once per block, stepped by constants per chunk) or by one thread with TMA boxes
-// (C::kTma). Per chunk each warp dequantizes its 16 A registers (4 atoms) and issues 4 wgmma;
-// with C::kDequantAhead it dequantizes chunk i + 1 into a second register set while chunk i's
-// wgmma run, else before issuing them. Either way the A registers must stay untouched until the
-// wgmma wait, which the compiler does not know (keep_until_here). The stages are synchronized
-// one of two ways (the tile's `pipeline`): a block barrier per chunk (cheapest for small tiles),
-// or per-stage full / empty mbarriers that let warpgroups drift apart (C::kDecoupled; needed for
-// TMA, best for large tiles). With C::kProducer an extra warp does all the copying (TMA), so the
+// Block: kWarps / 4 warpgroups side by side along N (channels), all sharing the activation tile of
+// kBlockM tokens. Pipeline: kStages shared-memory stages, each holding one K step of activations,
+// of every warp's weight chunks and of the block's scale / zero-point codes, filled kStages - 1
+// chunks ahead of the compute, either by every thread with cp.async (each thread's share planned
+// once per block, stepped by constants per chunk) or by one thread with TMA boxes (C::kTma). How a
+// stage is filled is the stage copier's (gemm/wgmma_stage_copier.cuh); when, and into which stage,
+// is this mainloop's. Per chunk each warp dequantizes its 16 A registers (4 atoms) and issues 4
+// wgmma; with C::kDequantAhead it dequantizes chunk i + 1 into a second register set while chunk
+// i's wgmma run, else before issuing them. Either way the A registers must stay untouched until the
+// wgmma wait, which the compiler does not know (keep_until_here). The stages are synchronized one
+// of two ways (the tile's `pipeline`): a block barrier per chunk (cheapest for small tiles), or
+// per-stage full / empty mbarriers that let warpgroups drift apart (C::kDecoupled; needed for TMA,
+// best for large tiles). With C::kProducer an extra warp does all the copying (TMA), so the
 // computing warps' loop is only waits, dequantization and wgmma. Split-K and the epilogue are
-// shared with the mma.sync kernel (gemm/epilogue.cuh); with C::kClusterSplit the K splits of a
-// tile are one thread-block cluster and meet in shared memory instead of a global workspace.
+// shared with the mma.sync kernel (gemm/epilogue.cuh); with C::kClusterSplit the K splits of a tile
+// are one thread-block cluster and meet in shared memory instead of a global workspace.
 #pragma once
 
 #include <humming/core/types.cuh>
@@ -40,6 +41,7 @@
 #include <humming/gemm/epilogue.cuh>
 #include <humming/gemm/params.h>
 #include <humming/gemm/sched.cuh>
+#include <humming/gemm/wgmma_stage_copier.cuh>
 #include <humming/layout/spec.h>
 #include <humming/ptx/mbarrier.cuh>
 #include <humming/ptx/mma.cuh>
@@ -72,6 +74,7 @@ __device__ __forceinline__ float accumulator_value(uint32 x) {
 
 template <class C>
 struct DenseWgmma {
+  using Config = C;
   using Act = typename C::Act;
   using D = Dequant<C>;
   using RowTerms = typename D::RowTerms;
@@ -137,29 +140,6 @@ struct DenseWgmma {
                 "block scales on 16-bit activations use the mma.sync kernel");
   static_assert(!C::kTma || C::kDecoupled, "TMA copies complete on the stages' mbarriers");
   static_assert(!C::kProducer || C::kTma, "the copying warp copies with TMA");
-  // With TMA (C::kTma), one thread copies a stage's activation tile and weight chunks as two
-  // tensor boxes: the activations [kBlockM rows][128 bytes] with the 128B swizzle the wgmma
-  // descriptor expects, the weights [kWarps strips][one step's chunks] (docs/layout.md: a strip's
-  // chunks are contiguous); rows and strips past the tensor arrive as zeros.
-  // The scale and zero-point codes of a chunk are one box too when its group slots are
-  // consecutive rows (params.h); then every copy is a TMA and one thread does all of a stage's
-  // copying, else the threads that hold a code unit copy it with cp.async as without TMA.
-  static constexpr bool kCodesByTma =
-      C::kTma && dense_group_slots_consecutive(C::kGroupK, kStepK);
-  static_assert(!C::kProducer || kCodesByTma,
-                "the copying warp needs the scale / zero-point codes as TMA boxes too");
-  static constexpr uint32 kTmaBytes =
-      C::kBlockM * 128 + kWarps * kWarpStepBytes +
-      (kCodesByTma ? kSlots * kBlockN * (kScaleBytes + kZeroBytes) : 0);
-  // The weight map's elements per K step (its coordinates count elements, params.h).
-  static constexpr int kWarpStepElements = kWarpStepBytes / dense_wgmma_weight_tma_bytes(kLaneWords);
-  // Arrivals that complete a stage's `full` barrier: the copying thread's alone when TMA does
-  // everything, else every thread's cp.async arrival.
-  static constexpr int kFullArrivals = kCodesByTma ? 1 : kThreads;
-  // The thread that issues the TMA copies: the copying warp's lane 0, or thread 0.
-  static __device__ __forceinline__ bool copies_by_tma() {
-    return threadIdx.x == (C::kProducer ? kThreads : 0);
-  }
   static_assert(dense_wgmma_smem_bytes(C::kBlockM, kWarps, kStages, kLaneWords, kSlots, kScaleBytes,
                                        kZeroBytes) -
                         1024 >=
@@ -167,204 +147,9 @@ struct DenseWgmma {
                                                                   : Epilogue::kSmemBytes),
                 "the host sizes dynamic shared memory with dense_wgmma_smem_bytes()");
 
-  // One thread's share of filling the stages, chunk after chunk. Everything that does not
-  // depend on the chunk is worked out once per block, and the chunk-dependent part advances by
-  // constant steps: per chunk a copy is an add and the cp.async (at small M the kernel is bound by
-  // instructions per chunk, so the copy must not redo 64-bit address arithmetic each time).
-  struct Copier {
-    // Activations: unit u = threadIdx + j * kThreads is row u / 8, 16-byte unit u % 8 of the
-    // [kBlockM][64] tile, stored at unit (u % 8) ^ (row % 8) (the 128B swizzle). kThreads is a
-    // multiple of 64, so a thread's rows are kThreads / 8 apart and keep the same swizzle phase.
-    static constexpr int kActIters = (C::kBlockM * 8 + kThreads - 1) / kThreads;
-    static constexpr int kRowsPerIter = kThreads / 8;
-    static_assert(kThreads % 64 == 0, "rows of one thread share their swizzle phase");
-    // Activations: a 16-byte unit is kUnitK values of a row.
-    static constexpr int kUnitK = 16 / kActBytes;
-    // Weights: unit u is byte 16 (u % units per step) of warp u / (units per step)'s chunks of
-    // the step (contiguous: docs/layout.md, a strip's chunks follow each other); the stage keeps
-    // the warps' steps back to back, so it lands at kWeightOffset + 16 u.
-    static constexpr int kUnitsPerStep = kWarpStepBytes / 16;
-    static constexpr int kWeightIters = (kWarps * kUnitsPerStep + kThreads - 1) / kThreads;
-    // The codes of one side tensor (scales or zero points, [group][cols] of kBytes-byte codes),
-    // laid out in the stage as [slot][block channel]: unit u is slot u / units per row, 16-byte
-    // unit u % units per row. One pass of the block's threads covers them (asserted below).
-    struct Codes {
-      const char* src = nullptr;  // this thread's unit in group row 0 (null: none to copy)
-      int64_t row_bytes = 0;      // bytes between group rows
-      int slot = 0;
-      // Group rows in the tensor: K is padded to whole groups and 64-wide chunks, so the second
-      // half of an 8-bit step past the last chunk has slots beyond them (zero-filled, not read).
-      int groups = 0;
-      template <int kBytes>
-      __device__ __forceinline__ void plan(const void* base, int64_t cols, int64_t n0,
-                                           int64_t n_pad, int64_t k_pad) {
-        groups = C::kGroupK > 0 ? static_cast<int>(k_pad / C::kGroupK) : 1;
-        constexpr int kUnits = kBlockN * kBytes / 16;  // 16-byte units of one slot's row
-        const int t = threadIdx.x, u = t % kUnits;
-        // Channel blocks start on a multiple of 64 and n_pad is one: a unit is all in or out.
-        if (t < kSlots * kUnits && n0 + u * 16 / kBytes < n_pad) {
-          src = static_cast<const char*>(base) + n0 * kBytes + u * 16;
-          row_bytes = cols * kBytes;
-          slot = t / kUnits;
-        }
-      }
-      // Chunk kc's group row into the thread's unit `dst` of the stage.
-      __device__ __forceinline__ void copy(uint32 dst, int kc) const {
-        if (src != nullptr) {
-          const int group = D::group_of_slot(kc, slot);
-          ptx::cp_async_16(dst, group < groups ? src + static_cast<int64_t>(group) * row_bytes : src,
-                           group < groups ? 16 : 0);
-        }
-      }
-    };
-
-    // A thread's activation rows: with few of them, one pointer each (stepping by 128 bytes);
-    // with many (256-token tiles), one pointer and a row step, to spare registers.
-    static constexpr int kActPointers = kActIters <= 4 || C::kMoe ? kActIters : 1;
-    static_assert(!C::kMoe || kActIters <= 8, "MoE rows are gathered: one pointer per row");
-    const char* act[kActPointers];
-    int64_t act_row_step;  // bytes between a thread's rows (kActPointers == 1)
-    int act_rows;          // how many of its iterations hold a real token (dense)
-    uint32 act_real;       // MoE: bit j set when iteration j's row is a real assignment
-    int act_k;             // the unit's first k in the next step (16-byte units: all in or out)
-    int k;                 // K
-    int kc;                // the next K step
-    uint32 act_dst;        // stage offset of iteration 0
-    const char* w[kWeightIters];
-    int w_step[kWeightIters];  // kWarpStepBytes, or 0 past the last strip (the unit is zero-filled)
-    // Two chunks per step: the steps whose chunk of this unit exists (the last step of an odd
-    // number of chunks has only its first; the other is zero-filled, never read past the strip).
-    int w_steps[kStepChunks > 1 ? kWeightIters : 1];
-    uint32 unit_dst;           // this thread's 16-byte unit in a stage: threadIdx.x * 16
-    const void* map_a;         // TMA: the tensor maps (in the kernel's parameter) and the box
-    const void* map_w;         //      coordinates of the block's rows, strips and channels
-    const void* map_s;
-    const void* map_z;
-    int tma_m0, tma_strip0;
-    Codes scale, zero;
-
-    __device__ __forceinline__ Copier(const DenseParams& p, int64_t m0, int64_t strip0,
-                                      int64_t kc0) {
-      const int t = threadIdx.x;
-      const int r0 = t / 8, unit = t % 8;
-      act_row_step = int64_t{kRowsPerIter} * p.k * kActBytes;
-      if constexpr (C::kMoe) {
-        // Gathered rows (sched.cuh): each iteration's row of A, or none for a padding slot.
-        act_real = 0;
-        act_rows = 0;
-#pragma unroll
-        for (int j = 0; j < kActIters; ++j) {
-          const int r = r0 + j * kRowsPerIter;
-          const int64_t row = r < C::kBlockM ? a_row<C>(p, m0 + r) : -1;
-          act[j] = static_cast<const char*>(p.a) +
-                   ((row < 0 ? 0 : row) * p.k + kc0 * kStepK + unit * kUnitK) * kActBytes;
-          if (row >= 0) act_real |= 1u << j;
-        }
-      } else {
-        const char* act0 = static_cast<const char*>(p.a) +
-                           ((m0 + r0) * p.k + kc0 * kStepK + unit * kUnitK) * kActBytes;
-#pragma unroll
-        for (int j = 0; j < kActPointers; ++j) act[j] = act0 + j * act_row_step;
-        const int64_t rows = p.m - m0 < C::kBlockM ? p.m - m0 : C::kBlockM;
-        act_rows =
-            r0 < rows ? static_cast<int>((rows - r0 + kRowsPerIter - 1) / kRowsPerIter) : 0;
-      }
-      act_k = static_cast<int>(kc0 * kStepK) + unit * kUnitK;
-      k = static_cast<int>(p.k);
-      kc = static_cast<int>(kc0);
-      act_dst = r0 * 128 + ((unit ^ (r0 & 7)) * 16);
-      unit_dst = t * 16;
-      map_a = &p.tma_a;
-      map_w = &p.tma_w;
-      map_s = &p.tma_s;
-      map_z = &p.tma_z;
-      tma_m0 = static_cast<int>(m0);
-      tma_strip0 = static_cast<int>(strip0);
-      const int64_t strips = p.n_pad / 16, k_chunks = p.k_pad / 64;
-#pragma unroll
-      for (int j = 0; j < kWeightIters; ++j) {
-        const int u = t + j * kThreads;
-        const int64_t strip = strip0 + u / kUnitsPerStep;
-        const bool real = u < kWarps * kUnitsPerStep && strip < strips;
-        w[j] = static_cast<const char*>(p.w) +
-               (real ? (strip * k_chunks + kc0 * kStepChunks) * kChunkBytes +
-                           (u % kUnitsPerStep) * 16
-                     : 0);
-        w_step[j] = real ? kWarpStepBytes : 0;
-        if constexpr (kStepChunks > 1) {
-          const int c = (u % kUnitsPerStep) / (kChunkBytes / 16);  // the unit's chunk of a step
-          w_steps[j] = static_cast<int>((k_chunks - c + kStepChunks - 1) / kStepChunks);
-        }
-      }
-      const int64_t n0 = strip0 * 16;
-      if constexpr (kScaleBytes > 0)
-        scale.template plan<kScaleBytes>(p.scales, p.scale_cols, n0, p.n_pad, p.k_pad);
-      if constexpr (kZeroBytes > 0)
-        zero.template plan<kZeroBytes>(p.zeros, p.n_pad, n0, p.n_pad, p.k_pad);
-    }
-
-    // Issues the copies of the next chunk into the stage at shared address `stage` (with TMA,
-    // completing on the stage's `full` barrier), then steps to the chunk after it.
-    // With kCodesByTma only the copying thread calls this; it then also arrives on `full`.
-    __device__ __forceinline__ void copy_next(uint32 stage, uint32 full = 0) {
-      if constexpr (C::kTma) {
-        if (copies_by_tma()) {
-          if constexpr (kCodesByTma) {
-            ptx::mbarrier_arrive_expect_tx(full, kTmaBytes);
-          } else {
-            ptx::mbarrier_expect_tx(full, kTmaBytes);
-          }
-          ptx::tma_load_2d(stage, map_a, kc * kStepK, tma_m0, full);
-          ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kWarpStepElements, tma_strip0, full);
-          if constexpr (kCodesByTma) {
-            // Slot 0's group row; the slots are the rows after it (params.h).
-            const int group = D::group_of_slot(kc, 0);
-            if constexpr (kScaleBytes > 0)
-              ptx::tma_load_2d(stage + kScaleOffset, map_s, tma_strip0 * 16, group, full);
-            if constexpr (kZeroBytes > 0)
-              ptx::tma_load_2d(stage + kZeroOffset, map_z, tma_strip0 * 16, group, full);
-          }
-        }
-      } else {
-        copy_act_and_weights(stage);
-      }
-      if constexpr (!kCodesByTma) {
-        if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset + unit_dst, kc);
-        if constexpr (kZeroBytes > 0) zero.copy(stage + kZeroOffset + unit_dst, kc);
-      }
-      act_k += kStepK;
-      ++kc;
-    }
-
-    __device__ __forceinline__ void copy_act_and_weights(uint32 stage) {
-      const int a_bytes = act_k < k ? 16 : 0;
-#pragma unroll
-      for (int j = 0; j < kActIters; ++j) {
-        // Rows past M (or padding slots) are left as they are: they only feed output columns
-        // that are not stored.
-        if (C::kMoe ? (act_real >> j & 1u) != 0 : j < act_rows)
-          ptx::cp_async_16(stage + act_dst + j * kRowsPerIter * 128,
-                           kActPointers == kActIters ? act[j] : act[0] + j * act_row_step,
-                           a_bytes);
-      }
-#pragma unroll
-      for (int j = 0; j < kActPointers; ++j) act[j] += 128;
-#pragma unroll
-      for (int j = 0; j < kWeightIters; ++j) {
-        if (kWeightIters * kThreads == kWarps * kUnitsPerStep ||
-            threadIdx.x + j * kThreads < kWarps * kUnitsPerStep) {
-          bool here = w_step[j] != 0;
-          if constexpr (kStepChunks > 1) here = here && kc < w_steps[j];
-          ptx::cp_async_16(stage + kWeightOffset + unit_dst + j * kThreads * 16, w[j],
-                           here ? 16 : 0);
-        }
-        w[j] += w_step[j];
-      }
-    }
-  };
-  static_assert(kSlots * kBlockN * kScaleBytes / 16 <= kThreads &&
-                    kSlots * kBlockN * kZeroBytes / 16 <= kThreads,
-                "one pass of the block's threads copies every scale and zero-point unit");
+  // Filling the stages, chunk after chunk (each thread's cp.async share, or the TMA boxes of
+  // one thread, and the arrivals on the stages' `full` barriers): gemm/wgmma_stage_copier.cuh.
+  using Copier = WgmmaStageCopier<DenseWgmma>;
 
   // The value, in a register the compiler may not recompute it into (an opaque definition).
   static __device__ __forceinline__ uint32 pinned(uint32 v) {
@@ -563,7 +348,7 @@ struct DenseWgmma {
       if (threadIdx.x == 0) {
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
-          ptx::mbarrier_init(full0 + 8 * s, kFullArrivals);
+          ptx::mbarrier_init(full0 + 8 * s, Copier::kFullArrivals);
           ptx::mbarrier_init(empty0 + 8 * s, kThreads);  // every computing thread arrives
         }
         if constexpr (C::kTma) ptx::fence_proxy_async_shared();  // TMA completes on them
@@ -571,9 +356,9 @@ struct DenseWgmma {
       __syncthreads();
       // A stage's copies: thread 0's TMA alone, or every thread's share and its arrival.
       auto fill = [&](int stage) {
-        if (kCodesByTma && !copies_by_tma()) return;
+        if (Copier::kCodesByTma && !Copier::copies_by_tma()) return;
         copier.copy_next(base_address + stage * kStageBytes, full0 + 8 * stage);
-        if constexpr (!kCodesByTma) ptx::cp_async_mbarrier_arrive(full0 + 8 * stage);
+        if constexpr (!Copier::kCodesByTma) ptx::cp_async_mbarrier_arrive(full0 + 8 * stage);
       };
       // The computing warps' loop. Without a copying warp, they fill the first kStages - 1
       // stages and thread 0 refills each stage once every warp has released it.
@@ -602,7 +387,7 @@ struct DenseWgmma {
           // Refill chunk i - 1's stage with chunk i + kStages - 1 while the tensor cores work,
           // once every warp has released it.
           if constexpr (!C::kProducer) {
-            if (i + kStages - 1 < n && (!kCodesByTma || threadIdx.x == 0)) {
+            if (i + kStages - 1 < n && (!Copier::kCodesByTma || threadIdx.x == 0)) {
               const int r = s == 0 ? kStages - 1 : s - 1;
               if (i > 0) ptx::mbarrier_wait(empty0 + 8 * r, s == 0 ? phase ^ 1u : phase);
               fill(r);
