@@ -134,7 +134,8 @@ class MoeWgmmaFamily final : public DenseFamily {
            (l.splits > 1 ? "cluster split-K " + std::to_string(l.splits) + " x " +
                                std::to_string(l.k_chunks_per_split) + " chunks of 64"
                          : std::string("no split-K")) +
-           "), workspace 0 bytes";
+           "), workspace 0 bytes; grouped calls (HM_ARG_MOE_MODE) run the tile of M / 8 tokens "
+           "(contiguous) or T_max * E / 8 (masked)";
   }
 
   void launch(const Tile& generic, const Layer& layer, runtime::CUfunction function,

@@ -75,6 +75,18 @@ class MoeGroupedApi : public hm::test::MockDriverTest {
   hm_context_t* ctx_ = nullptr;
 };
 
+// hm_plan_describe of a MoE plan names the indexed launch and how grouped calls pick a tile.
+TEST_F(MoeGroupedApi, DescribeNamesEveryMode) {
+  hm_plan_t* p = plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=512 e=8");
+  ASSERT_NE(p, nullptr);
+  char text[512];
+  ASSERT_EQ(hm_plan_describe(p, 16, text, sizeof text, nullptr), HM_SUCCESS) << last_error();
+  const std::string d = text;
+  EXPECT_NE(d.find("indexed, grid"), std::string::npos) << d;
+  EXPECT_NE(d.find("M / 8 tokens (contiguous) or T_max * E / 8 (masked)"), std::string::npos) << d;
+  hm_plan_destroy(p);
+}
+
 // The grouped modes (HM_ARG_MOE_MODE): each requires its own routing slot and refuses the
 // others', checks alignment and the device of the new slots, and launches the grid of its layout
 // with the mode, the slot and M in the kernel's parameter.
