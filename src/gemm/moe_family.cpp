@@ -30,10 +30,16 @@ int64_t moe_rows(int64_t m, int64_t top_k, int64_t experts, int64_t block) {
                              static_cast<int32_t>(block));
 }
 
+namespace {
+// The top-k the default ranges count tokens at: what hm_plan_describe assumes and how grouped
+// calls (whose rows have no top-k) convert rows per expert into tokens.
+constexpr int64_t kTilesTopK = 8;
+}  // namespace
+
 int64_t moe_tile_m(int64_t mode, int64_t m, int64_t experts) {
-  if (mode == HM_MOE_MODE_CONTIGUOUS) return std::max<int64_t>(1, m / 8);
-  if (mode == HM_MOE_MODE_MASKED)
-    return std::clamp<int64_t>(m * experts / 8, 1, HM_MAX_M);  // m, experts < 2^31, 2^13
+  if (mode == HM_MOE_MODE_CONTIGUOUS) return std::max<int64_t>(1, m / kTilesTopK);
+  if (mode == HM_MOE_MODE_MASKED)  // m, experts < 2^31, 2^13
+    return std::clamp<int64_t>(m * experts / kTilesTopK, 1, HM_MAX_M);
   return m;
 }
 
@@ -127,15 +133,16 @@ class MoeWgmmaFamily final : public DenseFamily {
 
   std::string describe(const Tile& tile, const Layer& layer, int64_t m) const override {
     const tune::DenseTile& t = dense_tile(tile);
-    const tune::DenseLaunch l = launch_shape(t, layer, m, 8);
+    const tune::DenseLaunch l = launch_shape(t, layer, m, kTilesTopK);
+    const std::string k = std::to_string(kTilesTopK);
     return t.name() + " indexed, grid " + std::to_string(l.grid_x) + "x" +
-           std::to_string(l.grid_y) + "x" + std::to_string(l.splits) + " at top_k 8 (" +
+           std::to_string(l.grid_y) + "x" + std::to_string(l.splits) + " at top_k " + k + " (" +
            std::to_string(t.block_m) + " rows per block, " +
            (l.splits > 1 ? "cluster split-K " + std::to_string(l.splits) + " x " +
                                std::to_string(l.k_chunks_per_split) + " chunks of 64"
                          : std::string("no split-K")) +
-           "), workspace 0 bytes; grouped calls (HM_ARG_MOE_MODE) run the tile of M / 8 tokens "
-           "(contiguous) or T_max * E / 8 (masked)";
+           "), workspace 0 bytes; grouped calls (HM_ARG_MOE_MODE) run the tile of M / " + k +
+           " tokens (contiguous) or T_max * E / " + k + " (masked)";
   }
 
   void launch(const Tile& generic, const Layer& layer, runtime::CUfunction function,

@@ -68,8 +68,8 @@ struct Layer {
   std::vector<float> global_scale;     // [E]
   std::vector<float> bias;             // [E][N], empty without bias
   std::vector<int32_t> k_permutation;  // [K], empty when K keeps its order
-  // Groups (of a row) whose codes fold_scale_exponents re-rounded: values lost to the exponent
-  // window of 8-bit activations (docs/convert.md); reported with the layer, never silent.
+  // Groups (of a row) that lost a value when fold_scale_exponents re-rounded their codes into the
+  // exponent window of 8-bit activations (docs/convert.md); reported with the layer, never silent.
   int64_t rerounded_groups = 0;
 
   quant::CanonicalWeight canonical();
