@@ -62,7 +62,8 @@ if want all tests quick gpu; then
   fi
   if want all tests; then
     echo "== api + jit tests (on the GPU host too)"
-    ctest --test-dir build-gpu -L 'api|jit' -j 8 2>&1 | tail -4
+    ctest --test-dir build-gpu -L 'api|jit' -j 8 --output-on-failure > "$OUT/ctest_host.txt" 2>&1
+    grep -E "tests passed|tests failed|\*\*\*Failed|Failure|spill|error" "$OUT/ctest_host.txt" | head -40
   fi
 fi
 
@@ -242,6 +243,6 @@ ls "$OUT"/*.json >/dev/null 2>&1 && { python3 benchmarks/report.py "$OUT"/*.json
 # archive, the log and the test log stay beside it.
 tar -czf "/tmp/results.tar.gz" -C "$OUT" . 2>/dev/null && mv /tmp/results.tar.gz "$OUT/results.tar.gz" &&
   find "$OUT" -mindepth 1 -maxdepth 1 ! -name results.tar.gz ! -name log.txt ! -name ctest.txt \
-    ! -name 'sanitize_*.txt' \
+    ! -name 'sanitize_*.txt' ! -name ctest_host.txt \
     -exec rm -rf {} +
 echo "== done"

@@ -305,6 +305,14 @@ DenseTile parse_dense_tile(const nlohmann::json& e, DenseKernel kernel, const st
 }
 
 void check_dense_tile(const DenseTile& tile, const core::Format& f) {
+  const bool int8_activations = f.activation.is_integer();
+  if (tile.kernel == DenseKernel::kWgmma &&
+      !gemm::dense_wgmma_token_width_ok(tile.block_m, int8_activations))
+    fail(HM_ERROR_UNSUPPORTED,
+         "tile " + tile.name() + ": " + std::to_string(tile.block_m) + " tokens is not a width the " +
+             (int8_activations ? "integer wgmma instruction (int8 activations) takes: 8, 16, 24, "
+                                 "32, then multiples of 16 up to 256"
+                               : "wgmma instruction takes: multiples of 8 up to 256"));
   if (tile.producer && !producer_covers(f))
     fail(HM_ERROR_UNSUPPORTED,
          "tile " + tile.name() + " has a copying warp, which copies scale codes as TMA boxes: "

@@ -397,6 +397,18 @@ TEST_F(PlanApi, TuningJsonOverridesTheTilesAndIsChecked) {
   expect_refused(format, R"({"dense": [{"kernel": "wgmma", "dequant_ahead": 1}]})", HM_ERROR_PARSE);
   // mma.sync: not a choice either
   expect_refused(format, R"({"dense": [{"dequant_ahead": false}]})", HM_ERROR_PARSE);
+  // Integer wgmma takes 8..32 tokens, then multiples of 16 (a 40-token int8 tile is an illegal
+  // instruction shape: refused at creation, not a ptxas error at prepare); float inputs take 40.
+  const char* int8 = "w=uint4b8 a=int8 c=bf16 s=bf16:channel n=256 k=1024";
+  expect_refused(int8, R"({"dense": [{"kernel": "wgmma", "block_m": 40, "warps": 8}]})",
+                 HM_ERROR_UNSUPPORTED, "multiples of 16");
+  for (int tokens : {8, 24, 32, 48, 80, 256}) {
+    const std::string tuning =
+        R"({"dense": [{"kernel": "wgmma", "block_m": )" + std::to_string(tokens) + "}]}";
+    expect_tile(int8, tuning.c_str(), 1, ("wg_bm" + std::to_string(tokens) + "_").c_str());
+  }
+  expect_tile("w=e2m1 a=e4m3 c=bf16 s=bf16:channel n=256 k=1024",
+              R"({"dense": [{"kernel": "wgmma", "block_m": 40, "warps": 8}]})", 1, "wg_bm40_w8");
   // Block scales and K % 8 != 0 stay on mma.sync: asking for wgmma is an error, not a fallback.
   for (const char* text : {"w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=256 k=1024",
                            "w=uint4b8 a=f16 c=f16 s=f16:g16 n=256 k=1020"}) {

@@ -88,11 +88,17 @@ struct Result {
 
 // Runs the plan (default tiles, or `tuning`) twice for the activations (the second call checks
 // the split-K counters were left at zero) against the f64 reference.
+// int8 activations take the shared tunings' 40-token tiles as 48 tokens: integer wgmma has no
+// N = 40 (gemm/params.h), and plan creation refuses it (tests/api/test_plan_api.cpp).
 Result run(Gpu& gpu, Layer& L, const Activations8& a, int64_t m, const char* tuning = nullptr) {
   const std::vector<double> ref = hm::gpu_test::reference(L, a.values, m);
   hm_plan_options_t options;
   hm_plan_options_init(&options);
-  options.tuning_json = tuning;
+  std::string tiles = tuning ? tuning : "";
+  if (L.act == HM_DTYPE_INT8)
+    for (size_t at; (at = tiles.find("\"block_m\": 40,")) != std::string::npos;)
+      tiles.replace(at, 15, "\"block_m\": 48,");
+  options.tuning_json = tuning ? tiles.c_str() : nullptr;
   hm_plan_t* plan = nullptr;
   EXPECT_EQ(hm_plan_create(gpu.ctx, L.format, &options, &plan), HM_SUCCESS) << last_error();
   if (!plan) return {1e9, 1e9, {}, {}};

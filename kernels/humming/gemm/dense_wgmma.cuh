@@ -134,6 +134,8 @@ struct DenseWgmma {
   static constexpr bool kActInt8 = act_is_int8<C>();
   static constexpr bool kAccS32 = kActInt8 && !kFoldGroups;
   static_assert(!kActInt8 || !C::kAccF16, "int8 activations accumulate in s32");
+  static_assert(dense_wgmma_token_width_ok(C::kBlockM, kActInt8),
+                "integer wgmma takes N = 8..32 or a multiple of 16 tokens (params.h)");
   static_assert(!kFoldGroups || (C::kGroupK % kStepK == 0 && !C::kAccF16),
                 "8-bit activations fold f32 groups of whole K steps (128 k)");
   static_assert(C::kScaleKind != kScaleBlock || kActBits == 8,

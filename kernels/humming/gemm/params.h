@@ -119,6 +119,15 @@ constexpr int kDenseMaxClusterSplits = 8;
 HM_PARAMS_HD constexpr int dense_wgmma_step_k(int act_bits) { return 1024 / act_bits; }
 HM_PARAMS_HD constexpr int dense_wgmma_step_chunks(int act_bits) { return 16 / act_bits; }
 
+// Token widths (the wgmma instruction's N: a tile's block_m) the sm90a kernel can issue: every
+// multiple of 8 up to 256 for float inputs; the PTX ISA gives integer wgmma (int8 activations)
+// only N = 8, 16, 24, 32 and then multiples of 16 (m64n40k32.s32.s8.s8 is an illegal shape).
+// scripts/gen_wgmma.py writes the int8 instruction for these widths only.
+HM_PARAMS_HD constexpr bool dense_wgmma_token_width_ok(int block_m, bool int8_activations) {
+  return block_m >= 8 && block_m <= 256 && block_m % 8 == 0 &&
+         (!int8_activations || block_m <= 32 || block_m % 16 == 0);
+}
+
 // Whether the wgmma kernel stages a format's group / block scale codes per channel in each
 // pipeline stage: yes for group scales; block scales with 8-bit activations (one code per block
 // of channels) are read from global memory as each K step is issued instead. (16-bit
