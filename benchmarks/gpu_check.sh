@@ -140,10 +140,11 @@ if want sanitize; then
   # memcheck over everything; racecheck / synccheck slow kernels down by orders of magnitude, so
   # they take the tests that run each default tile once (DenseGemm*) and the workspace test.
   # SANITIZE_TOOLS picks some of the three (default all, and the cluster racecheck below);
-  # MEMCHECK_FILTER, RACECHECK_FILTER, SYNCCHECK_FILTER replace a tool's gtest filter.
-  for spec in "memcheck:${MEMCHECK_FILTER:-*}:150" \
-              "racecheck:${RACECHECK_FILTER:-Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:MoeRoutingGpu.Align*:MoeRoutingGpu.Reduce*}:170" \
-              "synccheck:${SYNCCHECK_FILTER:-Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:MoeRoutingGpu.Align*:MoeRoutingGpu.Reduce*}:130"; do
+  # MEMCHECK_FILTER, RACECHECK_FILTER, SYNCCHECK_FILTER replace a tool's gtest filter, and
+  # MEMCHECK_LIMIT, RACECHECK_LIMIT, SYNCCHECK_LIMIT its time limit in seconds.
+  for spec in "memcheck:${MEMCHECK_FILTER:-*}:${MEMCHECK_LIMIT:-150}" \
+              "racecheck:${RACECHECK_FILTER:-Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:MoeRoutingGpu.Align*:MoeRoutingGpu.Reduce*}:${RACECHECK_LIMIT:-170}" \
+              "synccheck:${SYNCCHECK_FILTER:-Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:MoeRoutingGpu.Align*:MoeRoutingGpu.Reduce*}:${SYNCCHECK_LIMIT:-130}"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest##*:}; filter=${rest%:*}
     case " ${SANITIZE_TOOLS:-memcheck racecheck synccheck} " in *" $tool "*) ;; *) continue ;; esac
     timeout "$limit" "$CS" --tool "$tool" --error-exitcode 86 --print-limit 40 \

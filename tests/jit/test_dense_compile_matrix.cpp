@@ -2,6 +2,7 @@
 // compiled with NVRTC, failing on local-memory spills (ptxas -v) in the kernel.
 #include <algorithm>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,25 @@ const char* kEveryTileOnSm90a[] = {
     "w=uint4 a=f16 c=f16 s=f16:g128 zp=uint4 n=4096 k=4096",
 };
 
+// Whether this process has already compiled (and checked) the request: formats that differ
+// only in N or K, and the ranges that share one tile, generate the same kernel. It is checked
+// once: NVRTC on the H200 host returned an empty log (no ptxas report) for a repeat of an
+// identical program in one process (benchmarks/NOTES.md v23).
+bool already_checked(const hm::jit::CompileRequest& request) {
+  static std::set<std::string> seen;
+  return !seen.insert(request.arch + '\n' + request.source).second;
+}
+
 TEST(DenseCompileMatrix, EveryFormatCompilesWithoutSpillsOnEveryArch) {
   auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
   int compiled = 0;
   auto compile = [&](const char* text, const hm::core::Format& format, const char* arch_name,
                      const hm::tune::DenseRange& range) {
     auto kernel = hm::jit::dense_gemm_kernel(format, range.tile, format.k % 8 == 0, arch_name);
+    if (already_checked(kernel.request)) {
+      ++compiled;
+      return;
+    }
     kernel.request.options.push_back("--ptxas-options=-v");
     hm::jit::CompiledKernel out;
     try {
@@ -114,6 +128,10 @@ int expect_default_tiles_compile(const char* text, const char* family) {
   for (const auto& range : ranges) {
     EXPECT_STREQ(range.family->name(), family) << text;
     auto kernel = range.family->generate(*range.tile, layer);
+    if (already_checked(kernel.request)) {
+      ++compiled;
+      continue;
+    }
     kernel.request.options.push_back("--ptxas-options=-v");
     hm::jit::CompiledKernel out;
     try {
