@@ -311,6 +311,72 @@ TEST_F(PlanApi, TmaTilesEncodeTheirTensorMapsPerCall) {
   hm_plan_destroy(p);
 }
 
+// sm_90a wgmma kernels are launched programmatically (they wait for the previous kernel on the
+// stream themselves, gemm/dense_wgmma.cuh); mma.sync kernels in stream order.
+// HM_PLAN_EARLY_WEIGHTS reaches the kernel as DenseParams::early_weights; other bits are refused.
+TEST_F(PlanApi, WgmmaCallsLaunchProgrammaticallyAndCarryTheEarlyWeightsFlag) {
+  const char* format = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
+  const char* producer_tile = R"({"dense": [{"kernel": "wgmma", "block_m": 16, "warps": 4,
+                                             "stages": 4, "pipeline": "mbarrier", "copy": "tma",
+                                             "producer": true, "split": "cluster"}]})";
+  for (const uint32_t flags : {0u, HM_PLAN_EARLY_WEIGHTS}) {
+    hm_plan_options_t o;
+    hm_plan_options_init(&o);
+    o.tuning_json = producer_tile;
+    o.flags = flags;
+    hm_format_t* f = nullptr;
+    ASSERT_EQ(hm_format_parse(format, &f), HM_SUCCESS);
+    hm_plan_t* p = nullptr;
+    ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+    hm_format_destroy(f);
+    ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+    GemmArguments args(ctx_);
+    ASSERT_NO_FATAL_FAILURE(args.set_all(p, 16));
+    const auto launch = gemm_launch(p, args);
+    ASSERT_TRUE(launch.has_value());
+    EXPECT_EQ(launch->programmatic, 1) << "flags " << flags;
+    EXPECT_GT(launch->cluster[2], 1u) << "with its cluster attribute too";
+    hm::gemm::DenseParams params;
+    ASSERT_GE(launch->arg_bytes_size, sizeof params);
+    std::memcpy(&params, launch->arg_bytes, sizeof params);
+    EXPECT_EQ(params.early_weights, flags == HM_PLAN_EARLY_WEIGHTS ? 1 : 0);
+    hm_plan_destroy(p);
+  }
+  // A wgmma tile without a cluster is launched through cuLaunchKernelEx as well.
+  hm_plan_t* p = tuned_plan(format, R"({"dense": [{"kernel": "wgmma", "block_m": 64}]})");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  {
+    GemmArguments args(ctx_);
+    ASSERT_NO_FATAL_FAILURE(args.set_all(p, 64));
+    const auto launch = gemm_launch(p, args);
+    ASSERT_TRUE(launch.has_value());
+    EXPECT_EQ(launch->programmatic, 1);
+    EXPECT_EQ(launch->cluster[2], 1u);
+  }
+  hm_plan_destroy(p);
+  // mma.sync kernels do not wait: stream order.
+  p = tuned_plan(format, R"({"dense": [{"block_m": 16, "warps": 4, "warp_strips": 1}]})");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  {
+    GemmArguments args(ctx_);
+    ASSERT_NO_FATAL_FAILURE(args.set_all(p, 16));
+    const auto launch = gemm_launch(p, args);
+    ASSERT_TRUE(launch.has_value());
+    EXPECT_EQ(launch->programmatic, 0);
+  }
+  hm_plan_destroy(p);
+  hm_plan_options_t o;
+  hm_plan_options_init(&o);
+  o.flags = 4u;
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse(format, &f), HM_SUCCESS);
+  EXPECT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("unknown bits"), std::string::npos) << last_error();
+  hm_format_destroy(f);
+}
+
 // A tile with a copying warp and cluster split-K: one more warp per block, the K splits launched
 // as one cluster along z, and no workspace (the splits meet in shared memory).
 TEST_F(PlanApi, ClusterSplitTilesLaunchTheirSplitsAsOneClusterWithoutWorkspace) {
