@@ -104,15 +104,14 @@ class Linear(torch.nn.Module):
                              up(bias).to(self.output_dtype).reshape(n))
         self.register_buffer("k_permutation", None if k_permutation is None else
                              up(k_permutation).to(torch.int64))
-        # early_weights=True: the weight/scale/zero-point buffers are static (set once, here);
-        # forward() never repacks or rewrites them, and the kernels it enqueues before the GEMM
-        # (index_select, the contiguous copy, the activation quantizer) write only activations.
-        # So the GEMM may load its first weights while the quantizer still runs
-        # (HM_PLAN_EARLY_WEIGHTS). The flag's one hazard is a kernel writing those buffers right
-        # before a call on its stream: whoever writes them on the device (pack_device into the
-        # tensors given as `packed`, load_state_dict, copy_) must not run forward() on that
-        # stream directly after the write.
-        self.plan = Plan(self.context, fmt, max_m=max_m, early_weights=True).prepare()
+        # HM_PLAN_EARLY_WEIGHTS (the GEMM may load its first weights before the kernel just
+        # before it ends) only for 8-bit activations: there forward() always enqueues the
+        # activation quantizer directly before the GEMM, and it writes only codes and scales, so
+        # the flag is safe whatever the caller did before (even copy_ into these buffers). With
+        # 16-bit activations the GEMM's predecessor is the caller's kernel, which may be exactly
+        # such a write.
+        self.plan = Plan(self.context, fmt, max_m=max_m,
+                         early_weights=self.activation_codes is not None).prepare()
         self.max_m = max_m
         # Allocated and zeroed once, for the largest M (2^24 stands for "no limit": the size
         # query stops where M stops splitting K); the kernels leave it zeroed again.
