@@ -13,7 +13,8 @@
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
-# BUILD_TARGETS (build only these targets, e.g. "test_gpu bench_gemm humming_cli").
+# BUILD_TARGETS (build only these targets, e.g. "test_gpu bench_gemm humming_cli"), MOE_ITERS
+# (bench_moe's --iters), SANITIZE_WARMUP (0: no warm-up run before the sanitizers).
 # Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results), $OUT/report/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -95,7 +96,7 @@ fi
 
 if want all bench moe; then
   echo "== bench: MoE (indexed, Qwen3-30B-A3B / DeepSeek-V3 / gpt-oss shapes; Qwen3 also grouped contiguous / masked)"
-  timeout 360 ./build-gpu/benchmarks/bench_moe --json "$OUT/moe.json"
+  timeout 360 ./build-gpu/benchmarks/bench_moe ${MOE_ITERS:+--iters $MOE_ITERS} --json "$OUT/moe.json"
   echo "== bench: MoE routing (hm_moe_align, hm_moe_reduce)"
   timeout 120 ./build-gpu/benchmarks/bench_moe_routing --json "$OUT/moe_routing.json"
 fi
@@ -136,7 +137,9 @@ if want sanitize; then
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   T=./build-gpu/tests/test_gpu
   # The kernels are compiled once, outside the sanitizer (the cache is warm for the runs below).
-  timeout 120 $T --gtest_filter='DenseGemm*:PlanGpu.*:*MoeGemm*:ActivationQuantGpu.*:MoeRoutingGpu.*' >/dev/null 2>&1
+  # SANITIZE_WARMUP=0 skips this (when the GPU tests have just run and filled the cache).
+  [ "${SANITIZE_WARMUP:-1}" = 0 ] ||
+    timeout 120 $T --gtest_filter='DenseGemm*:PlanGpu.*:*MoeGemm*:ActivationQuantGpu.*:MoeRoutingGpu.*' >/dev/null 2>&1
   # memcheck over everything; racecheck / synccheck slow kernels down by orders of magnitude, so
   # they take the tests that run each default tile once (DenseGemm*) and the workspace test.
   # SANITIZE_TOOLS picks some of the three (default all, and the cluster racecheck below);
