@@ -10,6 +10,8 @@
 //          what quantizing costs a layer (issue 17's bound: at most 3 us at M <= 128); and
 //          the same with HM_PLAN_EARLY_WEIGHTS (added_early_us).
 // Every row is printed as one line of "key=value" fields; --json FILE writes them all.
+// --e2e-only skips the quantizer-alone rows; --no-graph times plain stream launches instead of
+// graph replays (each call between two events, the L2 still flushed before it).
 //   bench_activation_quant [--device N] [--iters N] [--warmup N] [--json FILE] [--no-e2e]
 #include <cerrno>
 #include <cstdio>
@@ -52,6 +54,8 @@ struct Options {
   int device = 0, iters = 200, warmup = 10;
   std::string json;
   bool e2e = true;
+  bool graph = true;  // --no-graph: time plain stream launches (event, calls, event)
+  bool e2e_only = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -67,7 +71,10 @@ Options parse(int argc, char** argv) {
     else if (arg == "--warmup") o.warmup = std::atoi(value().c_str());
     else if (arg == "--json") o.json = value();
     else if (arg == "--no-e2e") o.e2e = false;
-    else die("unknown option " + arg + " (--device N --iters N --warmup N --json FILE --no-e2e)");
+    else if (arg == "--e2e-only") o.e2e_only = true;
+    else if (arg == "--no-graph") o.graph = false;
+    else die("unknown option " + arg +
+             " (--device N --iters N --warmup N --json FILE --no-e2e --e2e-only --no-graph)");
   }
   if (o.iters < 1) die("--iters must be >= 1");
   return o;
@@ -186,9 +193,11 @@ struct EmptyKernel {
 
 // ---- the protocol
 
-// One plain call (one-time work outside the capture), a global-mode capture, timed replays.
+// One plain call (one-time work outside the capture), a global-mode capture, timed replays; or,
+// with --no-graph, the calls themselves timed on the stream (each between two events).
 Stats time_call(const gpu_timing::Driver& cu, gpu_timing::Timer& timer, CUstream stream,
                 const Options& o, const Launch& call) {
+  if (!o.graph) return timer.run(call, o.warmup, o.iters);
   return gpu_timing::time_graph(cu, timer, stream, gpu_timing::CU_STREAM_CAPTURE_MODE_GLOBAL, call,
                                 o.warmup, o.iters);
 }
@@ -239,8 +248,8 @@ int main(int argc, char** argv) {
     const size_t flush_bytes = size_t{256} << 20;
     const uint64_t scratch = alloc(ctx, flush_bytes);
     auto timer = std::make_unique<gpu_timing::Timer>(cu, stream, scratch, flush_bytes, o.iters);
-    std::printf("# device %s; graph replay, L2 flush %zu MiB before each replay, median of %d\n",
-                device.c_str(), flush_bytes >> 20, o.iters);
+    std::printf("# device %s; %s, L2 flush %zu MiB before each, median of %d\n", device.c_str(),
+                o.graph ? "graph replay" : "plain stream launches", flush_bytes >> 20, o.iters);
 
     const int64_t max_m = 16384, max_k = 8192;
     const uint64_t a = alloc(ctx, max_m * max_k * 2), codes = alloc(ctx, max_m * max_k);
@@ -265,13 +274,15 @@ int main(int argc, char** argv) {
       emit(row);
     }
 
-    // (a) the quantizer alone.
+    // (a) the quantizer alone (not with --e2e-only).
     struct Variant {
       hm_dtype_t out;
       int32_t group_k;
     };
-    for (const Variant v : {Variant{HM_DTYPE_E4M3, 0}, Variant{HM_DTYPE_E4M3, 128},
-                            Variant{HM_DTYPE_INT8, 0}}) {
+    const std::vector<Variant> variants =
+        o.e2e_only ? std::vector<Variant>{}
+                   : std::vector<Variant>{{HM_DTYPE_E4M3, 0}, {HM_DTYPE_E4M3, 128}, {HM_DTYPE_INT8, 0}};
+    for (const Variant v : variants) {
       for (int64_t k : {8192, 7168}) {
         for (int64_t m : {1, 16, 128, 2048, 16384}) {
           hm_activation_quant_args_t args;
