@@ -7,8 +7,7 @@
 //   e2e    quantize (bf16 -> e4m3, per token) + the W4A8 GEMM "w=e2m1 a=e4m3 c=bf16
 //          s=bf16:channel n=8192 k=8192" reading its codes and scales (HM_ARG_ACT_SCALES), both
 //          captured in one graph, against the GEMM alone, at M = 1, 16, 128, 2048: "added_us" is
-//          what quantizing costs a layer (issue 17's bound: at most 3 us at M <= 128); and
-//          the same with HM_PLAN_EARLY_WEIGHTS (added_early_us).
+//          what quantizing costs a layer (issue 17's bound: at most 3 us at M <= 128).
 // Every row is printed as one line of "key=value" fields; --json FILE writes them all.
 // --e2e-only skips the quantizer-alone rows; --no-graph times plain stream launches instead of
 // graph replays (each call between two events, the L2 still flushed before it).
@@ -345,16 +344,6 @@ int main(int argc, char** argv) {
       hm_plan_t* plan = nullptr;
       HM_CHECK(hm_plan_create(ctx, format, nullptr, &plan));
       HM_CHECK(hm_plan_prepare(plan));
-      // The same kernels with HM_PLAN_EARLY_WEIGHTS: the GEMM's first weights stream while the
-      // quantizer runs (its small-M tiles have a copying warp).
-      hm_plan_t* early = nullptr;
-      {
-        hm_plan_options_t options;
-        hm_plan_options_init(&options);
-        options.flags = HM_PLAN_EARLY_WEIGHTS;
-        HM_CHECK(hm_plan_create(ctx, format, &options, &early));
-        HM_CHECK(hm_plan_prepare(early));
-      }
       uint64_t ws_bytes = 0;
       HM_CHECK(hm_plan_workspace_size(plan, e2e_max_m, &ws_bytes));
       uint64_t workspace = 0;
@@ -401,11 +390,6 @@ int main(int argc, char** argv) {
           return e.empty() ? gemm() : e;
         });
         const Stats quant_only = time_call(cu, *timer, stream, o, quant);
-        const Stats both_early = time_call(cu, *timer, stream, o, [&]() -> std::string {
-          const std::string e = quant();
-          if (!e.empty()) return e;
-          return hm_plan_gemm(early, p, stream) == HM_SUCCESS ? "" : last_error();
-        });
         Row row;
         row.add("kind", "e2e");
         row.add("format", text);
@@ -415,12 +399,6 @@ int main(int argc, char** argv) {
           add_stats(row, "quant_gemm_", both);
           add_stats(row, "quant_", quant_only);
           row.add("added_us", both.median - alone.median);
-          if (both_early.ok) {
-            add_stats(row, "quant_gemm_early_", both_early);
-            row.add("added_early_us", both_early.median - alone.median);
-          } else {
-            row.add("early_error", both_early.error);
-          }
         } else {
           row.add("error", !alone.ok ? alone.error : !both.ok ? both.error : quant_only.error);
         }
@@ -428,7 +406,6 @@ int main(int argc, char** argv) {
       }
       hm_launch_params_destroy(p);
       hm_plan_destroy(plan);
-      hm_plan_destroy(early);
       hm_format_destroy(format);
       for (uint64_t ptr : {w, ws, act, c, workspace})
         if (ptr) hm_device_free(ctx, ptr);

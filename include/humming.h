@@ -522,15 +522,6 @@ typedef struct hm_plan hm_plan_t;
  * today: every kernel sums its K splits in split order, so results are deterministic with or
  * without it. */
 #define HM_PLAN_NONDETERMINISTIC 1u
-/* The plan's calls may start reading the weights, scales and zero points before the kernel
- * enqueued just before them on the stream has finished, so that kernel (typically
- * hm_quantize_activation_device) runs while the first weights stream in. sm_90a kernels with a
- * copying warp (the small-M tiles) do so; elsewhere it has no effect. Every other operand is read
- * only after that kernel has finished, with or without the flag (sm_90+ launches overlap only
- * the kernel's start). Set it only when no kernel writes a call's weights, scales or zero points
- * directly before the call on its stream (e.g. hm_pack_device into the same buffer):
- * such a call could read them half written. */
-#define HM_PLAN_EARLY_WEIGHTS 2u
 
 typedef struct hm_plan_options {
   uint32_t struct_size;

@@ -105,7 +105,6 @@ const (
 	MoeModeContiguous              = C.HM_MOE_MODE_CONTIGUOUS
 	MoeModeMasked                  = C.HM_MOE_MODE_MASKED
 	PlanNondeterministic           = C.HM_PLAN_NONDETERMINISTIC
-	PlanEarlyWeights               = C.HM_PLAN_EARLY_WEIGHTS
 	MoeMaxLocalExperts             = C.HM_MOE_MAX_LOCAL_EXPERTS
 	MoeMinBlockSize                = C.HM_MOE_MIN_BLOCK_SIZE
 	MoeMaxBlockSize                = C.HM_MOE_MAX_BLOCK_SIZE

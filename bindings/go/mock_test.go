@@ -200,47 +200,6 @@ func TestMockPlan(t *testing.T) {
 	wg.Wait()
 }
 
-// PlanOptions' flags reach hm_plan_create OR-ed: each alone and both together are accepted (the
-// library refuses unknown bits), and such a plan prepares and launches like any other.
-func TestMockPlanFlags(t *testing.T) {
-	ctx := mockContext(t, 0)
-	if humming.PlanEarlyWeights != 2 || humming.PlanNondeterministic != 1 {
-		t.Fatal(humming.PlanEarlyWeights, humming.PlanNondeterministic)
-	}
-	n, k, m := 256, 256, 16
-	f, _ := humming.ParseFormat("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256")
-	q, _ := f.Quantize(make([]float32, n*k))
-	packed, _ := f.Pack(q)
-	for _, o := range []humming.PlanOptions{
-		{MaxM: 64, EarlyWeights: true},
-		{MaxM: 64, EarlyWeights: true, Nondeterministic: true},
-	} {
-		plan, err := ctx.NewPlan(f, o)
-		if err != nil {
-			t.Fatal(o, err)
-		}
-		if err := plan.Prepare(); err != nil {
-			t.Fatal(o, err)
-		}
-		ws, _ := plan.WorkspaceSize(int64(m))
-		workspace, _ := ctx.Zeroed(int(ws) + 16)
-		a, _ := ctx.Alloc(m * k * 2)
-		w, _ := humming.Upload(ctx, packed.Weight)
-		s, _ := humming.Upload(ctx, packed.Scales)
-		c, _ := ctx.Alloc(m * n * 2)
-		params, _ := humming.NewLaunchParams()
-		args := humming.GemmArgs{A: a, Weight: w, Scales: s, Workspace: workspace}
-		if err := plan.Gemm(params, args, c, m, humming.DefaultStream); err != nil {
-			t.Fatal(o, err)
-		}
-		if err := ctx.Synchronize(humming.DefaultStream); err != nil {
-			t.Fatal(err)
-		}
-		params.Close()
-		plan.Close()
-	}
-}
-
 func TestMockUnsupportedArchAndAheadOfTime(t *testing.T) {
 	sm80 := mockContext(t, 1)
 	f, _ := humming.ParseFormat("w=e2m1 a=e2m1 c=f16 s=ue8m0:g32 n=256 k=256")

@@ -16,13 +16,8 @@ import (
 // PlanOptions configure Context.NewPlan. MaxM 0 means no limit.
 type PlanOptions struct {
 	Nondeterministic bool
-	// EarlyWeights (HM_PLAN_EARLY_WEIGHTS) lets the plan's calls read the weights, scales and
-	// zero points before the kernel enqueued just before them on the stream has finished (only
-	// sm_90a small-M tiles act on it). Leave it off when a kernel writes those buffers directly
-	// before the call on its stream (e.g. Context.PackDevice into the same buffer).
-	EarlyWeights bool
-	MaxM         int64
-	TuningJSON   string
+	MaxM             int64
+	TuningJSON       string
 }
 
 // GemmArgs are the device buffers of one Plan.Gemm: the activations, the standard-layout
@@ -53,12 +48,8 @@ type Plan struct {
 func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
 	var opts C.hm_plan_options_t
 	C.hm_plan_options_init(&opts)
-	opts.flags = 0
 	if o.Nondeterministic {
-		opts.flags |= C.HM_PLAN_NONDETERMINISTIC
-	}
-	if o.EarlyWeights {
-		opts.flags |= C.HM_PLAN_EARLY_WEIGHTS
+		opts.flags = C.HM_PLAN_NONDETERMINISTIC
 	}
 	opts.max_m = C.int64_t(o.MaxM)
 	if o.TuningJSON != "" {

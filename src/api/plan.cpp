@@ -78,7 +78,7 @@ HM_API hm_status_t hm_plan_create(hm_context_t* context, const hm_format_t* form
       require_struct_size(options->struct_size, sizeof(hm_plan_options_t), "options");
       o = *options;
     }
-    if (o.flags & ~(HM_PLAN_NONDETERMINISTIC | HM_PLAN_EARLY_WEIGHTS))
+    if (o.flags & ~HM_PLAN_NONDETERMINISTIC)
       fail(HM_ERROR_INVALID_ARGUMENT, "options->flags has unknown bits");
     if (o.max_m < 0) fail(HM_ERROR_INVALID_ARGUMENT, "options->max_m must be >= 0 (0: no limit)");
     core::validate(f, context->state->arch);
@@ -206,8 +206,7 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     const hm_kernel& kernel = *plan->kernels[k];
     range.family->launch(*range.tile, plan->layer, kernel.function, kernel.entry,
                          gemm::Call{*params, m, static_cast<runtime::CUstream>(stream),
-                                    plan->tensor_maps[k].get(),
-                                    (plan->flags & HM_PLAN_EARLY_WEIGHTS) != 0});
+                                    plan->tensor_maps[k].get()});
   });
 }
 

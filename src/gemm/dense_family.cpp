@@ -193,7 +193,6 @@ void DenseFamily::launch(const Tile& tile, const Layer& layer, runtime::CUfuncti
   const hm_launch_params& params = call.params;
   DenseParams p{};
   marshal(layer, params, false, p);
-  p.early_weights = call.early_weights ? 1 : 0;
   const int64_t m = call.m;
   const auto g = geometry(tile, layer, m);
   const uint64_t ws = params.pointers[HM_ARG_WORKSPACE];

@@ -65,9 +65,6 @@ struct Call {
   // The kernel's cache of encoded TMA maps (the plan keeps one per kernel); null: every map is
   // encoded for this call.
   runtime::TensorMapCache* tensor_maps = nullptr;
-  // HM_PLAN_EARLY_WEIGHTS: the kernel may read the weights, scales and zero points before the
-  // previous kernel on the stream has finished.
-  bool early_weights = false;
 };
 
 class Family {

@@ -15,7 +15,7 @@ from ._errors import (CacheError, CompileError, DriverError, Error, InternalErro
                       last_error_message)
 from ._format import (CanonicalSizes, CanonicalWeight, Format, PackedSizes, PackedWeight, Scale,
                       support_matrix)
-from ._plan import EARLY_WEIGHTS, NONDETERMINISTIC, DevicePackedWeight, Plan
+from ._plan import NONDETERMINISTIC, DevicePackedWeight, Plan
 from ._pack_device import pack_device
 from ._moe import MoeAlignResult, MoeAlignSizes, moe_align, moe_align_sizes, moe_reduce
 from ._quant import dequantize_activation, quantize_activation, reference_gemm

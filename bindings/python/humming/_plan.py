@@ -14,7 +14,6 @@ from ._handle import Handle
 from ._runtime import LaunchParams
 
 NONDETERMINISTIC = raw.HM_PLAN_NONDETERMINISTIC
-EARLY_WEIGHTS = raw.HM_PLAN_EARLY_WEIGHTS
 
 
 @dataclass
@@ -43,23 +42,16 @@ class DevicePackedWeight:
 class Plan(Handle):
     """Binds a format to a context: validates it for the context's arch on creation, compiles
     every kernel it may pick in prepare(), then gemm() runs with no host synchronization and no
-    allocation (CUDA-graph capturable). A prepared plan may be used from several threads.
-
-    early_weights=True (HM_PLAN_EARLY_WEIGHTS) lets each call start reading the weights, scales
-    and zero points before the kernel enqueued just before it on the stream (typically the
-    activation quantizer) has finished; only sm_90a small-M tiles act on it. Unsafe when a kernel
-    writes those buffers directly before the call on its stream (e.g. pack_device into them)."""
+    allocation (CUDA-graph capturable). A prepared plan may be used from several threads."""
 
     _destroy = staticmethod(raw.hm_plan_destroy)
 
-    def __init__(self, context, format, *, max_m=0, nondeterministic=False, early_weights=False,
-                 tuning_json=None):
+    def __init__(self, context, format, *, max_m=0, nondeterministic=False, tuning_json=None):
         if not isinstance(format, Format):
             format = Format(format)
         options = raw.hm_plan_options_t()
         raw.hm_plan_options_init(options)
-        options.flags = ((NONDETERMINISTIC if nondeterministic else 0)
-                         | (EARLY_WEIGHTS if early_weights else 0))
+        options.flags = NONDETERMINISTIC if nondeterministic else 0
         options.max_m = int(max_m)
         if tuning_json is not None:
             options.tuning_json = str(tuning_json)

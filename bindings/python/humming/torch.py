@@ -104,14 +104,7 @@ class Linear(torch.nn.Module):
                              up(bias).to(self.output_dtype).reshape(n))
         self.register_buffer("k_permutation", None if k_permutation is None else
                              up(k_permutation).to(torch.int64))
-        # HM_PLAN_EARLY_WEIGHTS (the GEMM may load its first weights before the kernel just
-        # before it ends) only for 8-bit activations: there forward() always enqueues the
-        # activation quantizer directly before the GEMM, and it writes only codes and scales, so
-        # the flag is safe whatever the caller did before (even copy_ into these buffers). With
-        # 16-bit activations the GEMM's predecessor is the caller's kernel, which may be exactly
-        # such a write.
-        self.plan = Plan(self.context, fmt, max_m=max_m,
-                         early_weights=self.activation_codes is not None).prepare()
+        self.plan = Plan(self.context, fmt, max_m=max_m).prepare()
         self.max_m = max_m
         # Allocated and zeroed once, for the largest M (2^24 stands for "no limit": the size
         # query stops where M stops splitting K); the kernels leave it zeroed again.

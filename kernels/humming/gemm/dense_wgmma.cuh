@@ -43,7 +43,6 @@
 #include <humming/gemm/sched.cuh>
 #include <humming/gemm/wgmma_stage_copier.cuh>
 #include <humming/layout/spec.h>
-#include <humming/ptx/griddep.cuh>
 #include <humming/ptx/mbarrier.cuh>
 #include <humming/ptx/mma.cuh>
 #include <humming/ptx/wgmma.cuh>
@@ -163,12 +162,6 @@ struct DenseWgmma {
   static_assert(!C::kMoe || !C::kTma, "MoE rows are gathered with cp.async, not TMA boxes");
 
   static __device__ __forceinline__ void run(const DenseParams& params) {
-    // Launched programmatically (sm_90a; runtime/launch.hpp) this grid may start before the
-    // previous kernel on the stream ends: every thread waits for it before touching memory,
-    // except the copying warp's lane 0 when the call lets it stream the first stages' weights
-    // first (DenseParams::early_weights; it waits in the copying loop).
-    if (!(C::kProducer && params.early_weights != 0 && threadIdx.x == kThreads))
-      ptx::griddep_wait();
     const BlockWork work = block_work<C, kWarps>(params);
     if constexpr (C::kMoe) {
       if (work.expert < 0) return;  // no rows for this block (the whole cluster leaves)
@@ -431,20 +424,7 @@ struct DenseWgmma {
           if (lane == 0) {
             int s = 0;
             uint32 phase = 0;
-            int i = 0;
-            if (p.early_weights != 0) {
-              // The first stages' weights and codes stream while the previous kernel finishes;
-              // their activations follow the wait (run() made every other thread wait first).
-              const int first = n < kStages ? n : kStages;
-              for (int j = 0; j < first; ++j)
-                copier.copy_weights_ahead(base_address + j * kStageBytes, full0 + 8 * j, j);
-              ptx::griddep_wait();
-              for (; i < first; ++i)
-                copier.copy_activations_next(base_address + i * kStageBytes, full0 + 8 * i);
-              s = first == kStages ? 0 : first;
-              phase = first == kStages ? 1u : 0u;
-            }
-            for (; i < n; ++i) {
+            for (int i = 0; i < n; ++i) {
               if (i >= kStages) ptx::mbarrier_wait(empty0 + 8 * s, phase ^ 1u);
               fill(s);
               if (++s == kStages) {

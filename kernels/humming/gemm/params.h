@@ -60,11 +60,6 @@ struct DenseParams {
   const int32_t* masked_m;
   int64_t row_end;
   int32_t moe_mode;
-  // Non-zero (HM_PLAN_EARLY_WEIGHTS): a wgmma tile with a copying warp issues the weight and
-  // scale / zero-point copies of its first stages before it waits for the previous kernel on the
-  // stream (programmatic dependent launch, ptx/griddep.cuh), so they stream while that kernel
-  // (e.g. the activation quantizer) finishes. Everything else is read after the wait.
-  int32_t early_weights;
 };
 
 // DenseParams::moe_mode (the values of humming.h's HM_MOE_MODE_*).

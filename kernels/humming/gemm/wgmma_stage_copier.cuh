@@ -230,27 +230,6 @@ struct WgmmaStageCopier {
     ++kc;
   }
 
-  // The copying warp's split of copy_next for the first stages of a call that overlaps the
-  // previous kernel (DenseParams::early_weights): the weight and code boxes of the chunk
-  // `ahead` steps after the next, with the stage's whole byte count expected on `full`, ...
-  __device__ __forceinline__ void copy_weights_ahead(uint32 stage, uint32 full, int ahead) const {
-    static_assert(C::kProducer, "only the copying warp splits a stage's copies");
-    const int at = kc + ahead;
-    ptx::mbarrier_arrive_expect_tx(full, kTmaBytes);
-    ptx::tma_load_2d(stage + kWeightOffset, map_w, at * kWarpStepElements, tma_strip0, full);
-    const int group = D::group_of_slot(at, 0);
-    if constexpr (kScaleBytes > 0)
-      ptx::tma_load_2d(stage + kScaleOffset, map_s, tma_strip0 * 16, group, full);
-    if constexpr (kZeroBytes > 0)
-      ptx::tma_load_2d(stage + kZeroOffset, map_z, tma_strip0 * 16, group, full);
-  }
-  // ... then, after the wait, its activation box (which completes the stage), stepping on.
-  __device__ __forceinline__ void copy_activations_next(uint32 stage, uint32 full) {
-    ptx::tma_load_2d(stage, map_a, kc * kStepK, tma_m0, full);
-    act_k += kStepK;
-    ++kc;
-  }
-
   __device__ __forceinline__ void copy_act_and_weights(uint32 stage) {
     const int a_bytes = act_k < k ? 16 : 0;
 #pragma unroll

@@ -97,40 +97,6 @@ def test_plan_lifecycle_and_checks(mock_context):
         weight.close()
 
 
-def test_plan_flags_are_or_ed_and_accepted(mock_context, monkeypatch):
-    assert humming.EARLY_WEIGHTS == humming.raw.HM_PLAN_EARLY_WEIGHTS == 2
-    assert humming.NONDETERMINISTIC == humming.raw.HM_PLAN_NONDETERMINISTIC == 1
-    seen = []
-    create = humming.raw.hm_plan_create
-
-    def spy(context, format, options):
-        seen.append(options.flags)
-        return create(context, format, options)
-    monkeypatch.setattr(humming.raw, "hm_plan_create", spy)
-    fmt = Format(PLAN_FORMAT)
-    for kwargs, flags in (({}, 0), ({"early_weights": True}, humming.EARLY_WEIGHTS),
-                          ({"early_weights": True, "nondeterministic": True},
-                           humming.EARLY_WEIGHTS | humming.NONDETERMINISTIC)):
-        with mock_context.plan(fmt, max_m=16, **kwargs) as plan:
-            assert seen.pop() == flags
-            plan.prepare()
-            weight = humming.DevicePackedWeight.upload(
-                mock_context, fmt.pack(fmt.quantize(np.zeros((256, 256), np.float32))))
-            plan.gemm(mock_context.empty((16, 256), np.float16), weight,
-                      mock_context.empty((16, 256), np.float16),
-                      workspace=plan.allocate_workspace(16))
-            mock_context.synchronize()
-            weight.close()
-    monkeypatch.undo()
-    # The library refuses bits it does not know (the keywords can only set known ones).
-    options = humming.raw.hm_plan_options_t()
-    humming.raw.hm_plan_options_init(options)
-    options.flags = 4
-    with mock_context.using() as h:
-        status, _ = humming.raw.hm_plan_create(h, fmt.handle, options)
-    assert status == humming.raw.HM_ERROR_INVALID_ARGUMENT
-
-
 def test_act_scales_slot_is_the_headers(header_text):
     # A new pointer slot (8-bit activations' per-token scales), taken by launch params.
     assert humming.ARG_ACT_SCALES == humming.raw.HM_ARG_ACT_SCALES == 11

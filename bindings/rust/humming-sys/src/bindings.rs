@@ -87,7 +87,6 @@ pub const HM_MOE_MODE_INDEXED: i32 = 0;
 pub const HM_MOE_MODE_CONTIGUOUS: i32 = 1;
 pub const HM_MOE_MODE_MASKED: i32 = 2;
 pub const HM_PLAN_NONDETERMINISTIC: i32 = 1;
-pub const HM_PLAN_EARLY_WEIGHTS: i32 = 2;
 pub const HM_MOE_MAX_LOCAL_EXPERTS: i32 = 1024;
 pub const HM_MOE_MIN_BLOCK_SIZE: i32 = 8;
 pub const HM_MOE_MAX_BLOCK_SIZE: i32 = 256;

@@ -13,11 +13,6 @@ use crate::sys;
 pub struct PlanOptions {
     /// Allow reductions whose order depends on timing (`HM_PLAN_NONDETERMINISTIC`).
     pub nondeterministic: bool,
-    /// Let the plan's calls read the weights, scales and zero points before the kernel enqueued
-    /// just before them on the stream has finished (`HM_PLAN_EARLY_WEIGHTS`; only sm_90a small-M
-    /// tiles act on it). Unsafe when a kernel writes those buffers directly before the call on
-    /// its stream (e.g. [`pack_device`](crate::pack_device) into the same buffer).
-    pub early_weights: bool,
     /// The largest M the plan will run (0: no limit).
     pub max_m: i64,
     /// A JSON tuning override (docs/tuning.md).
@@ -125,14 +120,7 @@ impl Plan {
             options.tuning_json.as_deref().map(|t| c_string(t, "tuning_json")).transpose()?;
         let mut o: sys::hm_plan_options_t = unsafe { std::mem::zeroed() };
         unsafe { sys::hm_plan_options_init(&mut o) };
-        let mut flags = 0u32;
-        if options.nondeterministic {
-            flags |= sys::HM_PLAN_NONDETERMINISTIC as u32;
-        }
-        if options.early_weights {
-            flags |= sys::HM_PLAN_EARLY_WEIGHTS as u32;
-        }
-        o.flags = flags;
+        o.flags = if options.nondeterministic { sys::HM_PLAN_NONDETERMINISTIC as u32 } else { 0 };
         o.max_m = options.max_m;
         o.tuning_json = tuning.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
         let mut raw = std::ptr::null_mut();

@@ -155,49 +155,6 @@ fn plan_lifecycle() {
     });
 }
 
-/// PlanOptions' flags reach hm_plan_create OR-ed: early_weights alone and with nondeterministic
-/// is accepted, prepares and launches; the library refuses bits it does not know.
-#[test]
-fn plan_flags_are_accepted() {
-    let Some(_env) = mock() else {
-        return;
-    };
-    assert_eq!((sys::HM_PLAN_NONDETERMINISTIC, sys::HM_PLAN_EARLY_WEIGHTS), (1, 2));
-    let ctx = context(0);
-    let (n, k, m) = (256usize, 256usize, 16usize);
-    let format = Format::parse(&format!("w=uint4b8 a=f16 c=f16 s=f16:g128 n={n} k={k}")).unwrap();
-    let packed = format.pack(&format.quantize(&vec![0.25f32; n * k]).unwrap()).unwrap();
-    let a = ctx.alloc(m * k * 2).unwrap();
-    let w = ctx.to_device(&packed.weight).unwrap();
-    let s = ctx.to_device(&packed.scales).unwrap();
-    let mut c = ctx.alloc(m * n * 2).unwrap();
-    let mut params = LaunchParams::new().unwrap();
-    for nondeterministic in [false, true] {
-        let options =
-            PlanOptions { max_m: 64, early_weights: true, nondeterministic, ..Default::default() };
-        let mut plan = Plan::new(&ctx, &format, &options).unwrap();
-        plan.prepare().unwrap();
-        let workspace =
-            ctx.zeroed((plan.workspace_size(m as i64).unwrap() as usize).max(16)).unwrap();
-        let args = GemmArgs {
-            a: Some(&a),
-            weight: Some(&w),
-            scales: Some(&s),
-            workspace: Some(&workspace),
-            ..Default::default()
-        };
-        plan.gemm(&mut params, &args, &mut c, m, Stream::DEFAULT).unwrap();
-        ctx.synchronize(Stream::DEFAULT).unwrap();
-    }
-    let mut o: sys::hm_plan_options_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_plan_options_init(&mut o) };
-    o.flags = 4;
-    let mut raw = std::ptr::null_mut();
-    let status = unsafe { sys::hm_plan_create(ctx.as_raw(), format.as_raw(), &o, &mut raw) };
-    assert_eq!(status, sys::HM_ERROR_INVALID_ARGUMENT);
-    assert!(raw.is_null());
-}
-
 #[test]
 fn unsupported_arch_and_ahead_of_time() {
     let Some(_env) = mock() else {
