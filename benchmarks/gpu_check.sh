@@ -59,7 +59,9 @@ if want all tests quick gpu; then
     export SWIG_LIB=$PWD/$(ls -d .swig/data/share/swig/* | head -1)
     cmake -S . -B build-gpu -DSWIG_EXECUTABLE="$PWD/.swig/data/bin/swig" -DHUMMING_BUILD_PYTHON=ON >/dev/null
     cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -1
-    ctest --test-dir build-gpu -R bindings_python_gpu -V 2>&1 | grep -E "passed|failed|skipped|FAILED" | tail -5
+    # The whole pytest output in $OUT/python_gpu.txt; failures (names and assertion lines) here.
+    ctest --test-dir build-gpu -R bindings_python_gpu -V > "$OUT/python_gpu.txt" 2>&1
+    grep -E "passed|failed|skipped|FAILED|^[0-9]+: E |Error" "$OUT/python_gpu.txt" | tail -30
   fi
   if want all tests; then
     echo "== api + jit tests (on the GPU host too)"
@@ -247,6 +249,6 @@ ls "$OUT"/*.json >/dev/null 2>&1 && { python3 benchmarks/report.py "$OUT"/*.json
 # archive, the log and the test log stay beside it.
 tar -czf "/tmp/results.tar.gz" -C "$OUT" . 2>/dev/null && mv /tmp/results.tar.gz "$OUT/results.tar.gz" &&
   find "$OUT" -mindepth 1 -maxdepth 1 ! -name results.tar.gz ! -name log.txt ! -name ctest.txt \
-    ! -name 'sanitize_*.txt' ! -name ctest_host.txt \
+    ! -name 'sanitize_*.txt' ! -name ctest_host.txt ! -name python_gpu.txt \
     -exec rm -rf {} +
 echo "== done"
