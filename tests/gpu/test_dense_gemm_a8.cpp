@@ -505,6 +505,61 @@ TEST(DenseGemmA8Convert, Fp8BlockCheckpointServesWithE4m3Activations) {
   }
 }
 
+// A compressed-tensors W8A8 checkpoint (int-quantized: I8 weight, f32 channel weight_scale, a
+// static input_scale the converter ignores) converted for int8 activations and served as
+// converted (issue 17: the converters' --act int8 outputs run end to end), against the f64
+// reference on the converted canonical weight.
+TEST(DenseGemmA8Convert, CompressedTensorsW8A8ServesWithInt8Activations) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  const int64_t n = 264, k = 640;
+  std::mt19937 rng(26);
+  std::vector<int8_t> q(static_cast<size_t>(n * k));
+  for (auto& v : q) v = static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng));
+  std::vector<float> scale(static_cast<size_t>(n));
+  std::uniform_real_distribution<float> uni(1e-4f, 1e-2f);
+  for (auto& v : scale) v = uni(rng);
+  const float input_scale = 0.02f;
+  hm_checkpoint_tensor_t t[3];
+  for (auto& x : t) hm_checkpoint_tensor_init(&x);
+  t[0].name = "model.layers.0.mlp.down_proj.weight";
+  t[0].dtype = "I8";
+  t[0].shape[0] = n, t[0].shape[1] = k, t[0].ndim = 2;
+  t[0].data = q.data(), t[0].bytes = q.size();
+  t[1].name = "model.layers.0.mlp.down_proj.weight_scale";
+  t[1].dtype = "F32";
+  t[1].shape[0] = n, t[1].shape[1] = 1, t[1].ndim = 2;
+  t[1].data = scale.data(), t[1].bytes = scale.size() * 4;
+  t[2].name = "model.layers.0.mlp.down_proj.input_scale";
+  t[2].dtype = "F32";
+  t[2].shape[0] = 1, t[2].ndim = 1;
+  t[2].data = &input_scale, t[2].bytes = 4;
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.activation = HM_DTYPE_INT8;
+  hm_converted_layer_t* converted = nullptr;
+  ASSERT_EQ(hm_convert_layer(HM_SCHEME_CT_INT8, t, 3, &options, &converted), HM_SUCCESS)
+      << last_error();
+  hm_format_t* format = nullptr;
+  ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
+  char text[256];
+  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
+  hm_format_destroy(format);
+  EXPECT_NE(std::string(text).find("a=int8"), std::string::npos) << text;
+  Layer L = hm::gpu_test::parse_layer(text);
+  hm_converted_layer_info_t info;
+  hm_converted_layer_info_init(&info);
+  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
+  hm::gpu_test::pack_canonical(L, info.weight);
+  hm_converted_layer_destroy(converted);
+  for (int64_t m : {1, 7, 64, 200}) {
+    const Activations8 a = quantized_activations(L, m, rng);
+    const Result r = run(gpu, L, a, m);
+    EXPECT_LE(r.rel_err, 1e-2) << text << " m=" << m << " max |diff| " << r.max_abs;
+  }
+}
+
 // The activation scales are an argument of their own: missing, set for a 16-bit format, or
 // misaligned, the call is refused before anything runs.
 TEST(DenseGemmA8Arguments, ActivationScalesAreCheckedBeforeTheLaunch) {
