@@ -249,6 +249,12 @@ HM_API hm_status_t hm_format_get_shape(const hm_format_t *format, int64_t *n, in
                                        int32_t *experts);
 HM_API hm_status_t hm_format_set_bias(hm_format_t *format, int32_t has_bias);
 HM_API hm_status_t hm_format_get_bias(const hm_format_t *format, int32_t *has_bias);
+/* Activation scales: group_k 0 gives one f32 scale per token (row of A); group_k > 0 one per
+ * token and group of group_k along K, [M][ceil(K / group_k)] (DeepSeek's 1 x 128; the text form
+ * is "a=e4m3:g128"), as hm_quantize_activation(_device) writes them with that group_k. Rule R22
+ * says where they apply. */
+HM_API hm_status_t hm_format_set_activation_groups(hm_format_t *format, int32_t group_k);
+HM_API hm_status_t hm_format_get_activation_groups(const hm_format_t *format, int32_t *group_k);
 
 /* Checks the format against the support rules, for a target ("sm_90a", "sm80", ...) or, with
  * arch NULL, for any architecture. HM_ERROR_UNSUPPORTED_FORMAT / _ARCH name the rule. */
@@ -548,9 +554,12 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * [M][K] in the activation dtype), HM_ARG_B (packed weight), HM_ARG_SCALES, HM_ARG_ZEROS,
  * HM_ARG_GLOBAL (as the format needs), HM_ARG_BIAS ([N] in the output dtype, if the format has a
  * bias), HM_ARG_C ([M][N] in the output dtype), HM_ARG_WORKSPACE(_BYTES) and HM_ARG_M.
- * 8-bit activations (a=e4m3, a=e5m2; sm_90a, docs/activations.md): A holds one code per byte and
- * HM_ARG_ACT_SCALES the f32 scale of each row ([M], 4-byte aligned; hm_quantize_activation_device
- * with group_k = 0 writes both), K % 16 == 0, and C = (codes * scale[row]) * dequant(W)^T.
+ * 8-bit activations (a=e4m3, a=e5m2, a=int8; sm_90a, docs/activations.md): A holds one code per
+ * byte and HM_ARG_ACT_SCALES the f32 scale of each row ([M], 4-byte aligned;
+ * hm_quantize_activation_device with group_k = 0 writes both), K % 16 == 0, and
+ * C = (codes * scale[row]) * dequant(W)^T; with activation groups (a=e4m3:g128,
+ * hm_format_set_activation_groups) the scales are [M][ceil(K / 128)], one per row and K group
+ * (the quantizer with that group_k writes them).
  * MoE formats (e >= 2) run indexed: W, scales, zero points, global scales and bias hold every
  * expert ([E][...]); A is [M][K] tokens; C is [M * top_k][N], row token * top_k + j the output
  * of the token's j-th expert; HM_ARG_SORTED_IDS, HM_ARG_EXPERT_IDS, HM_ARG_NUM_TOKENS_PADDED

@@ -233,6 +233,24 @@ HM_API hm_status_t hm_format_get_bias(const hm_format_t* format, int32_t* has_bi
   });
 }
 
+HM_API hm_status_t hm_format_set_activation_groups(hm_format_t* format, int32_t group_k) {
+  return HM_API_CALL({
+    hm::core::Format& f = mutable_format_of(format);
+    if (group_k < 0)
+      fail(HM_ERROR_INVALID_ARGUMENT, "'group_k' is " + std::to_string(group_k) +
+                                          "; pass 0 (one scale per token) or a group size");
+    f.act_group_k = group_k;
+  });
+}
+
+HM_API hm_status_t hm_format_get_activation_groups(const hm_format_t* format, int32_t* group_k) {
+  return HM_API_CALL({
+    const hm::core::Format& f = format_of(format);
+    require_not_null(group_k, "group_k");
+    *group_k = f.act_group_k;
+  });
+}
+
 HM_API hm_status_t hm_format_validate(const hm_format_t* format, const char* arch) {
   return HM_API_CALL({
     const hm::core::Format& f = format_of(format);

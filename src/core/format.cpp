@@ -91,6 +91,21 @@ class Parser {
     }
   }
 
+  // "e4m3" (one scale per token) or "e4m3:g128" (per token and group of 128 along K).
+  void activation(const std::string& value, Format& f) const {
+    const size_t colon = value.find(':');
+    f.activation = dtype(value.substr(0, colon), "a", false);
+    f.act_group_k = 0;
+    if (colon == std::string::npos) return;
+    const std::string groups = value.substr(colon + 1);
+    if (groups.empty() || groups[0] != 'g')
+      error("field 'a' is " + quoted(value) +
+            "; activation scales are written <dtype>:g<K> (per token and K group, e.g. e4m3:g128)"
+            " or left out (per token)");
+    f.act_group_k = static_cast<int32_t>(number(groups.substr(1), "the group size in 'a'", 1,
+                                                std::numeric_limits<int32_t>::max()));
+  }
+
   Format parse() const {
     Format f;
     std::vector<std::string> seen;
@@ -127,7 +142,7 @@ class Parser {
 
     const int64_t kInt64Max = std::numeric_limits<int64_t>::max();
     if (key == "w") f.weight = dtype(value, key, false);
-    else if (key == "a") f.activation = dtype(value, key, false);
+    else if (key == "a") activation(value, f);
     else if (key == "c") f.output = dtype(value, key, false);
     else if (key == "acc") f.accumulator = dtype(value, key, false);
     else if (key == "zp") f.zero_point = dtype(value, key, true);
@@ -163,7 +178,8 @@ std::string scale_to_string(const Format& f) {
 }
 
 std::string Format::to_string() const {
-  return "w=" + weight.name() + " a=" + activation.name() + " c=" + output.name() +
+  const std::string act_groups = act_group_k > 0 ? ":g" + std::to_string(act_group_k) : "";
+  return "w=" + weight.name() + " a=" + activation.name() + act_groups + " c=" + output.name() +
          " s=" + scale_to_string(*this) + " zp=" + zero_point.name() +
          " bias=" + (has_bias ? "1" : "0") + " acc=" + accumulator.name() +
          " n=" + std::to_string(n) + " k=" + std::to_string(k) + " e=" + std::to_string(experts);
@@ -192,6 +208,12 @@ int64_t Format::groups_n() const {
   return n / group_n + (n % group_n != 0 ? 1 : 0);
 }
 
+int64_t Format::activation_groups() const {
+  if (act_group_k <= 0) return 1;
+  if (k <= 0) return 0;
+  return k / act_group_k + (k % act_group_k != 0 ? 1 : 0);
+}
+
 std::string shape_limit_problem(const Format& f) {
   std::string out;
   auto over = [&](const char* name, int64_t value, int64_t limit) {
@@ -204,6 +226,7 @@ std::string shape_limit_problem(const Format& f) {
   over("e", f.experts, HM_MAX_EXPERTS);
   if (f.has_group_scales()) over("group_k", f.group_k, HM_MAX_K);
   if (f.scale_kind == ScaleKind::kBlock) over("group_n", f.group_n, HM_MAX_N);
+  over("the activation group_k", f.act_group_k, HM_MAX_K);
   return out;
 }
 

@@ -22,6 +22,9 @@ enum class ScaleKind : int32_t {
 struct Format {
   Dtype weight = Dtype::from_code(HM_DTYPE_UINT4B8);
   Dtype activation = Dtype::from_code(HM_DTYPE_F16);
+  // Activation scales: 0, one per token (row of A); else one per token and group of
+  // act_group_k along K (DeepSeek's 1 x 128), written "a=e4m3:g128" (rule R22).
+  int32_t act_group_k = 0;
   Dtype output = Dtype::from_code(HM_DTYPE_F16);
   Dtype scale = Dtype::from_code(HM_DTYPE_F16);  // none when scale_kind is kNone / kTensor
   Dtype zero_point;                              // none: symmetric
@@ -54,6 +57,8 @@ struct Format {
   int64_t groups_k() const;
   // Number of scale rows along N: ceil(n / group_n) for block scales; n otherwise.
   int64_t groups_n() const;
+  // Activation scales per token: ceil(k / act_group_k), or 1 (per token).
+  int64_t activation_groups() const;
 
   // Same layer: the canonical strings match (fields a scale kind does not use are ignored).
   friend bool operator==(const Format& a, const Format& b) { return a.to_string() == b.to_string(); }

@@ -142,6 +142,7 @@ void DenseFamily::marshal(const Layer& layer, const hm_launch_params& params, bo
   // 8-bit activations carry one f32 scale per row of A (hm_quantize_activation_device).
   p.act_scales = reinterpret_cast<const float*>(
       ptr(HM_ARG_ACT_SCALES, "HM_ARG_ACT_SCALES", f.activation.bits() == 8));
+  p.act_groups = f.activation_groups();  // [m][act_groups] with a=<dtype>:g<K>, else [m]
   // The routing slots: those of the call's MoE mode (humming.h, HM_ARG_MOE_MODE), no others.
   const int64_t mode = params.integer(HM_ARG_MOE_MODE);
   if (!moe && mode != 0)

@@ -66,7 +66,11 @@ void encode_tma(const runtime::Device& device, runtime::TensorMapCache* maps, co
 // What the 8-bit path adds to a call (docs/activations.md); "" for 16-bit activations.
 std::string activation_path(const core::Format& f) {
   if (f.activation.bits() != 8) return "";
-  std::string path = "; " + f.activation.name() + " activations with per-token scales";
+  const std::string groups = std::to_string(f.act_group_k);
+  std::string path = "; " + f.activation.name() + " activations with per-token" +
+                     (f.act_group_k > 0
+                          ? " x " + groups + "-k group scales folded in f32 every " + groups + " k"
+                          : " scales");
   if (const auto window = core::scale_exponent_window(f))
     path += ", ue8m0 group scales (2^" + std::to_string(window->lo) + " .. 2^" +
             std::to_string(window->hi) + ") written into the weights' exponents every " +
@@ -74,6 +78,7 @@ std::string activation_path(const core::Format& f) {
   else if (f.has_group_scales())
     path += ", " + std::string(f.scale_kind == core::ScaleKind::kBlock ? "block" : "group") +
             " scales folded in f32 every " + std::to_string(f.group_k) + " k";
+
   return path;
 }
 

@@ -116,6 +116,22 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
       return "group scales with " + act.name() + " activations accumulate in f32 (acc=f32)";
     if (f.has_zero_point())
       return "zero points with " + act.name() + " activations are not implemented yet";
+    if (f.act_group_k > 0) {
+      // Per-token x K-group activation scales are folded like group scales, per whole 128-k
+      // step; with weight group scales too, one fold period serves both, so one group size
+      // must divide the other.
+      const std::string what = "activation scales per token and " +
+                               std::to_string(f.act_group_k) + "-k group (a=" + act.name() +
+                               ":g" + std::to_string(f.act_group_k) + ")";
+      if (f.act_group_k % 128 != 0)
+        return what + " need a group_k multiple of 128 (the kernel's K step)";
+      if (f.accumulator.code() == HM_DTYPE_F16)
+        return what + " accumulate in f32 (acc=f32)";
+      const bool weight_fold = f.has_group_scales() && !core::scale_exponent_window(f);
+      if (weight_fold && f.group_k % f.act_group_k != 0 && f.act_group_k % f.group_k != 0)
+        return what + " and weight groups of " + std::to_string(f.group_k) +
+               " k: one group size must divide the other";
+    }
   }
   if (f.experts != 1)
     return "the dense kernels take e=1 (MoE formats, here e=" + std::to_string(f.experts) +
@@ -191,6 +207,7 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
     << "  static constexpr int kActBits = " << act_bits << ";\n"
     << "  static constexpr int kActExpBits = " << f.activation.exponent_bits() << ";\n"
     << "  static constexpr int kActManBits = " << f.activation.mantissa_bits() << ";\n"
+    << "  static constexpr int kActGroupK = " << f.act_group_k << ";\n"
     << "  static constexpr bool kActIsF16 = " << (act_f16 ? "true" : "false") << ";\n"
     << "  static constexpr bool kAccF16 = " << (acc_f16 ? "true" : "false") << ";\n"
     << "  static constexpr int kWeightBits = " << w.bits() << ";\n"

@@ -165,8 +165,16 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
     // group's products, gemm/dense_wgmma.cuh): the tiles of 128 tokens and more, whose two
     // accumulator sets take 128-256 registers, become one 128-token tile of 8 warps without a
     // copying warp (with one, the 288-thread block's register cap made NVRTC spill). Not tuned
-    // (NOTES v21). Group scales that go into the weights' exponents need no second set.
-    if (f.activation.bits() == 8 && f.has_group_scales() && !core::scale_exponent_window(f)) {
+    // (NOTES v21). Group scales that go into the weights' exponents need no second set;
+    // activation scales per K group (a=e4m3:g128) do, and more registers still.
+    if (f.activation.bits() == 8 && f.act_group_k > 0) {
+      // Activation scales per K group add the fold's column scales on top: from 96 tokens on,
+      // the 128-token tile without the second register set of dequantizing ahead (with it,
+      // NVRTC spilled 16-360 bytes; compile matrix). Not measured.
+      const DenseTile to_128 = wgmma(128, 8, 4, 1, kTma | kCluster);
+      for (DenseRange& r : ranges)
+        if (r.tile.block_m >= 96) r.tile = to_128;
+    } else if (f.activation.bits() == 8 && f.has_group_scales() && !core::scale_exponent_window(f)) {
       const DenseTile to_128 = wgmma(128, 8, 4, 1, kTma | kAhead | kCluster);
       for (DenseRange& r : ranges)
         if (r.tile.block_m >= 128) r.tile = to_128;

@@ -186,17 +186,37 @@ TEST(FormatApi, ShapeAndBias) {
   EXPECT_EQ(f.str(), "w=uint4b8 a=f16 c=f16 s=f16:g128 zp=none bias=1 acc=f32 n=7168 k=2048 e=256");
 }
 
+// Activation scales per token and K group: set, read back, printed, validated (rule R22).
+TEST(FormatApi, ActivationGroups) {
+  Format f("w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=256 k=512");
+  int32_t group_k = -1;
+  ASSERT_EQ(hm_format_get_activation_groups(f.f, &group_k), HM_SUCCESS);
+  EXPECT_EQ(group_k, 0);
+  ASSERT_EQ(hm_format_set_activation_groups(f.f, 128), HM_SUCCESS);
+  ASSERT_EQ(hm_format_get_activation_groups(f.f, &group_k), HM_SUCCESS);
+  EXPECT_EQ(group_k, 128);
+  EXPECT_EQ(f.str(), "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 zp=none bias=0 acc=f32 n=256 k=512 e=1");
+  EXPECT_EQ(hm_format_validate(f.f, "sm_90a"), HM_SUCCESS);
+  EXPECT_STATUS(hm_format_set_activation_groups(f.f, -1), HM_ERROR_INVALID_ARGUMENT, "'group_k' is -1");
+  EXPECT_STATUS(hm_format_get_activation_groups(f.f, nullptr), HM_ERROR_INVALID_ARGUMENT, "'group_k' is NULL");
+  EXPECT_STATUS(hm_format_get_activation_groups(nullptr, &group_k), HM_ERROR_INVALID_ARGUMENT, "'format' is NULL");
+  ASSERT_EQ(hm_format_set_activation_groups(f.f, 48), HM_SUCCESS);
+  EXPECT_STATUS(hm_format_validate(f.f, nullptr), HM_ERROR_UNSUPPORTED_FORMAT, "rule R22 activation-groups");
+  Format a16("w=uint4b8 a=f16:g128 c=f16 s=f16:g128 n=256 k=512");
+  EXPECT_STATUS(hm_format_validate(a16.f, nullptr), HM_ERROR_UNSUPPORTED_FORMAT, "rule R22 activation-groups");
+}
+
 TEST(FormatApi, Validate) {
   Format gptq("w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=4096");
   EXPECT_EQ(hm_format_validate(gptq.f, nullptr), HM_SUCCESS);
   EXPECT_EQ(hm_format_validate(gptq.f, "sm_75"), HM_SUCCESS);
   EXPECT_EQ(hm_format_validate(gptq.f, "sm_120a"), HM_SUCCESS);
-  EXPECT_STATUS(hm_format_validate(gptq.f, "sm_70"), HM_ERROR_UNSUPPORTED_ARCH, "rule R22 arch-minimum");
+  EXPECT_STATUS(hm_format_validate(gptq.f, "sm_70"), HM_ERROR_UNSUPPORTED_ARCH, "rule R23 arch-minimum");
   EXPECT_STATUS(hm_format_validate(gptq.f, "turing"), HM_ERROR_PARSE, "cannot parse the architecture 'turing'");
   EXPECT_STATUS(hm_format_validate(nullptr, nullptr), HM_ERROR_INVALID_ARGUMENT, "'format' is NULL");
 
   Format w4a4("w=int4 a=int4 c=f16 s=f16:channel n=64 k=64");
-  EXPECT_STATUS(hm_format_validate(w4a4.f, "sm_90a"), HM_ERROR_UNSUPPORTED_ARCH, "rule R23 activation-arch");
+  EXPECT_STATUS(hm_format_validate(w4a4.f, "sm_90a"), HM_ERROR_UNSUPPORTED_ARCH, "rule R24 activation-arch");
   EXPECT_NE(last_error().find("hm_format_validate: "), std::string::npos) << last_error();
   EXPECT_NE(last_error().find("sm_90a"), std::string::npos) << last_error();
 

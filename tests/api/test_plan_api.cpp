@@ -135,6 +135,54 @@ TEST_F(PlanApi, DescribeNamesTheEightBitActivationPath) {
               "int8 activations with per-token scales, group scales folded in f32 every 256 k");
 }
 
+// Activation scales per token and K group (a=e4m3:g128): the plan describes the fold, hands the
+// kernel the number of groups per row, and refuses what the kernel cannot fold.
+TEST_F(PlanApi, ActivationGroupPlansFoldPerGroupAndSayWhatTheyCannotRun) {
+  expect_tile("w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=256 k=1008", nullptr, 1,
+              "e4m3 activations with per-token x 128-k group scales folded in f32 every 128 k, "
+              "block scales folded in f32 every 128 k");
+  hm_plan_t* p = plan("w=uint4b8 a=int8:g256 c=bf16 s=bf16:channel n=256 k=1008");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  GemmArguments args(ctx_);
+  ASSERT_NO_FATAL_FAILURE(args.set_all(p, 40));
+  hm_launch_params_set_pointer(args.params(), HM_ARG_ACT_SCALES, args.buffer() + 4096);
+  const auto launch = gemm_launch(p, args);
+  ASSERT_TRUE(launch.has_value());
+  hm::gemm::DenseParams params;
+  ASSERT_GE(launch->arg_bytes_size, sizeof params);
+  std::memcpy(&params, launch->arg_bytes, sizeof params);
+  EXPECT_EQ(params.act_groups, 4);  // ceil(1008 / 256)
+  hm_plan_destroy(p);
+  // Per token: one scale per row.
+  p = plan("w=uint4b8 a=int8 c=bf16 s=bf16:channel n=256 k=1024");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  {
+    GemmArguments per_token(ctx_);
+    ASSERT_NO_FATAL_FAILURE(per_token.set_all(p, 40));
+    hm_launch_params_set_pointer(per_token.params(), HM_ARG_ACT_SCALES, per_token.buffer() + 4096);
+    const auto one = gemm_launch(p, per_token);
+    ASSERT_TRUE(one.has_value());
+    std::memcpy(&params, one->arg_bytes, sizeof params);
+    EXPECT_EQ(params.act_groups, 1);
+  }
+  hm_plan_destroy(p);
+  // Valid formats (rule R22) the kernel cannot fold: groups of 32 or 64 k, acc=f16, and weight
+  // groups that neither divide nor are divided by the activation's.
+  EXPECT_EQ(plan("w=e4m3 a=e4m3:g64 c=bf16 s=f32:channel n=256 k=256", HM_ERROR_UNSUPPORTED),
+            nullptr);
+  EXPECT_NE(last_error().find("multiple of 128"), std::string::npos) << last_error();
+  EXPECT_EQ(plan("w=e4m3 a=e4m3:g128 c=f16 s=f32:channel acc=f16 n=256 k=256",
+                 HM_ERROR_UNSUPPORTED),
+            nullptr);
+  EXPECT_NE(last_error().find("acc=f32"), std::string::npos) << last_error();
+  EXPECT_EQ(plan("w=uint4b8 a=e4m3:g384 c=bf16 s=bf16:g256 n=256 k=768", HM_ERROR_UNSUPPORTED),
+            nullptr);
+  EXPECT_NE(last_error().find("one group size must divide the other"), std::string::npos)
+      << last_error();
+}
+
 // int8 activations (s8 x s8 wgmma into s32): a plan is made and prepared for integer weights,
 // its call needs the per-token scales and hands them to the kernel, and what has no kernel yet
 // is refused at creation, naming what is missing.

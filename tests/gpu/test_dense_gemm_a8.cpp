@@ -26,13 +26,18 @@ using hm::gpu_test::exact_layer;
 using hm::gpu_test::last_error;
 using namespace hm::gpu_test::tunings;
 
-// 8-bit activations of m tokens: codes (one byte each), per-token f32 scales and the exact
-// values code * scale in f64.
+// 8-bit activations of m tokens: codes (one byte each), f32 scales ([m], or [m][groups] with
+// activation groups) and the exact values code * scale in f64.
 struct Activations8 {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
   std::vector<double> values;
 };
+
+// Activation scales per row: 1, or ceil(k / group_k) with activation groups.
+int64_t act_groups(const Layer& L) {
+  return L.act_group_k > 0 ? (L.k + L.act_group_k - 1) / L.act_group_k : 1;
+}
 
 // The value of each of the 256 codes of `dtype`.
 std::vector<double> code_values(hm_dtype_t dtype) {
@@ -41,12 +46,15 @@ std::vector<double> code_values(hm_dtype_t dtype) {
   return v;
 }
 
-void fill_values(Activations8& a, hm_dtype_t dtype, int64_t m, int64_t k) {
-  const std::vector<double> table = code_values(dtype);
+void fill_values(Activations8& a, const Layer& L, int64_t m) {
+  const std::vector<double> table = code_values(L.act);
+  const int64_t k = L.k, groups = act_groups(L);
   a.values.resize(static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < k; ++j)
-      a.values[i * k + j] = table[a.codes[i * k + j]] * static_cast<double>(a.scales[i]);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t g = L.act_group_k > 0 ? j / L.act_group_k : 0;
+      a.values[i * k + j] = table[a.codes[i * k + j]] * static_cast<double>(a.scales[i * groups + g]);
+    }
 }
 
 // Random N(0, 1) rows quantized per token by the library's host quantizer (the rule the GPU
@@ -57,11 +65,12 @@ Activations8 quantized_activations(const Layer& L, int64_t m, std::mt19937& rng)
   for (auto& v : x) v = normal(rng);
   Activations8 a;
   a.codes.resize(x.size());
-  a.scales.resize(static_cast<size_t>(m));
-  EXPECT_EQ(hm_quantize_activation(L.act, x.data(), m, L.k, 0, a.codes.data(), a.scales.data()),
+  a.scales.resize(static_cast<size_t>(m * act_groups(L)));
+  EXPECT_EQ(hm_quantize_activation(L.act, x.data(), m, L.k, L.act_group_k, a.codes.data(),
+                                   a.scales.data()),
             HM_SUCCESS)
       << last_error();
-  fill_values(a, L.act, m, L.k);
+  fill_values(a, L, m);
   return a;
 }
 
@@ -70,14 +79,14 @@ Activations8 exact_activations(const Layer& L, int64_t m, std::mt19937& rng) {
   std::uniform_int_distribution<int> small(-2, 2), pow(-1, 1);
   Activations8 a;
   a.codes.resize(static_cast<size_t>(m * L.k));
-  a.scales.resize(static_cast<size_t>(m));
+  a.scales.resize(static_cast<size_t>(m * act_groups(L)));
   for (auto& c : a.codes) {
     uint32_t code = 0;
     hm_dtype_encode(L.act, small(rng), &code);
     c = static_cast<uint8_t>(code);
   }
   for (auto& s : a.scales) s = std::ldexp(1.0f, pow(rng));
-  fill_values(a, L.act, m, L.k);
+  fill_values(a, L, m);
   return a;
 }
 
@@ -158,6 +167,12 @@ const FormatCase kCases[] = {
     // exponents go into the weights (no fold); groups of 32 (four per step), 64, 128 and 256,
     // e5m2 activations, another 4-bit float (e1m2), a bias, and K = 320 / 896 with a half step.
     {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=200 k=640", 1e-2},
+    // Activation scales per token and K group (DeepSeek's 1 x 128 with 128 x 128 weight blocks,
+    // alone on channel weights, on MXFP4 weights, on int8 with groups of 256).
+    {"w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=200 k=640", 1e-2},
+    {"w=e2m1 a=e4m3:g128 c=bf16 s=bf16:channel bias=1 n=136 k=384", 1e-2},
+    {"w=e2m1 a=e4m3:g128 c=bf16 s=ue8m0:g32+tensor n=136 k=640", 1e-2},
+    {"w=uint4b8 a=int8:g256 c=bf16 s=bf16:channel n=200 k=896", 1e-2},
     {"w=e2m1 a=e4m3 c=f16 s=ue8m0:g64+tensor bias=1 n=136 k=896", 2e-3},
     {"w=e2m1 a=e5m2 c=bf16 s=ue8m0:g32+tensor n=72 k=320", 1e-2},
     {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g128+tensor n=128 k=3840", 1e-2},
@@ -242,7 +257,13 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
                          Exact{"w=uint4b8 a=int8 c=f16 s=f16:channel n=200 k=640", 5, 11},
                          Exact{"w=uint8b128 a=int8 c=f16 s=tensor n=72 k=320", 125, 131},
                          Exact{"w=uint4 a=int8 c=f16 s=f16:g128 n=200 k=640", 0, 3},
-                         Exact{"w=uint2b2 a=int8 c=f16 s=f32:b128x64 n=200 k=640", 0, 3}}) {
+                         Exact{"w=uint2b2 a=int8 c=f16 s=f32:b128x64 n=200 k=640", 0, 3},
+                         // activation scales per token and K group (a=<dtype>:g<K>), alone, with
+                         // block scales, with smaller weight groups, on int8 with larger ones
+                         Exact{"w=uint4b8 a=e4m3:g128 c=f16 s=f16:channel n=200 k=640", 5, 11},
+                         Exact{"w=uint4b8 a=e4m3:g128 c=f16 s=f16:b128x64 n=200 k=640", 5, 11},
+                         Exact{"w=uint4b8 a=e4m3:g256 c=f16 s=f16:g128 n=200 k=640", 5, 11},
+                         Exact{"w=uint4b8 a=int8:g128 c=f16 s=f16:g256 n=128 k=1280", 6, 10}}) {
     Layer L = exact_layer(e.text, rng, e.lo, e.hi);
     for (const char* tuning : {static_cast<const char*>(nullptr), kWgmmaWide, kWgmmaAhead,
                                kWgmmaTma, kWgmmaCluster, kWgmmaProducer})
@@ -274,7 +295,9 @@ TEST(DenseGemmA8Exact, Int8FullRangeBitExact) {
     return v;
   };
   for (const char* text : {"w=uint8b128 a=int8 c=f16 s=tensor n=136 k=704",
-                           "w=uint8b128 a=int8 c=f16 s=f32:g128 n=136 k=384"}) {
+                           "w=uint8b128 a=int8 c=f16 s=f32:g128 n=136 k=384",
+                           // activation scales per token and 128-k group, folded from s32
+                           "w=uint8b128 a=int8:g128 c=f16 s=tensor n=136 k=384"}) {
     Layer L = hm::gpu_test::parse_layer(text);
     hm_canonical_sizes_t cs;
     hm_canonical_sizes_init(&cs);
@@ -295,11 +318,11 @@ TEST(DenseGemmA8Exact, Int8FullRangeBitExact) {
       for (int64_t m : {1, 17, 129, 260}) {
         Activations8 a;
         a.codes.resize(static_cast<size_t>(m * L.k));
-        a.scales.resize(static_cast<size_t>(m));
+        a.scales.resize(static_cast<size_t>(m * act_groups(L)));
         for (auto& c : a.codes) c = static_cast<uint8_t>(rng());
         std::uniform_int_distribution<int> pow(-1, 1);
         for (auto& s : a.scales) s = std::ldexp(1.0f, pow(rng));
-        fill_values(a, L.act, m, L.k);
+        fill_values(a, L, m);
         const Result r = run(gpu, L, a, m, tuning);
         int64_t wrong = 0;
         std::string first;

@@ -72,6 +72,27 @@ TEST(Format, ScaleForms) {
   }
 }
 
+// Activation scales per token (the default) or per token and K group: "a=<dtype>:g<K>", printed
+// only when grouped, so every per-token format keeps its string.
+TEST(Format, ActivationGroups) {
+  Format f = Format::parse("w=e4m3 a=e4m3:g128 s=f32:b128x128 n=256 k=1000");
+  EXPECT_EQ(f.activation.name(), "e4m3");
+  EXPECT_EQ(f.act_group_k, 128);
+  EXPECT_EQ(f.activation_groups(), 8);  // ceil(1000 / 128)
+  EXPECT_NE(f.to_string().find(" a=e4m3:g128 "), std::string::npos) << f.to_string();
+  EXPECT_EQ(Format::parse(f.to_string()), f);
+  EXPECT_NE(f, Format::parse("w=e4m3 a=e4m3 s=f32:b128x128 n=256 k=1000"));
+  f = Format::parse("a=int8 w=int8 s=f32:channel k=64");
+  EXPECT_EQ(f.act_group_k, 0);
+  EXPECT_EQ(f.activation_groups(), 1);
+  EXPECT_NE(f.to_string().find(" a=int8 "), std::string::npos) << f.to_string();
+  expect_parse_error("a=e4m3:", {"field 'a'", "<dtype>:g<K>"});
+  expect_parse_error("a=e4m3:b128", {"field 'a'", "<dtype>:g<K>"});
+  expect_parse_error("a=e4m3:g0", {"group size in 'a'", "at least 1"});
+  expect_parse_error("a=e4m3:gx", {"group size in 'a'", "not a decimal number"});
+  expect_parse_error("a=nope:g128", {"field 'a'", "nope"});
+}
+
 TEST(Format, RoundTripOverEveryDtypeAndScaleForm) {
   const char* const scales[] = {"none", "tensor", "f16:channel", "bf16:g128", "e4m3:g16+tensor",
                                 "f32:b128x128", "ue8m0:g32", "e5m2:g48"};

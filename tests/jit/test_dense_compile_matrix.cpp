@@ -184,6 +184,20 @@ TEST(DenseA8CompileMatrix, EveryDefaultTileCompilesWithoutSpills) {
   EXPECT_GE(compiled, 8 * 7);
 }
 
+// Per-token x K-group activation scales (a=<dtype>:g<K>, folded with the group's sums in f32):
+// alone (channel weights), with block and group weight scales of the same and of a smaller
+// group, with the weights' exponent window (MXFP4), and on int8.
+TEST(DenseA8CompileMatrix, ActivationGroupTilesCompileWithoutSpills) {
+  int compiled = 0;
+  for (const char* text : {"w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=7168 k=7168",
+                           "w=e2m1 a=e4m3:g128 c=bf16 s=bf16:channel n=8192 k=8192",
+                           "w=uint4b8 a=e4m3:g256 c=bf16 s=bf16:g128 n=4096 k=4096",
+                           "w=e2m1 a=e4m3:g128 c=bf16 s=ue8m0:g32+tensor n=4096 k=4096",
+                           "w=uint4b8 a=int8:g128 c=bf16 s=bf16:channel n=4096 k=4096"})
+    compiled += expect_default_tiles_compile(text, "dense_wgmma");
+  EXPECT_GE(compiled, 5 * 7);
+}
+
 // int8 activations on the wgmma kernel (s8 x s8 into s32, gemm/dense_wgmma.cuh): every default
 // tile compiles for sm_90a without spills, for each way an integer weight becomes an int8 lane
 // (4-bit biased, 8-bit biased: the xor alone, 2-bit biased, unsigned without a zero point) and

@@ -222,6 +222,8 @@ int cmd_demo(Args& args) {
   hm_dtype_t act = 0, out_dtype = 0;
   check(hm_format_get_dtype(format.f, HM_ROLE_ACTIVATION, &act), "reading the activation dtype");
   check(hm_format_get_dtype(format.f, HM_ROLE_OUTPUT, &out_dtype), "reading the output dtype");
+  int32_t act_group_k = 0;  // a=e4m3:g128: activation scales per token and K group
+  check(hm_format_get_activation_groups(format.f, &act_group_k), "reading the activation groups");
   int32_t has_bias = 0;
   check(hm_format_get_bias(format.f, &has_bias), "reading the bias flag");
   if (has_bias) throw Failure{"the demo does not make up a bias: use a format with bias=0"};
@@ -299,18 +301,20 @@ int cmd_demo(Args& args) {
   if (!act16 && !act8)
     throw Failure{"the demo runs f16, bf16, e4m3, e5m2 or int8 activations, not " +
                   dtype_name(act)};
-  // 8-bit activations are quantized per token by the host rule (the one the GPU quantizer
-  // follows bit for bit): codes + one f32 scale per row; the reference sees codes x scale, and
-  // cuBLAS gets the same values in f16.
+  // 8-bit activations are quantized per token (or per token and K group) by the host rule (the
+  // one the GPU quantizer follows bit for bit): codes + f32 scales; the reference sees codes x
+  // scale, and cuBLAS gets the same values in f16.
   std::vector<uint8_t> a8;
   std::vector<float> a_scales;
   std::vector<uint16_t> a_codes;  // 16-bit activations (or cuBLAS's f16 copy of the 8-bit ones)
   if (act8) {
     a8.resize(a.size());
-    a_scales.resize(static_cast<size_t>(m));
-    check(hm_quantize_activation(act, a.data(), m, k, 0, a8.data(), a_scales.data()),
+    int64_t groups = 1;
+    check(hm_activation_scale_groups(k, act_group_k, &groups), "counting activation groups");
+    a_scales.resize(static_cast<size_t>(m * groups));
+    check(hm_quantize_activation(act, a.data(), m, k, act_group_k, a8.data(), a_scales.data()),
           "quantizing the activations");
-    check(hm_dequantize_activation(act, a8.data(), a_scales.data(), m, k, 0, a.data()),
+    check(hm_dequantize_activation(act, a8.data(), a_scales.data(), m, k, act_group_k, a.data()),
           "dequantizing the activations");
     a_codes = encode16(HM_DTYPE_F16, a);
   } else {
@@ -351,8 +355,13 @@ int cmd_demo(Args& args) {
   } plan_guard{plan};
   check(hm_plan_prepare(plan), "preparing the plan (compiling its kernels)");
   auto t6 = std::chrono::steady_clock::now();
-  char desc[256];
-  check(hm_plan_describe(plan, m, desc, sizeof desc, nullptr), "describing the plan");
+  size_t desc_length = 0;  // the snprintf rule: ask for the length, then fill
+  const hm_status_t sized = hm_plan_describe(plan, m, nullptr, 0, &desc_length);
+  if (sized != HM_ERROR_BUFFER_TOO_SMALL) check(sized, "describing the plan");
+  std::string desc_text(desc_length + 1, '\0');
+  check(hm_plan_describe(plan, m, desc_text.data(), desc_text.size(), nullptr),
+        "describing the plan");
+  const char* desc = desc_text.c_str();
   std::printf("prepare:     %.1f ms for %s (all M ranges, through the kernel cache)\n",
               std::chrono::duration<double, std::milli>(t6 - t5).count(), dev.arch);
   std::printf("kernel:      M=%lld -> %s\n", static_cast<long long>(m), desc);

@@ -126,9 +126,21 @@ struct DenseWgmma {
   // ue8m0 group x tensor scales on 4-bit float weights (C::kScaleExponents) need no fold: the
   // dequantization writes each group's exponent into the weights (gemm/dequant_a8.cuh), for
   // any group_k the atoms allow (slots of 32 k, params.h).
-  static constexpr bool kFoldGroups =
+  // Per-token x K-group activation scales (C::kActGroupK > 0, a=e4m3:g128) fold the same way:
+  // each token's (column's) scale of the group multiplies its sums. With weight groups as well,
+  // the fold period is the smaller group (one divides the other: the host's gap check).
+  static constexpr bool kWeightFold =
       kActBits == 8 && D::kGroupScalesInMainloop && !C::kScaleExponents;
-  static constexpr int kStepsPerGroup = kFoldGroups ? C::kGroupK / kStepK : 1;
+  static constexpr bool kActFold = kActBits == 8 && C::kActGroupK > 0;
+  static constexpr bool kFoldGroups = kWeightFold || kActFold;
+  static constexpr int kFoldK = !kActFold                      ? (kWeightFold ? C::kGroupK : 0)
+                                : !kWeightFold                 ? C::kActGroupK
+                                : C::kGroupK < C::kActGroupK ? C::kGroupK
+                                                               : C::kActGroupK;
+  static constexpr int kStepsPerGroup = kFoldGroups ? kFoldK / kStepK : 1;
+  static_assert(!(kWeightFold && kActFold) || C::kGroupK % C::kActGroupK == 0 ||
+                    C::kActGroupK % C::kGroupK == 0,
+                "weight and activation groups: one size divides the other");
   // int8 activations: the wgmma's accumulators are s32 (`part` when groups fold, whose f32 sum
   // `acc` stays f32; else `acc` itself, converted to f32 before the epilogue).
   static constexpr bool kActInt8 = act_is_int8<C>();
@@ -136,7 +148,7 @@ struct DenseWgmma {
   static_assert(!kActInt8 || !C::kAccF16, "int8 activations accumulate in s32");
   static_assert(dense_wgmma_token_width_ok(C::kBlockM, kActInt8),
                 "integer wgmma takes N = 8..32 or a multiple of 16 tokens (params.h)");
-  static_assert(!kFoldGroups || (C::kGroupK % kStepK == 0 && !C::kAccF16),
+  static_assert(!kFoldGroups || (kFoldK % kStepK == 0 && !C::kAccF16),
                 "8-bit activations fold f32 groups of whole K steps (128 k)");
   static_assert(C::kScaleKind != kScaleBlock || kActBits == 8,
                 "block scales on 16-bit activations use the mma.sync kernel");
@@ -280,33 +292,62 @@ struct DenseWgmma {
     };
     // kFoldGroups, after step i's wgmma have completed (its stage s still holds its codes): at
     // the group's last step (or the split's), acc += part * the group's scale of each row
-    // (element q of a token group is row g, or g + 8 for q >= 2), times the global scale.
+    // (element q of a token group is row g, or g + 8 for q >= 2), times the global scale, times
+    // (kActFold) each column's activation scale of the group (element q of token group j is
+    // token j * 8 + 2 * (lane % 4) + q % 2, as the epilogue maps them).
     auto fold = [&](int s, int i) {
       if constexpr (kFoldGroups) {
         const int64_t kc = kc_begin + i;
         if ((kc + 1) % kStepsPerGroup != 0 && i + 1 != n) return;
-        float lo, hi;
-        if constexpr (kBlockCodesFromGlobal) {
-          lo = D::scale_from_code(block_lo);
-          hi = D::scale_from_code(block_hi);
-        } else {
-          const void* codes = smem_raw + scales_at + s * kStageBytes;
-          lo = D::scale_from_code(D::scale_code(codes, 0));
-          hi = D::scale_from_code(D::scale_code(codes, 8));
-        }
-        if constexpr (C::kScaleKind == kScaleGroupTensor) {
-          // Group x tensor: the global scale joins the group's here, not in the epilogue, so a
-          // group scale near its dtype's top (the global then tiny) cannot overflow f32.
-          lo *= p.global[0];
-          hi *= p.global[0];
-        }
-#pragma unroll
-        for (int j = 0; j < kTokenGroups; ++j)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            ptx::fence_operand(part.v[0][j][q]);
-            acc.v[0][j][q] += accumulator_value(part.v[0][j][q]) * (q < 2 ? lo : hi);
+        float lo = 1.0f, hi = 1.0f;
+        if constexpr (kWeightFold) {
+          if constexpr (kBlockCodesFromGlobal) {
+            lo = D::scale_from_code(block_lo);
+            hi = D::scale_from_code(block_hi);
+          } else {
+            const void* codes = smem_raw + scales_at + s * kStageBytes;
+            lo = D::scale_from_code(D::scale_code(codes, 0));
+            hi = D::scale_from_code(D::scale_code(codes, 8));
           }
+          if constexpr (C::kScaleKind == kScaleGroupTensor) {
+            // Group x tensor: the global scale joins the group's here, not in the epilogue, so
+            // a group scale near its dtype's top (the global then tiny) cannot overflow f32.
+            lo *= p.global[0];
+            hi *= p.global[0];
+          }
+        }
+        // The activation group of this fold's K steps (a fold never spans two: kFoldK divides
+        // kActGroupK), and each of the thread's two columns per token group: rows past M (or
+        // padding) read row 0's scale, for outputs that are never stored.
+        if constexpr (kActFold) {
+          // One token group at a time: its two column scales, then its four sums (all of the
+          // tile's scales at once would hold 2 * kTokenGroups more registers over the fold).
+          const float* scales = p.act_scales + kc * kStepK / C::kActGroupK;
+          const int64_t col0 = m0 + 2 * (lane & 3);
+#pragma unroll
+          for (int j = 0; j < kTokenGroups; ++j) {
+            float col[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int64_t row = a_row<C>(p, col0 + j * 8 + h);
+              col[h] = scales[(row < 0 ? 0 : row) * p.act_groups];
+            }
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              ptx::fence_operand(part.v[0][j][q]);
+              acc.v[0][j][q] +=
+                  accumulator_value(part.v[0][j][q]) * ((q < 2 ? lo : hi) * col[q & 1]);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              ptx::fence_operand(part.v[0][j][q]);
+              acc.v[0][j][q] += accumulator_value(part.v[0][j][q]) * (q < 2 ? lo : hi);
+            }
+        }
       }
     };
     // With C::kDequantAhead a warp dequantizes chunk i + 1 into a second register set while

@@ -81,9 +81,12 @@ struct DenseEpilogue {
   // 8-bit activations, the row's activation scale times the power of two the weight conversion
   // left (gemm/dequant_a8.cuh); else 1. The product of two f32 is exact for power-of-two factors
   // and rounds once otherwise, before the channel scale as the reference order has it.
+  // With activation scales per K group (C::kActGroupK > 0) the mainloop's fold applied them,
+  // and only the power of two is left.
   static constexpr bool kRowScale = C::kActBits == 8;
   static __device__ __forceinline__ float row_factor(const DenseParams& p, int64_t token) {
     if constexpr (kRowScale) {
+      if constexpr (C::kActGroupK > 0) return exp2i(DequantA8<C>::kFactorExp);
       return p.act_scales[a_row<C>(p, token)] * exp2i(DequantA8<C>::kFactorExp);
     } else {
       return 1.0f;

@@ -60,6 +60,9 @@ struct DenseParams {
   const int32_t* masked_m;
   int64_t row_end;
   int32_t moe_mode;
+  // Activation scales per token and K group (Config::kActGroupK > 0): act_scales is
+  // [m][act_groups] (DeepSeek's 1 x 128); else [m] and this is 1.
+  int64_t act_groups;
 };
 
 // DenseParams::moe_mode (the values of humming.h's HM_MOE_MODE_*).

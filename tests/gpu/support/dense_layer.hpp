@@ -90,6 +90,7 @@ struct Layer {
   int32_t experts = 1;                    // MoE formats: deq, bias and the buffers hold [E][...]
   hm_dtype_t act = 0, out = 0;
   int32_t has_bias = 0;
+  int32_t act_group_k = 0;                // activation scales per token (0) or token x K group
   std::vector<float> deq;                 // [n][k] dequantized weight (host)
   std::vector<uint8_t> w, scales, zeros;  // packed
   std::vector<float> global;
@@ -102,6 +103,7 @@ struct Layer {
   Layer& operator=(Layer&& o) noexcept {
     std::swap(format, o.format);
     n = o.n, k = o.k, experts = o.experts, act = o.act, out = o.out, has_bias = o.has_bias;
+    act_group_k = o.act_group_k;
     deq = std::move(o.deq), w = std::move(o.w), scales = std::move(o.scales);
     zeros = std::move(o.zeros), global = std::move(o.global);
     bias_codes = std::move(o.bias_codes), bias = std::move(o.bias);
@@ -118,6 +120,7 @@ inline Layer parse_layer(const std::string& text) {
   hm_format_get_dtype(L.format, HM_ROLE_ACTIVATION, &L.act);
   hm_format_get_dtype(L.format, HM_ROLE_OUTPUT, &L.out);
   hm_format_get_bias(L.format, &L.has_bias);
+  hm_format_get_activation_groups(L.format, &L.act_group_k);
   return L;
 }
 
