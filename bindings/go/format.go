@@ -236,6 +236,21 @@ func (f *Format) SetBias(hasBias bool) error {
 	return f.with(func(h *C.hm_format_t) C.hm_status_t { return C.hm_format_set_bias(h, v) })
 }
 
+// ActivationGroups is the K group of the activation scales: 0 for one f32 scale per token ([M]),
+// else one per token and groupK inputs ([M][ceil(K / groupK)], "a=e4m3:g128").
+func (f *Format) ActivationGroups() (int, error) {
+	var g C.int32_t
+	err := f.with(func(h *C.hm_format_t) C.hm_status_t { return C.hm_format_get_activation_groups(h, &g) })
+	return int(g), err
+}
+
+// SetActivationGroups sets the K group of the activation scales (0: one scale per token).
+func (f *Format) SetActivationGroups(groupK int) error {
+	return f.with(func(h *C.hm_format_t) C.hm_status_t {
+		return C.hm_format_set_activation_groups(h, C.int32_t(groupK))
+	})
+}
+
 // Validate checks the support rules for arch ("sm_90a", ...), or for any arch when arch is "".
 func (f *Format) Validate(arch string) error {
 	var a *C.char

@@ -214,6 +214,47 @@ func TestFormats(t *testing.T) {
 	}
 }
 
+// Activation groups (per-token x K-group activation scales): set, read back, printed, parsed.
+func TestFormatActivationGroups(t *testing.T) {
+	f, err := humming.ParseFormat("w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=256 k=512")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if g, err := f.ActivationGroups(); err != nil || g != 0 {
+		t.Fatal(g, err)
+	}
+	if err := f.SetActivationGroups(128); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := f.ActivationGroups(); err != nil || g != 128 {
+		t.Fatal(g, err)
+	}
+	text := f.String()
+	if !strings.Contains(text, "a=e4m3:g128") {
+		t.Fatal(text)
+	}
+	back, err := humming.ParseFormat(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if g, _ := back.ActivationGroups(); g != 128 || !back.Equal(f) {
+		t.Fatal(back)
+	}
+	if err := f.Validate("sm_90a"); err != nil {
+		t.Fatal(err)
+	}
+	err = f.SetActivationGroups(-1)
+	var e *humming.Error
+	if !errors.As(err, &e) || e.Status != humming.ErrorInvalidArgument || !strings.Contains(e.Message, "'group_k' is -1") {
+		t.Fatalf("%v", err)
+	}
+	if g, _ := f.ActivationGroups(); g != 128 {
+		t.Fatal("a refused value changed the format", g)
+	}
+}
+
 func TestQuantizePackUnpackDequantize(t *testing.T) {
 	n, k := 256, 512
 	f, _ := humming.ParseFormat(fmt.Sprintf("w=uint4b8 a=f16 s=f16:g128 n=%d k=%d", n, k))

@@ -503,4 +503,35 @@ func TestMockGemmTakesActScalesWith8BitActivationsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("e4m3:g128", func(t *testing.T) {
+		// Activation groups: f32 [M][ceil(K / 128)] scales, one per row and K group.
+		p, packed := plan(t, fmt.Sprintf("w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=%d k=%d", n, k))
+		groups := (k + 127) / 128
+		a, _ := ctx.Alloc(m * k)
+		args := humming.GemmArgs{A: a, Weight: upload(packed.Weight), Scales: upload(packed.Scales)}
+		if err := p.Gemm(params, args, c, m, humming.DefaultStream); err == nil ||
+			!strings.Contains(err.Error(), "'ActScales' is nil") || !strings.Contains(err.Error(), fmt.Sprintf("[M][%d]", groups)) {
+			t.Fatal(err)
+		}
+		// Per-token scales ([M]) are too few for a grouped format.
+		args.ActScales = actScales
+		if err := p.Gemm(params, args, c, m, humming.DefaultStream); err == nil || !strings.Contains(err.Error(), "'ActScales' has 64 bytes") {
+			t.Fatal(err)
+		}
+		if err := p.Prepare(); err != nil {
+			t.Fatal(err)
+		}
+		ws, err := p.WorkspaceSize(int64(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args.Workspace, _ = ctx.Zeroed(int(ws) + 16)
+		args.ActScales, _ = ctx.Alloc(m * groups * 4)
+		if err := p.Gemm(params, args, c, m, humming.DefaultStream); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.Synchronize(humming.DefaultStream); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

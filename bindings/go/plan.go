@@ -9,6 +9,7 @@ static inline void *hm_go_stream(uintptr_t s) { return (void *)s; }
 import "C"
 
 import (
+	"fmt"
 	"runtime"
 	"unsafe"
 )
@@ -27,7 +28,9 @@ type GemmArgs struct {
 	A, Weight, Scales, ZeroPoints, GlobalScale, Bias, Workspace DeviceMemory
 	// ActScales is for 8-bit activations (a=e4m3, a=e5m2) only, and needed there: A holds one
 	// code per byte and ActScales the f32 scale of each of its M rows (M*4 bytes), as
-	// Context.QuantizeActivationDevice writes them with groupK 0.
+	// Context.QuantizeActivationDevice writes them with groupK 0; with activation groups
+	// (a=e4m3:g128, Format.ActivationGroups) the f32 [M][ceil(K / groupK)] scales the quantizer
+	// writes with that groupK (M*G*4 bytes).
 	ActScales DeviceMemory
 }
 
@@ -39,6 +42,8 @@ type Plan struct {
 	n          int
 	experts    int
 	activation DType
+	actGroupK  int // activation groups: the K group of the activation scales, 0 for one per row
+	actGroups  int // the activation scales per row: ceil(K / actGroupK), or 1
 	aRow       int
 	cElem      int
 	bias       bool
@@ -76,7 +81,8 @@ func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
 	out, err2 := format.DType(RoleOutput)
 	bias, err3 := format.Bias()
 	packed, err4 := format.PackedSizes()
-	for _, e := range []error{err1, err2, err3, err4} {
+	groupK, err5 := format.ActivationGroups()
+	for _, e := range []error{err1, err2, err3, err4, err5} {
 		if e != nil {
 			p.Close()
 			return nil, e
@@ -84,6 +90,7 @@ func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
 	}
 	p.n, p.aRow, p.cElem, p.bias, p.packed = int(n), (int(k)*act.Bits()+7)/8, out.bytes(), bias, packed
 	p.experts, p.activation = int(experts), act
+	p.actGroupK, p.actGroups = actScaleGroups(groupK, int(k))
 	return p, nil
 }
 
@@ -170,7 +177,8 @@ func optional(name string, m DeviceMemory, need int) (DevicePtr, error) {
 
 // Gemm runs C[M,N] = A[M,K] * dequant(W)^T (+ bias) on stream, with every buffer's size
 // checked against the format and M first. Asynchronous: synchronize before reading C. 8-bit
-// activations (a=e4m3, a=e5m2): A is [M, K] codes and args.ActScales their [M] f32 scales.
+// activations (a=e4m3, a=e5m2): A is [M, K] codes and args.ActScales their [M] f32 scales
+// ([M][ceil(K / groupK)] with activation groups, a=e4m3:g128).
 func (p *Plan) Gemm(params *LaunchParams, args GemmArgs, c DeviceMemory, m int, stream Stream) error {
 	if p.experts > 1 {
 		return invalid("the plan's format has %d experts: use MoeGemm", p.experts)
@@ -271,18 +279,44 @@ type slotValue struct {
 	ptr  DevicePtr
 }
 
-// checkActScales: per-row f32 scales come with 8-bit activations (a=e4m3, a=e5m2), whose codes
-// mean nothing without them, and only with them (the library refuses the slot for every other
-// format, so a buffer given there is a mistake too).
+// actScaleGroups is (groupK, G) for a format's activation groups and K: G = ceil(K / groupK)
+// scales per row, or (0, 1) for one scale per row.
+func actScaleGroups(groupK, k int) (int, int) {
+	if groupK <= 0 {
+		return 0, 1
+	}
+	return groupK, (k + groupK - 1) / groupK
+}
+
+// actScalesWanted says what ActScales must hold for M rows, for the error messages.
+func (p *Plan) actScalesWanted(m int) string {
+	if p.actGroupK == 0 {
+		return fmt.Sprintf("one f32 scale per row, %d bytes for M = %d", m*4, m)
+	}
+	return fmt.Sprintf("f32 [M][%d] scales, one per row and group of %d along K, %d bytes for M = %d",
+		p.actGroups, p.actGroupK, m*p.groups()*4, m)
+}
+
+// groups is the activation scales per row (1 for a Plan built without NewPlan's fields).
+func (p *Plan) groups() int {
+	if p.actGroups < 1 {
+		return 1
+	}
+	return p.actGroups
+}
+
+// checkActScales: f32 scales come with 8-bit activations (a=e4m3, a=e5m2), whose codes mean
+// nothing without them, and only with them (the library refuses the slot for every other format,
+// so a buffer given there is a mistake too): [M], or [M][G] with activation groups.
 func (p *Plan) checkActScales(scales DeviceMemory, m int) error {
 	scaled := p.activation == DTypeE4m3 || p.activation == DTypeE5m2
 	switch {
 	case scaled && scales == nil:
-		return invalid("'ActScales' is nil; a=%s activations need one f32 scale per row (%d bytes for M = %d)",
-			p.activation, m*4, m)
-	case scaled:
-		return needBytes("ActScales", scales, m*4)
-	case scales != nil:
+		return invalid("'ActScales' is nil; a=%s activations need %s", p.activation, p.actScalesWanted(m))
+	case scaled && scales.Len() < m*p.groups()*4:
+		return invalid("'ActScales' has %d bytes of device memory; a=%s activations need %s",
+			scales.Len(), p.activation, p.actScalesWanted(m))
+	case scales != nil && !scaled:
 		return invalid("'ActScales' was given, but a=%s activations have no scales (only a=e4m3 and a=e5m2 do)",
 			p.activation)
 	}

@@ -48,3 +48,36 @@ func TestGemmChecksActScalesAgainstTheActivationDType(t *testing.T) {
 		}
 	}
 }
+
+// With activation groups (a=e4m3:g128) ActScales is [M][ceil(K / groupK)]: per-row scales are
+// too few.
+func TestGemmChecksGroupedActScales(t *testing.T) {
+	const n, k, m = 128, 512, 16
+	params, err := NewLaunchParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer params.Close()
+	if gk, g := actScaleGroups(128, 520); gk != 128 || g != 5 {
+		t.Fatal(gk, g)
+	}
+	if gk, g := actScaleGroups(0, 512); gk != 0 || g != 1 {
+		t.Fatal(gk, g)
+	}
+	groupK, groups := actScaleGroups(128, k)
+	p := &Plan{n: n, experts: 1, activation: DTypeE4m3, actGroupK: groupK, actGroups: groups, aRow: k, cElem: 2}
+	gemm := func(actScales DeviceMemory) error {
+		args := GemmArgs{A: bufferOfLen(m * k), ActScales: actScales}
+		return p.Gemm(params, args, bufferOfLen(m*n*2), m, DefaultStream)
+	}
+	if err := gemm(nil); err == nil || !strings.Contains(err.Error(), "'ActScales' is nil") ||
+		!strings.Contains(err.Error(), "[M][4]") {
+		t.Fatal(err)
+	}
+	if err := gemm(bufferOfLen(m * 4)); err == nil || !strings.Contains(err.Error(), "'ActScales' has 64 bytes") {
+		t.Fatal(err)
+	}
+	if err := gemm(bufferOfLen(m * groups * 4)); err == nil || !strings.Contains(err.Error(), "Plan is closed") {
+		t.Fatal(err)
+	}
+}

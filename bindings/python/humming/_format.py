@@ -172,6 +172,18 @@ class Format(Handle):
     def bias(self, value):
         check(raw.hm_format_set_bias(self.handle, 1 if value else 0))
 
+    @property
+    def activation_groups(self):
+        """The K group of the activation scales: 0 for one f32 scale per token ([M]), else one
+        per token and group_k inputs ([M][ceil(K / group_k)]; "a=e4m3:g128")."""
+        status, group_k = raw.hm_format_get_activation_groups(self.handle)
+        check(status)
+        return int(group_k)
+
+    @activation_groups.setter
+    def activation_groups(self, group_k):
+        check(raw.hm_format_set_activation_groups(self.handle, int(group_k)))
+
     def validate(self, arch=None):
         """Raises UnsupportedError naming the rule when the format cannot run on `arch`
         ("sm_90a", ...), or on any architecture when arch is None."""

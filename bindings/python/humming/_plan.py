@@ -67,6 +67,8 @@ class Plan(Handle):
         self._n, self._k, self._experts = self.format.shape
         self._activation, self._output = self.format.activation, self.format.output
         self._bias = self.format.bias
+        # Activation groups (a=e4m3:g128): scales [M][ceil(K / group_k)]; 0: one per row.
+        self._act_group_k = self.format.activation_groups
         self._local = threading.local()
 
     def prepare(self):
@@ -145,27 +147,42 @@ class Plan(Handle):
             raise argument_error("argument 'bias' was given, but the format has no bias "
                                  "(set Format.bias = True)")
 
+    def _act_scale_groups(self):
+        """G, the scales per row of A: ceil(K / group_k) with activation groups, else 1."""
+        g = self._act_group_k
+        return -(-self._k // g) if g > 0 else 1
+
     def _set_act_scales(self, params, act_scales, m, stream):
-        """HM_ARG_ACT_SCALES: for 8-bit activations (a=e4m3, a=e5m2) the float32 scale of each
-        of A's m rows, without which the codes mean nothing; for any other format a tensor given
-        here is a mistake (the library refuses the slot too)."""
+        """HM_ARG_ACT_SCALES: for 8-bit activations (a=e4m3, a=e5m2) the float32 scales of A's
+        m rows, without which the codes mean nothing: [M] (one per row), or [M, G] with
+        G = ceil(K / group_k) when the format has activation groups (a=e4m3:g128); for any other
+        format a tensor given here is a mistake (the library refuses the slot too)."""
         act = self._activation
         if act not in (DType.E4M3, DType.E5M2):
             if act_scales is not None:
                 raise argument_error(f"argument 'act_scales' was given, but a={act.name} "
                                      "activations have no scales (only a=e4m3 and a=e5m2 do)")
             return
+        g = self._act_scale_groups()
+        if self._act_group_k > 0:
+            want = (f"shape ({m}, {g}): one per row and group of {self._act_group_k} along "
+                    f"K = {self._k} (quantize_activation_device with "
+                    f"group_k={self._act_group_k} writes them)")
+        else:
+            want = (f"shape ({m},): one per row of 'a' (quantize_activation_device with "
+                    "group_k=0 writes them)")
         if act_scales is None:
             raise argument_error(f"argument 'act_scales' is None, but a={act.name} activations "
-                                 f"need their float32 per-token scales, shape ({m},) "
-                                 "(quantize_activation_device with group_k=0 writes them)")
+                                 f"need their float32 scales, {want}")
         ts = check_device_tensor(act_scales, "act_scales", self.context.device, stream=stream)
         if ts.dtype != "float32":
             raise argument_error(f"argument 'act_scales' has dtype {ts.dtype}, expected float32")
-        # [M, 1] is what quantize_activation_device returns for group_k=0: the same bytes.
-        if tuple(ts.shape) not in ((m,), (m, 1)):
-            raise argument_error(f"argument 'act_scales' has shape {ts.shape}, expected ({m},) "
-                                 f"(one scale per row of 'a')")
+        # [M, 1] is what quantize_activation_device returns for group_k=0: the same bytes as
+        # [M]; with activation groups [M, G] (or, when G = 1, [M] too).
+        accepted = ((m, g),) + (((m,),) if g == 1 else ())
+        if tuple(ts.shape) not in accepted:
+            raise argument_error(f"argument 'act_scales' has shape {tuple(ts.shape)}, expected "
+                                 f"{want}")
         params.set(act_scales=ts.ptr)
 
     def moe_gemm(self, a, weight, c, *, sorted_ids, expert_ids, num_tokens_padded, top_k,
@@ -274,7 +291,8 @@ class Plan(Handle):
         DevicePackedWeight (or any object with the same attributes). 8-bit activations (a=e4m3,
         a=e5m2): a is [M, K] codes (float8 or uint8) and act_scales, required there and refused
         elsewhere, their float32 [M] per-token scales (quantize_activation_device with
-        group_k=0 writes both). Every tensor is checked for device, dtype, shape and contiguity
+        group_k=0 writes both), or [M, ceil(K / group_k)] when the format has activation groups
+        (a=e4m3:g128; the quantizer with that group_k writes them). Every tensor is checked for device, dtype, shape and contiguity
         first. Asynchronous."""
         device = self.context.device
         n, k = self._n, self._k

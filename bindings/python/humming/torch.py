@@ -80,6 +80,9 @@ class Linear(torch.nn.Module):
         # the kernels read.
         act = fmt.activation.name
         self.activation_codes = act if act in ("e4m3", "e5m2", "int8") else None
+        # Activation groups (a=e4m3:g128): one scale per token and group of this many inputs
+        # ([M, ceil(K / group_k)]); 0: one per token.
+        self.activation_group_k = fmt.activation_groups if self.activation_codes else 0
         if self.activation_codes is None:
             self.input_dtype = _HM_TO_TORCH.get(act)
         elif self.output_dtype in (torch.float16, torch.bfloat16):
@@ -165,9 +168,12 @@ class Linear(torch.nn.Module):
         stream = torch.cuda.current_stream(x.device).cuda_stream
         act_scales = None
         if self.activation_codes is not None:
-            # One scale per token (group_k=0), the form the kernels read, on the same stream.
-            a, act_scales = quantize_activation(a, self.activation_codes)
-            act_scales = act_scales.view(-1)
+            # The form the kernels read, on the same stream: one scale per token (group_k=0,
+            # [M]) or, with activation groups, per token and K group ([M, ceil(K / group_k)]).
+            a, act_scales = quantize_activation(a, self.activation_codes,
+                                                group_k=self.activation_group_k)
+            if not self.activation_group_k:
+                act_scales = act_scales.view(-1)
         weight = DevicePackedWeight(self.weight, self.scales, self.zero_points, self.global_scale)
         self.plan.gemm(a, weight, out, bias=self.bias, workspace=self.workspace,
                        act_scales=act_scales, stream=stream)

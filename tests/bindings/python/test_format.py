@@ -64,6 +64,23 @@ def test_setters_and_clone_are_independent():
     assert h == f
 
 
+def test_activation_groups_round_trip():
+    f = Format("w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=256 k=512")
+    assert f.activation_groups == 0
+    f.activation_groups = 128
+    assert f.activation_groups == 128
+    assert "a=e4m3:g128" in str(f)
+    assert Format(str(f)) == f and Format(str(f)).activation_groups == 128
+    f.validate("sm_90a")
+    with pytest.raises(humming.InvalidArgumentError, match="'group_k' is -1"):
+        f.activation_groups = -1
+    assert f.activation_groups == 128  # unchanged by the refused value
+    f.activation_groups = 0
+    assert "a=e4m3 " in str(f) and f.activation_groups == 0
+    with pytest.raises(humming.UnsupportedError, match="R22"):
+        Format("w=uint4b8 a=f16:g128 c=f16 s=f16:g128 n=256 k=512").validate()
+
+
 def test_invalid_setter_values_raise():
     f = Format()
     with pytest.raises(humming.InvalidArgumentError):

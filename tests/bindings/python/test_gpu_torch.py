@@ -64,6 +64,26 @@ def test_linear_with_8_bit_activations(act, weight):
         layer(x.half())  # the input is quantized from the layer's output dtype only
 
 
+def test_linear_with_activation_groups():
+    """a=e4m3:g128 (DeepSeek's 1 x 128): forward() quantizes its bf16 input per token and group
+    of 128 inputs (quantize_activation, group_k=128) and passes the [M, K / 128] scales."""
+    torch.manual_seed(3)
+    k = 512
+    linear = torch.nn.Linear(k, 256, bias=False).to("cuda", torch.bfloat16)
+    layer = hmt.Linear.from_linear(linear, "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128", max_m=64)
+    assert layer.activation_group_k == 128 and layer.format.activation_groups == 128
+    x = torch.randn(2, 7, k, device="cuda", dtype=torch.bfloat16)
+    y = layer(x)
+    assert y.shape == (2, 7, 256) and y.dtype == torch.bfloat16
+    codes, scales = hmt.quantize_activation(x, "e4m3", group_k=128)
+    assert scales.shape == (2, 7, k // 128)
+    a = humming.dequantize_activation("e4m3", codes.reshape(-1, k).view(torch.uint8).cpu().numpy(),
+                                      scales.reshape(-1, k // 128).cpu().numpy(), k, 128)
+    expected = reference(layer, linear, torch.from_numpy(a).to("cuda").reshape(2, 7, k))
+    error = (y.float() - expected).norm() / expected.norm()
+    assert error < 1e-2
+
+
 def test_linear_on_a_side_stream_and_under_graph_capture():
     torch.manual_seed(1)
     linear = torch.nn.Linear(256, 128, bias=False).to("cuda", torch.float16)

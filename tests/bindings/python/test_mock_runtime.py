@@ -148,6 +148,46 @@ def test_gemm_takes_act_scales_with_8_bit_activations_only(mock_context, monkeyp
             mock_context.synchronize()
 
 
+def test_gemm_takes_grouped_act_scales(mock_context, monkeypatch):
+    # Activation groups (a=e4m3:g128, DeepSeek's 1 x 128): the scales are float32 [M, G],
+    # G = ceil(K / 128), one per row and K group, as quantize_activation_device with
+    # group_k=128 writes them (c=f16: numpy has no bfloat16 for the output).
+    m, n, k = 16, 256, 512
+    g = k // 128
+    spec = f"w=e4m3 a=e4m3:g128 c=f16 s=f32:b128x128 n={n} k={k}"
+    fmt, planned = Format(spec), True
+    assert fmt.activation_groups == 128
+    w = RNG.standard_normal((n, k)).astype(np.float32)
+    try:
+        plan = mock_context.plan(fmt).prepare()
+    except humming.UnsupportedError as e:
+        # Where the library cannot plan it: the binding's own checks, which run before the C
+        # call, through a plan whose recorded activation and groups say e4m3:g128.
+        print(f"the library cannot plan {spec!r} ({e.message}); checking the binding only")
+        fmt = Format(f"w=uint4b8 a=f16 c=f16 s=f16:g128 n={n} k={k}")
+        plan, planned = mock_context.plan(fmt), False
+        monkeypatch.setattr(plan, "_activation", humming.DType.E4M3)
+        monkeypatch.setattr(plan, "_act_group_k", 128)
+    c = mock_context.empty((m, n), np.float16)
+    with plan:
+        weight = humming.DevicePackedWeight.upload(mock_context, fmt.pack(fmt.quantize(w)))
+        codes = mock_context.empty((m, k), np.uint8)
+        with pytest.raises(humming.InvalidArgumentError, match=r"'act_scales' is None.*\(16, 4\)"):
+            plan.gemm(codes, weight, c)
+        # Per-token scales are not enough for a grouped format, in either form.
+        for shape in ((m,), (m, 1), (m, g - 1), (m * g,)):
+            with pytest.raises(humming.InvalidArgumentError,
+                               match=r"'act_scales' has shape .*expected shape \(16, 4\)"):
+                plan.gemm(codes, weight, c, act_scales=mock_context.empty(shape, np.float32))
+        with pytest.raises(humming.InvalidArgumentError, match="'act_scales' has dtype float16"):
+            plan.gemm(codes, weight, c, act_scales=mock_context.empty((m, g), np.float16))
+        if planned:
+            workspace = plan.allocate_workspace(m)
+            plan.gemm(codes, weight, c, act_scales=mock_context.empty((m, g), np.float32),
+                      workspace=workspace)
+            mock_context.synchronize()
+
+
 def test_plan_rejects_what_the_arch_cannot_run(cache_dir):
     if not os.environ.get("HUMMING_MOCK_DRIVER"):
         pytest.skip("HUMMING_MOCK_DRIVER is not set")

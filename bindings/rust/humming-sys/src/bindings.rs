@@ -244,6 +244,15 @@ extern "C" {
     pub fn hm_format_get_bias(format: *const hm_format_t, has_bias: *mut i32) -> hm_status_t;
 }
 extern "C" {
+    pub fn hm_format_set_activation_groups(format: *mut hm_format_t, group_k: i32) -> hm_status_t;
+}
+extern "C" {
+    pub fn hm_format_get_activation_groups(
+        format: *const hm_format_t,
+        group_k: *mut i32,
+    ) -> hm_status_t;
+}
+extern "C" {
     pub fn hm_format_validate(
         format: *const hm_format_t,
         arch: *const ::std::os::raw::c_char,

@@ -192,6 +192,19 @@ impl Format {
         check(unsafe { sys::hm_format_set_bias(self.raw.as_ptr(), has_bias as i32) })
     }
 
+    /// The K group of the activation scales: 0 for one f32 scale per token (`[M]`), else one per
+    /// token and `group_k` inputs (`[M][ceil(K / group_k)]`, "a=e4m3:g128").
+    pub fn activation_groups(&self) -> Result<i32> {
+        let mut group_k = 0;
+        check(unsafe { sys::hm_format_get_activation_groups(self.raw.as_ptr(), &mut group_k) })?;
+        Ok(group_k)
+    }
+
+    /// `group_k` 0: one scale per token; > 0: one per token and K group (see the header).
+    pub fn set_activation_groups(&mut self, group_k: i32) -> Result<()> {
+        check(unsafe { sys::hm_format_set_activation_groups(self.raw.as_ptr(), group_k) })
+    }
+
     /// Checks the support rules for `arch` ("sm_90a", ...) or, with `None`, for any arch.
     pub fn validate(&self, arch: Option<&str>) -> Result<()> {
         let arch = arch.map(|a| c_string(a, "arch")).transpose()?;

@@ -27,7 +27,8 @@ pub struct GemmArgs<'a> {
     /// 8-bit activations (a=e4m3, a=e5m2) only, and needed there: `a` holds one code per byte
     /// and this the f32 scale of each of its M rows, as
     /// [`quantize_activation_device`](crate::quantize_activation_device) writes them with
-    /// group_k 0.
+    /// group_k 0; with activation groups (a=e4m3:g128, [`Format::activation_groups`]) the f32
+    /// `[M][ceil(K / group_k)]` scales the quantizer writes with that group_k.
     pub act_scales: Option<&'a dyn DeviceMemory>,
     pub weight: Option<&'a dyn DeviceMemory>,
     pub scales: Option<&'a dyn DeviceMemory>,
@@ -61,6 +62,8 @@ pub struct Plan {
     n: usize,
     experts: usize,
     activation: DType,
+    /// The activation scales per row: ceil(K / group_k) with activation groups, else 1.
+    act_groups: ActGroups,
     a_row_bytes: usize,
     c_elem_bytes: usize,
     bias: bool,
@@ -90,22 +93,58 @@ fn require(name: &str, buffer: Option<&dyn DeviceMemory>, need: usize) -> Result
     }
 }
 
+/// How many f32 activation scales each row of A has: one (`group_k` 0), or one per group of
+/// `group_k` inputs, `ceil(K / group_k)` (activation groups, "a=e4m3:g128").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ActGroups {
+    group_k: usize,
+    groups: usize,
+}
+
+impl ActGroups {
+    fn new(group_k: i32, k: usize) -> ActGroups {
+        match usize::try_from(group_k) {
+            Ok(g) if g > 0 => ActGroups { group_k: g, groups: k.div_ceil(g) },
+            _ => ActGroups { group_k: 0, groups: 1 },
+        }
+    }
+
+    fn describe(&self, m: usize) -> String {
+        if self.group_k == 0 {
+            format!("one f32 scale per row, {} bytes for M = {m}", m * 4)
+        } else {
+            format!(
+                "f32 [M][{}] scales, one per row and group of {} along K, {} bytes for M = {m}",
+                self.groups,
+                self.group_k,
+                m * self.groups * 4
+            )
+        }
+    }
+}
+
 /// The `ACT_SCALES` pointer for M rows: `Some` exactly for 8-bit activations (a=e4m3, a=e5m2),
-/// whose codes mean nothing without their per-row f32 scales; the library refuses the slot for
-/// every other format, so a buffer given there is a mistake too.
+/// whose codes mean nothing without their f32 scales (`[M]`, or `[M][G]` with activation
+/// groups); the library refuses the slot for every other format, so a buffer given there is a
+/// mistake too.
 fn act_scales_pointer(
     activation: DType,
+    groups: ActGroups,
     buffer: Option<&dyn DeviceMemory>,
     m: usize,
 ) -> Result<Option<u64>> {
     let scaled = activation == DType::E4M3 || activation == DType::E5M2;
     match (scaled, buffer) {
         (true, None) => Err(Error::invalid(format!(
-            "'act_scales' is missing; a={activation} activations need one f32 scale per row ({} \
-             bytes for M = {m})",
-            m * 4
+            "'act_scales' is missing; a={activation} activations need {}",
+            groups.describe(m)
         ))),
-        (true, Some(b)) => require("act_scales", Some(b), m * 4).map(Some),
+        (true, Some(b)) if b.byte_len() < m * groups.groups * 4 => Err(Error::invalid(format!(
+            "'act_scales' has {} bytes of device memory; a={activation} activations need {}",
+            b.byte_len(),
+            groups.describe(m)
+        ))),
+        (true, Some(b)) => Ok(Some(b.device_ptr().0)),
         (false, Some(_)) => Err(Error::invalid(format!(
             "'act_scales' was given, but a={activation} activations have no scales (only a=e4m3 \
              and a=e5m2 do)"
@@ -136,6 +175,7 @@ impl Plan {
             n: n as usize,
             experts: experts as usize,
             activation: act,
+            act_groups: ActGroups::new(format.activation_groups()?, k as usize),
             a_row_bytes: (k as usize * act.bits() as usize).div_ceil(8),
             c_elem_bytes: out.bytes(),
             bias: format.bias()?,
@@ -189,7 +229,7 @@ impl Plan {
     /// `C[M,N] = A[M,K] * dequant(W)^T (+ bias)` on `stream`, with every buffer's size checked
     /// against the format and M first. Asynchronous: synchronize before reading C. 8-bit
     /// activations (a=e4m3, a=e5m2): `a` is `[M, K]` codes, `args.act_scales` their `[M]` f32
-    /// scales.
+    /// scales (`[M][ceil(K / group_k)]` with activation groups, a=e4m3:g128).
     pub fn gemm(
         &self,
         params: &mut LaunchParams,
@@ -298,7 +338,7 @@ impl Plan {
         if a == 0 {
             return Err(Error::invalid("'a' is missing"));
         }
-        let act_scales = act_scales_pointer(self.activation, args.act_scales, m)?;
+        let act_scales = act_scales_pointer(self.activation, self.act_groups, args.act_scales, m)?;
         let c_need = c_rows * self.n * self.c_elem_bytes;
         if c.byte_len() < c_need {
             return Err(Error::invalid(format!(
@@ -394,18 +434,35 @@ mod tests {
     // (the mock tests reach it through a plan only where the library can plan a=e4m3 formats).
     #[test]
     fn act_scales_come_with_8_bit_activations_only() {
+        let per_row = ActGroups::new(0, 256);
         let (enough, short) = (Buffer(16 * 4), Buffer(15 * 4));
         for act in [DType::E4M3, DType::E5M2] {
-            assert_eq!(act_scales_pointer(act, Some(&enough), 16).unwrap(), Some(0x1000));
-            let e = act_scales_pointer(act, None, 16).unwrap_err();
+            assert_eq!(act_scales_pointer(act, per_row, Some(&enough), 16).unwrap(), Some(0x1000));
+            let e = act_scales_pointer(act, per_row, None, 16).unwrap_err();
             assert!(e.message().contains("'act_scales' is missing"), "{e}");
-            let e = act_scales_pointer(act, Some(&short), 16).unwrap_err();
+            let e = act_scales_pointer(act, per_row, Some(&short), 16).unwrap_err();
             assert!(e.message().contains("'act_scales' has 60 bytes"), "{e}");
         }
         for act in [DType::F16, DType::BF16, DType::INT8] {
-            assert_eq!(act_scales_pointer(act, None, 16).unwrap(), None);
-            let e = act_scales_pointer(act, Some(&enough), 16).unwrap_err();
+            assert_eq!(act_scales_pointer(act, per_row, None, 16).unwrap(), None);
+            let e = act_scales_pointer(act, per_row, Some(&enough), 16).unwrap_err();
             assert!(e.message().contains("'act_scales' was given"), "{e}");
         }
+    }
+
+    // Activation groups (a=e4m3:g128): [M][ceil(K / group_k)] scales.
+    #[test]
+    fn grouped_act_scales_need_one_per_row_and_k_group() {
+        assert_eq!(ActGroups::new(128, 512), ActGroups { group_k: 128, groups: 4 });
+        assert_eq!(ActGroups::new(128, 520), ActGroups { group_k: 128, groups: 5 });
+        assert_eq!(ActGroups::new(0, 512), ActGroups { group_k: 0, groups: 1 });
+        let g = ActGroups::new(128, 512);
+        let (enough, per_row) = (Buffer(16 * 4 * 4), Buffer(16 * 4));
+        assert_eq!(act_scales_pointer(DType::E4M3, g, Some(&enough), 16).unwrap(), Some(0x1000));
+        let e = act_scales_pointer(DType::E4M3, g, Some(&per_row), 16).unwrap_err();
+        assert!(e.message().contains("'act_scales' has 64 bytes"), "{e}");
+        assert!(e.message().contains("[M][4]"), "{e}");
+        let e = act_scales_pointer(DType::E4M3, g, None, 16).unwrap_err();
+        assert!(e.message().contains("group of 128"), "{e}");
     }
 }

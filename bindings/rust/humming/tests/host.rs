@@ -114,6 +114,19 @@ fn formats() {
     assert_eq!(g.dtype(Role::WEIGHT).unwrap(), DType::INT8);
     assert_eq!(Format::new().unwrap().dtype(Role::WEIGHT).unwrap(), DType::UINT4B8);
     assert!(g.set_dtype(Role(99), DType::F16).is_err());
+
+    // Activation groups (per-token x K-group activation scales, "a=e4m3:g128").
+    let mut a = Format::parse("w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=256 k=512").unwrap();
+    assert_eq!(a.activation_groups().unwrap(), 0);
+    a.set_activation_groups(128).unwrap();
+    assert_eq!(a.activation_groups().unwrap(), 128);
+    assert!(a.to_string().contains("a=e4m3:g128"), "{a}");
+    assert_eq!(Format::parse(&a.to_string()).unwrap().activation_groups().unwrap(), 128);
+    a.validate(Some("sm_90a")).unwrap();
+    let e = a.set_activation_groups(-1).unwrap_err();
+    assert_eq!(e.status(), sys::HM_ERROR_INVALID_ARGUMENT);
+    assert!(e.message().contains("'group_k' is -1"), "{e}");
+    assert_eq!(a.activation_groups().unwrap(), 128);
     Format::parse("w=uint4b8 a=f16 n=256 k=256").unwrap().validate(Some("sm_90a")).unwrap();
     let e = Format::parse("w=e2m1 a=e2m1 c=f16 s=ue8m0:g32 n=256 k=256")
         .unwrap()
