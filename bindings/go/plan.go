@@ -26,7 +26,7 @@ type PlanOptions struct {
 // what the format does not use.
 type GemmArgs struct {
 	A, Weight, Scales, ZeroPoints, GlobalScale, Bias, Workspace DeviceMemory
-	// ActScales is for 8-bit activations (a=e4m3, a=e5m2) only, and needed there: A holds one
+	// ActScales is for 8-bit activations (a=e4m3, a=e5m2, a=int8) only, and needed there: A holds one
 	// code per byte and ActScales the f32 scale of each of its M rows (M*4 bytes), as
 	// Context.QuantizeActivationDevice writes them with groupK 0; with activation groups
 	// (a=e4m3:g128, Format.ActivationGroups) the f32 [M][ceil(K / groupK)] scales the quantizer
@@ -177,7 +177,7 @@ func optional(name string, m DeviceMemory, need int) (DevicePtr, error) {
 
 // Gemm runs C[M,N] = A[M,K] * dequant(W)^T (+ bias) on stream, with every buffer's size
 // checked against the format and M first. Asynchronous: synchronize before reading C. 8-bit
-// activations (a=e4m3, a=e5m2): A is [M, K] codes and args.ActScales their [M] f32 scales
+// activations (a=e4m3, a=e5m2, a=int8): A is [M, K] codes and args.ActScales their [M] f32 scales
 // ([M][ceil(K / groupK)] with activation groups, a=e4m3:g128).
 func (p *Plan) Gemm(params *LaunchParams, args GemmArgs, c DeviceMemory, m int, stream Stream) error {
 	if p.experts > 1 {
@@ -305,11 +305,11 @@ func (p *Plan) groups() int {
 	return p.actGroups
 }
 
-// checkActScales: f32 scales come with 8-bit activations (a=e4m3, a=e5m2), whose codes mean
+// checkActScales: f32 scales come with 8-bit activations (a=e4m3, a=e5m2, a=int8), whose codes mean
 // nothing without them, and only with them (the library refuses the slot for every other format,
 // so a buffer given there is a mistake too): [M], or [M][G] with activation groups.
 func (p *Plan) checkActScales(scales DeviceMemory, m int) error {
-	scaled := p.activation == DTypeE4m3 || p.activation == DTypeE5m2
+	scaled := p.activation == DTypeE4m3 || p.activation == DTypeE5m2 || p.activation == DTypeInt8
 	switch {
 	case scaled && scales == nil:
 		return invalid("'ActScales' is nil; a=%s activations need %s", p.activation, p.actScalesWanted(m))
@@ -317,7 +317,7 @@ func (p *Plan) checkActScales(scales DeviceMemory, m int) error {
 		return invalid("'ActScales' has %d bytes of device memory; a=%s activations need %s",
 			scales.Len(), p.activation, p.actScalesWanted(m))
 	case scales != nil && !scaled:
-		return invalid("'ActScales' was given, but a=%s activations have no scales (only a=e4m3 and a=e5m2 do)",
+		return invalid("'ActScales' was given, but a=%s activations have no scales (only a=e4m3, a=e5m2 and a=int8 do)",
 			p.activation)
 	}
 	return nil

@@ -28,7 +28,7 @@ func TestGemmChecksActScalesAgainstTheActivationDType(t *testing.T) {
 		args := GemmArgs{A: bufferOfLen(m * k * 2), ActScales: actScales}
 		return p.Gemm(params, args, bufferOfLen(m*n*2), m, DefaultStream)
 	}
-	for _, act := range []DType{DTypeE4m3, DTypeE5m2} {
+	for _, act := range []DType{DTypeE4m3, DTypeE5m2, DTypeInt8} {
 		if err := gemm(act, nil); err == nil || !strings.Contains(err.Error(), "'ActScales' is nil") {
 			t.Fatal(act, err)
 		}
@@ -39,7 +39,7 @@ func TestGemmChecksActScalesAgainstTheActivationDType(t *testing.T) {
 			t.Fatal(act, err)
 		}
 	}
-	for _, act := range []DType{DTypeF16, DTypeBf16, DTypeInt8} {
+	for _, act := range []DType{DTypeF16, DTypeBf16, DTypeInt4} {
 		if err := gemm(act, bufferOfLen(m*4)); err == nil || !strings.Contains(err.Error(), "'ActScales' was given") {
 			t.Fatal(act, err)
 		}

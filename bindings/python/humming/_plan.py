@@ -153,15 +153,16 @@ class Plan(Handle):
         return -(-self._k // g) if g > 0 else 1
 
     def _set_act_scales(self, params, act_scales, m, stream):
-        """HM_ARG_ACT_SCALES: for 8-bit activations (a=e4m3, a=e5m2) the float32 scales of A's
+        """HM_ARG_ACT_SCALES: for 8-bit activations (a=e4m3, a=e5m2, a=int8) the float32 scales of A's
         m rows, without which the codes mean nothing: [M] (one per row), or [M, G] with
         G = ceil(K / group_k) when the format has activation groups (a=e4m3:g128); for any other
         format a tensor given here is a mistake (the library refuses the slot too)."""
         act = self._activation
-        if act not in (DType.E4M3, DType.E5M2):
+        if act not in (DType.E4M3, DType.E5M2, DType.INT8):
             if act_scales is not None:
                 raise argument_error(f"argument 'act_scales' was given, but a={act.name} "
-                                     "activations have no scales (only a=e4m3 and a=e5m2 do)")
+                                     "activations have no scales (only a=e4m3, a=e5m2 and "
+                                     "a=int8 do)")
             return
         g = self._act_scale_groups()
         if self._act_group_k > 0:
@@ -289,7 +290,7 @@ class Plan(Handle):
         """C[M,N] = A[M,K] * dequant(W)^T (+ bias) on `stream` (an int CUstream; 0 is the
         default stream). a, c, bias and workspace are device tensors; weight is a
         DevicePackedWeight (or any object with the same attributes). 8-bit activations (a=e4m3,
-        a=e5m2): a is [M, K] codes (float8 or uint8) and act_scales, required there and refused
+        a=e5m2, a=int8): a is [M, K] codes (float8 or uint8) and act_scales, required there and refused
         elsewhere, their float32 [M] per-token scales (quantize_activation_device with
         group_k=0 writes both), or [M, ceil(K / group_k)] when the format has activation groups
         (a=e4m3:g128; the quantizer with that group_k writes them). Every tensor is checked for device, dtype, shape and contiguity

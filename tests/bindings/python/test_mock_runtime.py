@@ -147,6 +147,16 @@ def test_gemm_takes_act_scales_with_8_bit_activations_only(mock_context, monkeyp
                       workspace=workspace)
             mock_context.synchronize()
 
+    # int8 activations carry their per-token scales too (the library requires them).
+    int8 = Format(f"w=uint4b8 a=int8 c=f16 s=f16:channel n={n} k={k}")
+    with mock_context.plan(int8).prepare() as plan:
+        weight = humming.DevicePackedWeight.upload(mock_context, int8.pack(int8.quantize(w)))
+        codes = mock_context.empty((m, k), np.int8)
+        with pytest.raises(humming.InvalidArgumentError, match="'act_scales' is None"):
+            plan.gemm(codes, weight, c)
+        plan.gemm(codes, weight, c, act_scales=scales, workspace=plan.allocate_workspace(m))
+        mock_context.synchronize()
+
 
 def test_gemm_takes_grouped_act_scales(mock_context, monkeypatch):
     # Activation groups (a=e4m3:g128, DeepSeek's 1 x 128): the scales are float32 [M, G],

@@ -24,7 +24,7 @@ pub struct PlanOptions {
 #[derive(Default)]
 pub struct GemmArgs<'a> {
     pub a: Option<&'a dyn DeviceMemory>,
-    /// 8-bit activations (a=e4m3, a=e5m2) only, and needed there: `a` holds one code per byte
+    /// 8-bit activations (a=e4m3, a=e5m2, a=int8) only, and needed there: `a` holds one code per byte
     /// and this the f32 scale of each of its M rows, as
     /// [`quantize_activation_device`](crate::quantize_activation_device) writes them with
     /// group_k 0; with activation groups (a=e4m3:g128, [`Format::activation_groups`]) the f32
@@ -123,7 +123,7 @@ impl ActGroups {
     }
 }
 
-/// The `ACT_SCALES` pointer for M rows: `Some` exactly for 8-bit activations (a=e4m3, a=e5m2),
+/// The `ACT_SCALES` pointer for M rows: `Some` exactly for 8-bit activations (a=e4m3, a=e5m2, a=int8),
 /// whose codes mean nothing without their f32 scales (`[M]`, or `[M][G]` with activation
 /// groups); the library refuses the slot for every other format, so a buffer given there is a
 /// mistake too.
@@ -133,7 +133,8 @@ fn act_scales_pointer(
     buffer: Option<&dyn DeviceMemory>,
     m: usize,
 ) -> Result<Option<u64>> {
-    let scaled = activation == DType::E4M3 || activation == DType::E5M2;
+    let scaled =
+        activation == DType::E4M3 || activation == DType::E5M2 || activation == DType::INT8;
     match (scaled, buffer) {
         (true, None) => Err(Error::invalid(format!(
             "'act_scales' is missing; a={activation} activations need {}",
@@ -146,8 +147,8 @@ fn act_scales_pointer(
         ))),
         (true, Some(b)) => Ok(Some(b.device_ptr().0)),
         (false, Some(_)) => Err(Error::invalid(format!(
-            "'act_scales' was given, but a={activation} activations have no scales (only a=e4m3 \
-             and a=e5m2 do)"
+            "'act_scales' was given, but a={activation} activations have no scales (only a=e4m3, \
+             a=e5m2 and a=int8 do)"
         ))),
         (false, None) => Ok(None),
     }
@@ -228,7 +229,7 @@ impl Plan {
 
     /// `C[M,N] = A[M,K] * dequant(W)^T (+ bias)` on `stream`, with every buffer's size checked
     /// against the format and M first. Asynchronous: synchronize before reading C. 8-bit
-    /// activations (a=e4m3, a=e5m2): `a` is `[M, K]` codes, `args.act_scales` their `[M]` f32
+    /// activations (a=e4m3, a=e5m2, a=int8): `a` is `[M, K]` codes, `args.act_scales` their `[M]` f32
     /// scales (`[M][ceil(K / group_k)]` with activation groups, a=e4m3:g128).
     pub fn gemm(
         &self,
@@ -436,14 +437,14 @@ mod tests {
     fn act_scales_come_with_8_bit_activations_only() {
         let per_row = ActGroups::new(0, 256);
         let (enough, short) = (Buffer(16 * 4), Buffer(15 * 4));
-        for act in [DType::E4M3, DType::E5M2] {
+        for act in [DType::E4M3, DType::E5M2, DType::INT8] {
             assert_eq!(act_scales_pointer(act, per_row, Some(&enough), 16).unwrap(), Some(0x1000));
             let e = act_scales_pointer(act, per_row, None, 16).unwrap_err();
             assert!(e.message().contains("'act_scales' is missing"), "{e}");
             let e = act_scales_pointer(act, per_row, Some(&short), 16).unwrap_err();
             assert!(e.message().contains("'act_scales' has 60 bytes"), "{e}");
         }
-        for act in [DType::F16, DType::BF16, DType::INT8] {
+        for act in [DType::F16, DType::BF16, DType::INT4] {
             assert_eq!(act_scales_pointer(act, per_row, None, 16).unwrap(), None);
             let e = act_scales_pointer(act, per_row, Some(&enough), 16).unwrap_err();
             assert!(e.message().contains("'act_scales' was given"), "{e}");
