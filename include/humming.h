@@ -463,8 +463,9 @@ typedef struct hm_launch_params hm_launch_params_t;
 #define HM_ARG_EXPERT_IDS 9         /* int32 [rows / block size]: the local expert of each block
                                      * (-1 or out of range: skipped) */
 #define HM_ARG_NUM_TOKENS_PADDED 10 /* int32 scalar: the used length of SORTED_IDS */
-/* 8-bit activations (a=e4m3, a=e5m2): f32 [M] per-token scales of A, as
- * hm_quantize_activation_device writes them with group_k = 0 (A row i is codes * scale[i]). */
+/* 8-bit activations (a=e4m3, a=e5m2, a=int8): f32 [M] per-token scales of A, as
+ * hm_quantize_activation_device writes them with group_k = 0 (A row i is codes * scale[i]);
+ * with activation groups (a=e4m3:g128) [M][ceil(K / group_k)], written with that group_k. */
 #define HM_ARG_ACT_SCALES 11
 /* MoE formats, grouped modes (HM_ARG_MOE_MODE; docs/moe.md), device memory, 4-byte aligned. */
 #define HM_ARG_EXPERT_OFFSETS 12 /* contiguous: int32 [E + 1], expert e owns rows
