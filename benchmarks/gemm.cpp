@@ -460,6 +460,7 @@ struct Layer {
   int64_t n = 0, k = 0;
   hm_dtype_t act = 0, out = 0, scale = 0;
   int32_t bias = 0;
+  int64_t act_groups = 1;  // activation scales per row: ceil(K / group_k) with a=<dtype>:g<K>
   hm_packed_sizes_t packed{};
   std::string canonical;
 
@@ -482,6 +483,9 @@ Layer make_layer(const std::string& text) {
   HM_CHECK(hm_format_get_dtype(l.format, HM_ROLE_OUTPUT, &l.out));
   HM_CHECK(hm_format_get_dtype(l.format, HM_ROLE_SCALE, &l.scale));
   HM_CHECK(hm_format_get_bias(l.format, &l.bias));
+  int32_t act_group_k = 0;
+  HM_CHECK(hm_format_get_activation_groups(l.format, &act_group_k));
+  HM_CHECK(hm_activation_scale_groups(l.k, act_group_k, &l.act_groups));
   hm_packed_sizes_init(&l.packed);
   HM_CHECK(hm_format_packed_sizes(l.format, &l.packed));
   char buf[1024];
@@ -728,11 +732,13 @@ int bench(Run& run, const std::vector<int64_t>& ms) {
       l.packed.global_scale ? dev.upload(repeated_value(HM_DTYPE_F32, 1.0, l.packed.global_scale)) : 0;
   const uint64_t bias = l.bias ? dev.upload(std::vector<uint8_t>(l.n * dtype_bits(l.out) / 8, 0)) : 0;
   const uint64_t a = dev.upload(random_elements(l.act, static_cast<size_t>(max_m * l.k), 2));
-  // 8-bit activations come with per-token f32 scales (HM_ARG_ACT_SCALES).
-  const uint64_t act_scales = dtype_bits(l.act) == 8
-                                  ? dev.upload(repeated_value(HM_DTYPE_F32, 1.0 / 64,
-                                                              static_cast<size_t>(max_m) * 4))
-                                  : 0;
+  // 8-bit activations come with per-token (or per token and K group) f32 scales
+  // (HM_ARG_ACT_SCALES).
+  const uint64_t act_scales =
+      dtype_bits(l.act) == 8
+          ? dev.upload(repeated_value(HM_DTYPE_F32, 1.0 / 64,
+                                      static_cast<size_t>(max_m * l.act_groups) * 4))
+          : 0;
   const uint64_t c = dev.alloc(static_cast<size_t>(max_m * l.n * dtype_bits(l.out) / 8));
 
   // cuBLAS operands: unquantized [N,K] weights and, unless the activations already are 16-bit

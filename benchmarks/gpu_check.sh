@@ -117,6 +117,12 @@ if want all bench a8; then
     $B --format "$f n=8192 k=8192" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_a8_$name.json"
   done
   $B --format "w=e2m1 a=e4m3 c=bf16 s=bf16:channel n=28672 k=4096" --ms 1,128,2048 --no-cublas --label default --json "$OUT/gemm_a8_w4a8_n28672_k4096.json"
+  # DeepSeek's FP8 recipe: 128 x 128 weight blocks with per-token (NOTES v21) and with 1 x 128
+  # activation scales (a=e4m3:g128, NOTES v23 "Activation scales per token and K group").
+  for f in "w=e4m3 a=e4m3 c=bf16 s=f32:b128x128" "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128"; do
+    name=$(echo "$f" | sed 's/[ =:]/_/g')
+    $B --format "$f n=7168 k=7168" --ms 1,16,128,2048,16384 --no-cublas --label default --json "$OUT/gemm_a8_$name.json"
+  done
 fi
 
 if want a8tests; then
