@@ -43,6 +43,10 @@ std::optional<ScaleExponentWindow> scale_exponent_window(const Format& f) {
   return ScaleExponentWindow{lo, hi};
 }
 
+bool folds_weight_groups_in_f32(const Format& f) {
+  return f.activation.bits() == 8 && f.has_group_scales() && !scale_exponent_window(f);
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------

@@ -88,6 +88,11 @@ struct ScaleExponentWindow {
 };
 std::optional<ScaleExponentWindow> scale_exponent_window(const Format& f);
 
+// Whether 8-bit activations take the format's weight group or block scales in f32 between MMA
+// steps (a fold per K group, with a second accumulator set: gemm/dense_wgmma.cuh), i.e. the
+// format has group scales that do not go into the weights' exponents.
+bool folds_weight_groups_in_f32(const Format& f);
+
 // Which kernel families run a format (valid for the arch) on an arch: their names, none when
 // no kernel does yet. Supplied by the layer that owns the kernels (src/gemm's registry), so the
 // matrix says what runs without core knowing the kernels.

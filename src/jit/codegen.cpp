@@ -96,7 +96,7 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
     if (kernel != tune::DenseKernel::kWgmma)
       return act.name() + " activations run on the wgmma kernel (sm_90a) only; mma.sync "
                           "(sm_89 fp8, sm_80 int8) has no 8-bit path yet";
-    if (f.has_group_scales() && f.group_k % 128 != 0 && !core::scale_exponent_window(f)) {
+    if (core::folds_weight_groups_in_f32(f) && f.group_k % 128 != 0) {
       std::string gap = "group and block scales with " + act.name() +
                         " activations need group_k a multiple of 128 (the kernel's K step), not " +
                         std::to_string(f.group_k);
@@ -127,8 +127,8 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
         return what + " need a group_k multiple of 128 (the kernel's K step)";
       if (f.accumulator.code() == HM_DTYPE_F16)
         return what + " accumulate in f32 (acc=f32)";
-      const bool weight_fold = f.has_group_scales() && !core::scale_exponent_window(f);
-      if (weight_fold && f.group_k % f.act_group_k != 0 && f.act_group_k % f.group_k != 0)
+      if (core::folds_weight_groups_in_f32(f) && f.group_k % f.act_group_k != 0 &&
+          f.act_group_k % f.group_k != 0)
         return what + " and weight groups of " + std::to_string(f.group_k) +
                " k: one group size must divide the other";
     }

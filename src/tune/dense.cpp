@@ -174,7 +174,7 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
       const DenseTile to_128 = wgmma(128, 8, 4, 1, kTma | kCluster);
       for (DenseRange& r : ranges)
         if (r.tile.block_m >= 96) r.tile = to_128;
-    } else if (f.activation.bits() == 8 && f.has_group_scales() && !core::scale_exponent_window(f)) {
+    } else if (core::folds_weight_groups_in_f32(f)) {
       const DenseTile to_128 = wgmma(128, 8, 4, 1, kTma | kAhead | kCluster);
       for (DenseRange& r : ranges)
         if (r.tile.block_m >= 128) r.tile = to_128;
