@@ -10,70 +10,18 @@
 #include <gtest/gtest.h>
 
 #include "api/support/mock_driver_test.hpp"
+#include "api/support/plan_calls.hpp"
 #include "humming.h"
 #include "mock_driver/mock_loader.hpp"
 #include <humming/gemm/params.h>
 
 namespace {
 
+using hm::test::GemmArguments;
+using hm::test::gemm_launch;
 using hm::test::last_error;
 
-// The arguments of one call: one 1 MiB device buffer stands in for every tensor (the mock checks
-// where pointers point, not what they hold). MoE tiles need no workspace.
-class GemmArguments {
- public:
-  explicit GemmArguments(hm_context_t* context) : context_(context) {
-    EXPECT_EQ(hm_device_alloc(context_, 1 << 20, &buffer_), HM_SUCCESS) << last_error();
-    EXPECT_EQ(hm_launch_params_create(&params_), HM_SUCCESS);
-  }
-  ~GemmArguments() {
-    hm_device_free(context_, buffer_);
-    hm_launch_params_destroy(params_);
-  }
-  GemmArguments(const GemmArguments&) = delete;
-  GemmArguments& operator=(const GemmArguments&) = delete;
-
-  hm_launch_params_t* params() const { return params_; }
-  uint64_t buffer() const { return buffer_; }
-  // A, B, C and scales, and M = m (the formats here have no other tensor).
-  void set_all(hm_plan_t*, int64_t m) {
-    hm_launch_params_set_int(params_, HM_ARG_M, m);
-    for (int32_t slot : {HM_ARG_A, HM_ARG_B, HM_ARG_C, HM_ARG_SCALES})
-      hm_launch_params_set_pointer(params_, slot, buffer_);
-  }
-
- private:
-  hm_context_t* context_;
-  hm_launch_params_t* params_ = nullptr;
-  uint64_t buffer_ = 0;
-};
-
-// Calls hm_plan_gemm, which must succeed, and returns the launch the mock recorded for it.
-std::optional<hm_mock_launch_t> gemm_launch(hm_plan_t* plan, const GemmArguments& args) {
-  hm::test::MockControl mock;
-  mock.reset();
-  EXPECT_EQ(hm_plan_gemm(plan, args.params(), nullptr), HM_SUCCESS) << last_error();
-  return mock.last_launch();
-}
-
-class MoeGroupedApi : public hm::test::MockDriverTest {
- protected:
-  void SetUp() override {
-    ctx_ = hm::test::create_context(cache_.path());
-    ASSERT_NE(ctx_, nullptr);
-  }
-  void TearDown() override { hm_context_destroy(ctx_); }
-  hm_plan_t* plan(const char* text) {
-    hm_format_t* f = nullptr;
-    EXPECT_EQ(hm_format_parse(text, &f), HM_SUCCESS) << last_error();
-    hm_plan_t* p = nullptr;
-    EXPECT_EQ(hm_plan_create(ctx_, f, nullptr, &p), HM_SUCCESS) << last_error();
-    hm_format_destroy(f);
-    return p;
-  }
-  const hm::test::TemporaryDirectory cache_{"humming-moe-grouped-test"};
-  hm_context_t* ctx_ = nullptr;
-};
+class MoeGroupedApi : public hm::test::MockPlanTest {};
 
 // hm_plan_describe of a MoE plan names the indexed launch and how grouped calls pick a tile.
 TEST_F(MoeGroupedApi, DescribeNamesEveryMode) {

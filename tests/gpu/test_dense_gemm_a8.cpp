@@ -425,6 +425,36 @@ TEST(DenseGemmA8Exact, ScaleExponentsBitExactAcrossTheWindow) {
   }
 }
 
+// Converts the checkpoint tensors `t` with `scheme` for `act` activations (hm_convert_layer) and
+// serves the layer as converted: its format (whose text must contain `expect`) plans and runs
+// against the f64 reference on the converted canonical weight, at several M.
+void expect_converted_layer_serves(Gpu& gpu, int32_t scheme, const hm_checkpoint_tensor_t* t,
+                                   size_t count, hm_dtype_t act, const char* expect,
+                                   std::mt19937& rng) {
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.activation = act;
+  hm_converted_layer_t* converted = nullptr;
+  ASSERT_EQ(hm_convert_layer(scheme, t, count, &options, &converted), HM_SUCCESS) << last_error();
+  hm_format_t* format = nullptr;
+  ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
+  char text[256];
+  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
+  hm_format_destroy(format);
+  EXPECT_NE(std::string(text).find(expect), std::string::npos) << text;
+  Layer L = hm::gpu_test::parse_layer(text);
+  hm_converted_layer_info_t info;
+  hm_converted_layer_info_init(&info);
+  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
+  hm::gpu_test::pack_canonical(L, info.weight);
+  hm_converted_layer_destroy(converted);
+  for (int64_t m : {1, 7, 64, 200}) {
+    const Activations8 a = quantized_activations(L, m, rng);
+    const Result r = run(gpu, L, a, m);
+    EXPECT_LE(r.rel_err, 1e-2) << text << " m=" << m << " max |diff| " << r.max_abs;
+  }
+}
+
 // A gpt-oss style MXFP4 checkpoint (e2m1 blocks, e8m0 scales spanning more than the window)
 // converted for e4m3 activations (hm_convert_layer folds the scales into group x tensor ones in
 // the exponent window) and served as converted, against the f64 reference on the converted
@@ -450,29 +480,8 @@ TEST(DenseGemmA8Convert, Mxfp4CheckpointServesWithE4m3Activations) {
   t[1].dtype = "U8";
   t[1].shape[0] = n, t[1].shape[1] = kb, t[1].ndim = 2;
   t[1].data = scales.data(), t[1].bytes = scales.size();
-  hm_convert_options_t options;
-  hm_convert_options_init(&options);
-  options.activation = HM_DTYPE_E4M3;
-  hm_converted_layer_t* converted = nullptr;
-  ASSERT_EQ(hm_convert_layer(HM_SCHEME_MXFP4, t, 2, &options, &converted), HM_SUCCESS)
-      << last_error();
-  hm_format_t* format = nullptr;
-  ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
-  char text[256];
-  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
-  hm_format_destroy(format);
-  EXPECT_NE(std::string(text).find("ue8m0:g32+tensor"), std::string::npos) << text;
-  Layer L = hm::gpu_test::parse_layer(text);
-  hm_converted_layer_info_t info;
-  hm_converted_layer_info_init(&info);
-  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
-  hm::gpu_test::pack_canonical(L, info.weight);
-  hm_converted_layer_destroy(converted);
-  for (int64_t m : {1, 7, 64, 200}) {
-    const Activations8 a = quantized_activations(L, m, rng);
-    const Result r = run(gpu, L, a, m);
-    EXPECT_LE(r.rel_err, 1e-2) << text << " m=" << m << " max |diff| " << r.max_abs;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_MXFP4, t, 2, HM_DTYPE_E4M3,
+                                                        "ue8m0:g32+tensor", rng));
 }
 
 // A DeepSeek-style FP8 checkpoint (e4m3 weight, f32 weight_scale_inv per 128 x 128 block)
@@ -503,29 +512,8 @@ TEST(DenseGemmA8Convert, Fp8BlockCheckpointServesWithE4m3Activations) {
   t[1].dtype = "F32";
   t[1].shape[0] = (n + 127) / 128, t[1].shape[1] = (k + 127) / 128, t[1].ndim = 2;
   t[1].data = inv.data(), t[1].bytes = inv.size() * 4;
-  hm_convert_options_t options;
-  hm_convert_options_init(&options);
-  options.activation = HM_DTYPE_E4M3;
-  hm_converted_layer_t* converted = nullptr;
-  ASSERT_EQ(hm_convert_layer(HM_SCHEME_FP8, t, 2, &options, &converted), HM_SUCCESS)
-      << last_error();
-  hm_format_t* format = nullptr;
-  ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
-  char text[256];
-  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
-  hm_format_destroy(format);
-  EXPECT_NE(std::string(text).find("b128x128"), std::string::npos) << text;
-  Layer L = hm::gpu_test::parse_layer(text);
-  hm_converted_layer_info_t info;
-  hm_converted_layer_info_init(&info);
-  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
-  hm::gpu_test::pack_canonical(L, info.weight);
-  hm_converted_layer_destroy(converted);
-  for (int64_t m : {1, 7, 64, 200}) {
-    const Activations8 a = quantized_activations(L, m, rng);
-    const Result r = run(gpu, L, a, m);
-    EXPECT_LE(r.rel_err, 1e-2) << text << " m=" << m << " max |diff| " << r.max_abs;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_FP8, t, 2, HM_DTYPE_E4M3,
+                                                        "b128x128", rng));
 }
 
 // A compressed-tensors W8A8 checkpoint (int-quantized: I8 weight, f32 channel weight_scale, a
@@ -558,29 +546,8 @@ TEST(DenseGemmA8Convert, CompressedTensorsW8A8ServesWithInt8Activations) {
   t[2].dtype = "F32";
   t[2].shape[0] = 1, t[2].ndim = 1;
   t[2].data = &input_scale, t[2].bytes = 4;
-  hm_convert_options_t options;
-  hm_convert_options_init(&options);
-  options.activation = HM_DTYPE_INT8;
-  hm_converted_layer_t* converted = nullptr;
-  ASSERT_EQ(hm_convert_layer(HM_SCHEME_CT_INT8, t, 3, &options, &converted), HM_SUCCESS)
-      << last_error();
-  hm_format_t* format = nullptr;
-  ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
-  char text[256];
-  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
-  hm_format_destroy(format);
-  EXPECT_NE(std::string(text).find("a=int8"), std::string::npos) << text;
-  Layer L = hm::gpu_test::parse_layer(text);
-  hm_converted_layer_info_t info;
-  hm_converted_layer_info_init(&info);
-  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
-  hm::gpu_test::pack_canonical(L, info.weight);
-  hm_converted_layer_destroy(converted);
-  for (int64_t m : {1, 7, 64, 200}) {
-    const Activations8 a = quantized_activations(L, m, rng);
-    const Result r = run(gpu, L, a, m);
-    EXPECT_LE(r.rel_err, 1e-2) << text << " m=" << m << " max |diff| " << r.max_abs;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_CT_INT8, t, 3, HM_DTYPE_INT8,
+                                                        "a=int8", rng));
 }
 
 // The activation scales are an argument of their own: missing, set for a 16-bit format, or
