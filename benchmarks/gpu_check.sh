@@ -9,7 +9,8 @@
 # memcheck over the whole GPU test binary, racecheck and synccheck over the dense-GEMM and plan
 # tests, which run every default tile; each tool's report in $OUT/sanitize_<tool>.txt), actquant
 # (the activation quantizer's benchmark), moe (the MoE GEMM benchmark), a8 (8-bit activation
-# GEMM benchmarks), a8tests (only the 8-bit activation GPU tests).
+# GEMM benchmarks), a8tests (only the 8-bit activation GPU tests), a8mma (8-bit activations on
+# the mma.sync kernel, forced).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -122,6 +123,18 @@ if want all bench a8; then
   for f in "w=e4m3 a=e4m3 c=bf16 s=f32:b128x128" "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128"; do
     name=$(echo "$f" | sed 's/[ =:]/_/g')
     $B --format "$f n=7168 k=7168" --ms 1,16,128,2048,16384 --no-cublas --label default --json "$OUT/gemm_a8_$name.json"
+  done
+fi
+
+if want a8mma; then
+  # The mma.sync kernel's 8-bit path (m16n8k32: the sm_80 int8 / sm_89 fp8 kernel), forced on the
+  # H200 with the mma.sync default table, beside the same table's 16-bit kernel (NOTES v24).
+  echo "== bench: 8-bit activations on mma.sync (forced)"
+  for f in "w=uint4b8 a=f16 c=f16 s=f16:channel" "w=uint4b8 a=e4m3 c=f16 s=f16:channel" \
+           "w=uint4b8 a=int8 c=f16 s=f16:channel" "w=e4m3 a=e4m3 c=bf16 s=f32:channel"; do
+    name=$(echo "$f" | sed 's/[ =:]/_/g')
+    $B --format "$f n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --tuning benchmarks/tuning/mma_v4.json \
+      --label mma --json "$OUT/gemm_mma_$name.json"
   done
 fi
 

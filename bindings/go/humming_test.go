@@ -193,8 +193,11 @@ func TestFormats(t *testing.T) {
 		t.Fatalf("kernels on sm_90a: %v %v", names, err)
 	}
 	fp8, _ := humming.ParseFormat("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=256 k=256")
-	if names, err := fp8.Kernels("sm_90a"); err != nil || strings.Join(names, " ") != "dense_wgmma" {
+	if names, err := fp8.Kernels("sm_90a"); err != nil || strings.Join(names, " ") != "dense_wgmma dense_mma" {
 		t.Fatalf("e4m3 activations with channel scales on sm_90a: %v %v", names, err)
+	}
+	if names, err := fp8.Kernels("sm_89"); err != nil || strings.Join(names, " ") != "dense_mma" {
+		t.Fatalf("e4m3 activations with channel scales on sm_89: %v %v", names, err)
 	}
 	fp8.Close()
 	// Valid, but no kernel yet: the error names what is missing.

@@ -30,12 +30,12 @@ void encode_tma(const runtime::Device& device, runtime::TensorMapCache* maps, co
   const int act_bytes = f.activation.bits() / 8;
   encode({p.a, act_bytes, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
           static_cast<uint64_t>(f.k) * act_bytes, static_cast<uint32_t>(tile.block_m),
-          static_cast<uint32_t>(tune::dense_k_step(tile, f)), true},
+          static_cast<uint32_t>(tune::dense_k_step(f)), true},
          p.tma_a, "HM_ARG_A");
   const uint64_t chunk_bytes = static_cast<uint64_t>(quant::chunk_bytes(f.weight.bits()));
   const uint64_t k_chunks = static_cast<uint64_t>(shape.k_padded) / quant::kChunkK;
   const uint64_t step_chunks =
-      static_cast<uint64_t>(gemm::dense_wgmma_step_chunks(f.activation.bits()));
+      static_cast<uint64_t>(gemm::dense_step_chunks(f.activation.bits()));
   const int w_bytes = gemm::dense_wgmma_weight_tma_bytes(
       static_cast<int>(step_chunks) * f.weight.bits());  // 4, or 8 for wide steps
   encode({p.w, w_bytes, static_cast<uint64_t>(shape.n_padded) / 16,
@@ -46,7 +46,7 @@ void encode_tma(const runtime::Device& device, runtime::TensorMapCache* maps, co
   // Scale and zero-point codes [groups][columns], in boxes of [slots][block channels], when a
   // step's slots are consecutive group rows (the kernel asks the same question).
   const int group_k = f.has_group_scales() ? f.group_k : 0;
-  const int step_k = gemm::dense_wgmma_step_k(f.activation.bits());
+  const int step_k = gemm::dense_step_k(f.activation.bits());
   if (!gemm::dense_group_slots_consecutive(group_k, step_k)) return;
   auto encode_codes = [&](const void* codes, int bytes, gemm::DenseParams::TensorMap& out,
                           const char* what) {
@@ -100,7 +100,7 @@ std::string describe_dense(const tune::DenseTile& tile, const core::Format& f,
          std::to_string(launch.grid_x) + "x" + std::to_string(launch.grid_y) + "x" +
          std::to_string(launch.splits) + (launch.cluster ? " (cluster split-K " : " (split-K ") +
          std::to_string(launch.splits) + " x " + std::to_string(launch.k_chunks_per_split) +
-         " K steps of " + std::to_string(tune::dense_k_step(tile, f)) + "), workspace " +
+         " K steps of " + std::to_string(tune::dense_k_step(f)) + "), workspace " +
          std::to_string(g.workspace_bytes) + " bytes" + activation_path(f);
 }
 

@@ -74,11 +74,12 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
     return "the dense kernels take f16, bf16, e4m3, e5m2 or int8 activations; " + act.name() +
            " activations have no kernel yet";
   if (act_int8) {
-    // s8 x s8 wgmma into s32 (gemm/dense_wgmma.cuh): the weights must be int8 lanes as they are
-    // (integers, rule R10); K bounds the s32 sums (|product| <= 2^14, exact while K < 2^17).
-    if (kernel != tune::DenseKernel::kWgmma)
-      return "int8 activations run on the wgmma kernel (sm_90a) only; mma.sync (sm_80 int8) "
-             "has no 8-bit path yet";
+    // s8 x s8 MMAs into s32 (wgmma, or mma.sync m16n8k32): the weights must be int8 lanes as
+    // they are (integers, rule R10); K bounds the s32 sums (|product| <= 2^14, exact while
+    // K < 2^17).
+    if (kernel == tune::DenseKernel::kMma && arch.compute_capability() < 80)
+      return "int8 activations on " + arch.name() + " (Turing's mma.sync m8n8k16) have no "
+             "kernel yet: the mma.sync kernel's int8 path (m16n8k32) needs sm_80 or newer";
     if (!w.is_integer())
       return "float weights (" + w.name() + ") with int8 activations have no kernel yet (rule "
              "R11 allows them as integer steps); use integer weights (uint4b8, uint8b128, ...) or "
@@ -89,13 +90,13 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
              "; use e4m3 activations (f32 accumulators)";
   }
   if (act_8) {
-    // The wgmma kernel's 8-bit path (gemm/dequant_a8.cuh): weights converted exactly; channel
+    // The 8-bit path of both kernels (gemm/dequant_a8.cuh): weights converted exactly; channel
     // and tensor scales in the epilogue; ue8m0 group x tensor scales on 4-bit float weights in
     // the weights' exponents (core::scale_exponent_window), other group scales folded in f32
-    // per K group of whole 128-wide steps (gemm/dense_wgmma.cuh).
-    if (kernel != tune::DenseKernel::kWgmma)
-      return act.name() + " activations run on the wgmma kernel (sm_90a) only; mma.sync "
-                          "(sm_89 fp8, sm_80 int8) has no 8-bit path yet";
+    // per K group of whole 128-wide steps (GroupFold).
+    if (kernel == tune::DenseKernel::kMma && f.accumulator.code() == HM_DTYPE_F16)
+      return "f16 accumulation of " + act.name() + " activations runs on the wgmma kernel "
+             "(sm_90a) only; the mma.sync kernel accumulates 8-bit products in f32 (acc=f32)";
     if (core::folds_weight_groups_in_f32(f) && f.group_k % 128 != 0) {
       std::string gap = "group and block scales with " + act.name() +
                         " activations need group_k a multiple of 128 (the kernel's K step), not " +

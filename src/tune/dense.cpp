@@ -105,7 +105,7 @@ bool wgmma_stages_scale_codes(const core::Format& f) {
 
 bool producer_covers(const core::Format& f) {
   return gemm::dense_group_slots_consecutive(f.has_group_scales() ? f.group_k : 0,
-                                             gemm::dense_wgmma_step_k(f.activation.bits()));
+                                             gemm::dense_step_k(f.activation.bits()));
 }
 
 namespace {
@@ -184,10 +184,14 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
   // mma.sync: small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with
   // split-K, every SM streams weights; larger M reuses each weight chunk over more tokens in
   // registers. One table for every mma.sync arch until measurements say otherwise.
+  // Activation scales per K group (8-bit activations) fold each group's sums with column scales
+  // into a second accumulator set: the 64-token tile keeps one strip per warp (two took all 255
+  // registers and spilled; compile matrix). Not measured.
+  const bool act_groups = f.activation.bits() == 8 && f.act_group_k > 0;
   return {
       {16, mma(16, 4, 1)},
       {32, mma(32, 4, 2)},
-      {INT64_MAX, mma(64, 4, 2)},
+      {INT64_MAX, act_groups ? mma(64, 4, 1) : mma(64, 4, 2)},
   };
 }
 
@@ -334,9 +338,9 @@ int code_bytes(const core::Dtype& d) { return (d.bits() + 7) / 8; }
 
 }  // namespace
 
-int dense_k_step(const DenseTile& tile, const core::Format& f) {
-  return tile.kernel == DenseKernel::kWgmma ? gemm::dense_wgmma_step_k(f.activation.bits())
-                                            : quant::kChunkK;
+int dense_k_step(const core::Format& f) {
+  // Both kernels step by one 128-byte row of activations (gemm/params.h).
+  return gemm::dense_step_k(f.activation.bits());
 }
 
 DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int64_t m,
@@ -350,16 +354,17 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
     const int group_k = f.has_group_scales() ? f.group_k : 0;
     l.smem_bytes = static_cast<uint32_t>(gemm::dense_wgmma_smem_bytes(
         tile.block_m, tile.warps, tile.stages,
-        bits * gemm::dense_wgmma_step_chunks(f.activation.bits()),
-        gemm::dense_group_slots(group_k, gemm::dense_wgmma_step_k(f.activation.bits())),
+        bits * gemm::dense_step_chunks(f.activation.bits()),
+        gemm::dense_group_slots(group_k, gemm::dense_step_k(f.activation.bits())),
         wgmma_stages_scale_codes(f) ? code_bytes(f.scale) : 0,
         f.has_zero_point() ? code_bytes(f.zero_point) : 0));
   } else {
     l.smem_bytes = static_cast<uint32_t>(gemm::dense_smem_bytes(
-        tile.block_m, tile.block_n(), gemm::dense_chunks_in_flight(tile.warp_strips, bits)));
+        tile.block_m, tile.block_n(),
+        gemm::dense_mma_steps_in_flight(tile.warp_strips, bits, f.activation.bits())));
   }
-  // K steps: 64-wide chunks, or 128 k per step for the wgmma kernel's 8-bit activations.
-  const int64_t k_step = dense_k_step(tile, f);
+  // K steps: 64-wide chunks, or 128 k per step with 8-bit activations.
+  const int64_t k_step = dense_k_step(f);
   const int64_t k_chunks = (k_padded + k_step - 1) / k_step;
   const int64_t blocks = l.grid_x * l.grid_y;
   // Small grids split K so that about one wave of blocks (blocks_per_sm on every SM) streams

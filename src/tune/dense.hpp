@@ -111,9 +111,9 @@ struct DenseLaunch {
   uint32_t threads;        // per block
   uint32_t smem_bytes;     // dynamic shared memory per block
 };
-// The k of one K step of a tile's kernel (DenseParams::k_chunks_per_split counts steps): 64, or
-// 128 for the wgmma kernel with 8-bit activations (gemm/params.h).
-int dense_k_step(const DenseTile& tile, const core::Format& format);
+// The k of one K step of either dense kernel (DenseParams::k_chunks_per_split counts steps): 64,
+// or 128 with 8-bit activations (one 128-byte row of activations, gemm/params.h).
+int dense_k_step(const core::Format& format);
 // Grid, block and split-K for one call (see dense.cpp for the rule).
 DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& format, int64_t m,
                               int64_t n_padded, int64_t k_padded, int multiprocessors);

@@ -88,28 +88,43 @@ TEST(KernelSupportApi, NamesFamiliesAndSaysWhatIsMissing) {
   EXPECT_EQ(kernels_of(f, nullptr, &status), "dense_wgmma dense_mma");  // any target
   hm_format_destroy(f);
 
-  // 8-bit activations: the wgmma kernel with channel scales; valid on sm_89 but no kernel there.
+  // 8-bit activations: both kernels on sm_90a (wgmma first), mma.sync m16n8k32 from sm_89 on.
   ASSERT_EQ(hm_format_parse("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=4096 k=4096", &f), HM_SUCCESS);
-  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma dense_mma");
   EXPECT_EQ(status, HM_SUCCESS) << last_error();
-  EXPECT_EQ(kernels_of(f, nullptr, &status), "dense_wgmma");
-  EXPECT_EQ(kernels_of(f, "sm_89", &status), "");
-  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("e4m3 activations run on the wgmma kernel"), std::string::npos)
-      << last_error();
+  EXPECT_EQ(kernels_of(f, nullptr, &status), "dense_wgmma dense_mma");
+  EXPECT_EQ(kernels_of(f, "sm_89", &status), "dense_mma");
+  EXPECT_EQ(kernels_of(f, "sm_120a", &status), "dense_mma");
   // Invalid for the target: the rule's error, as hm_format_validate gives it.
   kernels_of(f, "sm_80", &status);
   EXPECT_EQ(status, HM_ERROR_UNSUPPORTED_ARCH) << last_error();
   hm_format_destroy(f);
+  // f16 accumulation of 8-bit products exists on wgmma only.
+  ASSERT_EQ(hm_format_parse("w=e2m1 a=e5m2 c=f16 s=tensor acc=f16 n=4096 k=4096", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
+  EXPECT_EQ(kernels_of(f, "sm_89", &status), "");
+  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("f16 accumulation of e5m2 activations runs on the wgmma kernel"),
+            std::string::npos)
+      << last_error();
+  hm_format_destroy(f);
+  // int8: mma.sync m16n8k32 from sm_80 on; Turing (valid, m8n8k16) has no kernel, saying why.
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=int8 c=f16 s=f16:channel n=4096 k=4096", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_80", &status), "dense_mma");
+  EXPECT_EQ(kernels_of(f, "sm_75", &status), "");
+  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("needs sm_80 or newer"), std::string::npos) << last_error();
+  hm_format_destroy(f);
   // Group scales on 8-bit activations: groups of whole 128-wide K steps run; smaller ones
   // (valid by rule R18) are refused, saying so.
   ASSERT_EQ(hm_format_parse("w=uint4b8 a=e4m3 c=bf16 s=bf16:g128 n=4096 k=4096", &f), HM_SUCCESS);
-  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma dense_mma");
+  EXPECT_EQ(kernels_of(f, "sm_89", &status), "dense_mma");
   hm_format_destroy(f);
   // Block scales (a DeepSeek FP8 checkpoint converted for e4m3 activations) run there too,
   // while 16-bit activations keep them on mma.sync.
   ASSERT_EQ(hm_format_parse("w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=4096 k=4096", &f), HM_SUCCESS);
-  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma dense_mma");
   hm_format_destroy(f);
   ASSERT_EQ(hm_format_parse("w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=4096 k=4096", &f), HM_SUCCESS);
   EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_mma");
@@ -124,7 +139,7 @@ TEST(KernelSupportApi, NamesFamiliesAndSaysWhatIsMissing) {
   // exponents); as plain group scales they are refused, naming the form that runs.
   ASSERT_EQ(hm_format_parse("w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=4096 k=4096", &f),
             HM_SUCCESS);
-  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma dense_mma");
   hm_format_destroy(f);
   ASSERT_EQ(hm_format_parse("w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32 n=4096 k=4096", &f), HM_SUCCESS);
   EXPECT_EQ(kernels_of(f, "sm_90a", &status), "");

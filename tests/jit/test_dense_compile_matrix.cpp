@@ -115,13 +115,13 @@ TEST(DenseCompileMatrix, EveryFormatCompilesWithoutSpillsOnEveryArch) {
 
 }  // namespace
 
-// Every default tile of `text` on sm_90a (whatever families the registry picks, each expected
+// Every default tile of `text` on `arch` (whatever families the registry picks, each expected
 // to be `family`) compiles without spills and without serialized wgmma; returns how many.
-int expect_default_tiles_compile(const char* text, const char* family) {
+int expect_default_tiles_compile(const char* text, const char* family,
+                                 const char* arch = "sm_90a") {
   auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
   const auto format = hm::core::Format::parse(text);
-  const auto layer =
-      hm::gemm::make_layer(format, hm::core::parse_arch("sm_90a"), "sm_90a", nullptr);
+  const auto layer = hm::gemm::make_layer(format, hm::core::parse_arch(arch), arch, nullptr);
   const auto ranges = hm::gemm::default_ranges(layer);
   EXPECT_FALSE(ranges.empty()) << text;
   int compiled = 0;
@@ -213,4 +213,25 @@ TEST(DenseA8CompileMatrix, Int8EveryDefaultTileCompilesWithoutSpills) {
                            "w=uint8b128 a=int8 c=bf16 s=f32:b128x128 n=4096 k=4096"})
     compiled += expect_default_tiles_compile(text, "dense_wgmma");
   EXPECT_GE(compiled, 6 * 7);
+}
+
+// 8-bit activations on the mma.sync kernel (m16n8k32, gemm/dense_mma.cuh): every default tile
+// compiles without spills on the first arch each runs on (fp8: sm_89, Ada; int8: sm_80, Ampere),
+// for each way a weight becomes an 8-bit code, the fold of group scales (the second set of
+// accumulators: the most registers), activation groups, and the exponent window (MXFP4).
+TEST(DenseA8CompileMatrix, MmaSyncTilesCompileWithoutSpills) {
+  int compiled = 0;
+  for (const char* text : {"w=e4m3 a=e4m3 c=bf16 s=f32:channel n=8192 k=8192",
+                           "w=e2m1 a=e4m3 c=bf16 s=bf16:channel bias=1 n=8192 k=8192",
+                           "w=uint4b8 a=e5m2 c=f16 s=tensor n=4096 k=4096",
+                           "w=uint4b8 a=e4m3 c=bf16 s=bf16:g128 n=8192 k=8192",
+                           "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=7168 k=7168",
+                           "w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=8192 k=8192"})
+    compiled += expect_default_tiles_compile(text, "dense_mma", "sm_89");
+  for (const char* text : {"w=uint4b8 a=int8 c=bf16 s=bf16:channel n=8192 k=8192",
+                           "w=uint8b128 a=int8 c=f16 s=f32:channel bias=1 n=4096 k=4096",
+                           "w=uint4b8 a=int8 c=bf16 s=bf16:g128 n=8192 k=8192",
+                           "w=uint4b8 a=int8:g128 c=bf16 s=bf16:channel n=4096 k=4096"})
+    compiled += expect_default_tiles_compile(text, "dense_mma", "sm_80");
+  EXPECT_EQ(compiled, 10 * 3);
 }

@@ -20,6 +20,18 @@ using int64 = long long;
 using uint32 = unsigned int;
 using uint16 = unsigned short;
 
+// A when kFirst, else B: std::conditional_t without the standard library (NVRTC has none).
+template <bool kFirst, class A, class B>
+struct SelectType {
+  using Type = A;
+};
+template <class A, class B>
+struct SelectType<false, A, B> {
+  using Type = B;
+};
+template <bool kFirst, class A, class B>
+using Select = typename SelectType<kFirst, A, B>::Type;
+
 struct f16 {
   uint16 bits;
 };

@@ -1,21 +1,28 @@
-// Dense quantized GEMM on mma.sync for 16-bit activations (sm75: f16 with m16n8k8 pairs; sm80+:
-// f16 and bf16 with m16n8k16):  C[m, n] = A[m, k] * dequant(W)[n, k]^T (+ bias).
+// Dense quantized GEMM on mma.sync:  C[m, n] = A[m, k] * dequant(W)[n, k]^T (+ bias), with
+// 16-bit activations (sm75: f16 with m16n8k8 pairs; sm80+: f16 and bf16 with m16n8k16) or 8-bit
+// ones (sm89+: e4m3 and e5m2 with m16n8k32 into f32; sm80+: int8 with m16n8k32 into s32).
 //
 // Orientation (docs/layout.md §1): weights are the MMA's A operand (16 output channels per
 // fragment), activations the B operand (8 tokens per fragment), so the accumulators hold C^T.
 // Block: kWarps warps; warp w owns kWarpStrips 16-channel strips and every token of the block's
-// kBlockM. Per 64-wide K chunk: the block stages the activation tile [kBlockM][64] in shared
-// memory (cp.async, double buffered, XOR-swizzled for ldmatrix); each warp loads its own weight
-// chunks straight into registers one chunk ahead (they are used by this warp only), extracts
-// the MMA registers by the layout's recipe, dequantizes them into the activation type with the
-// group scale and zero point applied, and runs the MMAs. Split-K over gridDim.z: each split
-// writes f32 partials, the last split to finish a tile sums them in split order (deterministic)
-// and runs the epilogue (channel scale, global scale, bias, conversion, store).
+// kBlockM. K goes in steps of one 128-byte row of activations (params.h, dense_step_k): 64 k of
+// 16-bit activations (one weight chunk per strip, 4 atoms of k16) or 128 k of 8-bit ones (two
+// chunks, 4 atoms of k32); either way a step is 16 A registers per strip and the same ldmatrix
+// reads of the activation tile. Per step: the block stages the activation tile [kBlockM][128 B]
+// in shared memory (cp.async, double buffered, XOR-swizzled for ldmatrix); each warp loads its own
+// weight chunks straight into registers one group of steps ahead (they are used by this warp
+// only), extracts the MMA registers by the layout's recipe and dequantizes them into the
+// activation type: 16-bit with the group scale and zero point applied (gemm/dequant.cuh), 8-bit
+// exactly, group scales folded in f32 per K group (GroupFold, gemm/dequant_a8.cuh), and runs
+// the MMAs. Split-K over gridDim.z: each split writes f32 partials, the last split to finish a
+// tile sums them in split order (deterministic) and runs the epilogue (activation scale, channel
+// scale, global scale, bias, conversion, store).
 #pragma once
 
 #include <humming/core/types.cuh>
 #include <humming/dtype/convert.cuh>
 #include <humming/gemm/dequant.cuh>
+#include <humming/gemm/dequant_a8.cuh>
 #include <humming/gemm/epilogue.cuh>
 #include <humming/gemm/params.h>
 #include <humming/layout/spec.h>
@@ -28,8 +35,11 @@ struct DenseMma {
   using Act = typename C::Act;
   using Out = typename C::Out;
   static constexpr int kBits = C::kWeightBits;
-  static constexpr int kActBits = 16;
-  static constexpr int kRegs = quant::registers_per_chunk(kActBits);  // 16 per chunk
+  static constexpr int kActBits = C::kActBits;  // 16, or 8 (e4m3, e5m2, int8)
+  static constexpr bool kA8 = kActBits == 8;
+  static constexpr int kStepK = dense_step_k(kActBits);            // k per step: 64 or 128
+  static constexpr int kStepChunks = dense_step_chunks(kActBits);  // weight chunks per step
+  static constexpr int kUnit = 16 / (kActBits / 8);                // activations per 16 bytes
   static constexpr int kTokenGroups = C::kBlockM / 8;
   static constexpr int kThreads = C::kWarps * 32;
   using D = Dequant<C>;
@@ -37,20 +47,35 @@ struct DenseMma {
   using RowTerms = typename D::RowTerms;
   static constexpr bool kIsF16 = D::kIsF16;
   static constexpr int kGroupSlots = D::kGroupSlots;
+  // 8-bit activations: group scales (and activation scales per K group) fold per K group into
+  // f32 accumulators (`part` holds the group's sums); int8 sums are s32, converted to f32 at each
+  // fold or, without folds, once before the epilogue.
+  using Fold = GroupFold<C>;
+  static constexpr bool kActInt8 = kA8 && act_is_int8<C>();
+  static constexpr bool kAccS32 = kActInt8 && !Fold::kAny;
 
-  static constexpr int kDepth = dense_chunks_in_flight(C::kWarpStrips, kBits);
+  static constexpr int kDepth = dense_mma_steps_in_flight(C::kWarpStrips, kBits, kActBits);
   struct Smem {
-    alignas(128) Act a[2][kDepth][C::kBlockM][64];
+    alignas(128) Act a[2][kDepth][C::kBlockM][kStepK];
   };
+  static_assert(sizeof(Act) * kStepK == 128, "a step is one 128-byte row of activations");
   static_assert(!C::kMoe, "the indexed MoE schedule runs on the wgmma kernel");
-  static_assert(!C::kAccF16 || kIsF16, "f16 accumulation needs f16 activations (rule R5)");
-  using Acc = AccFragments<C::kAccF16, C::kWarpStrips, kTokenGroups>;
+  static_assert(!C::kAccF16 || (kIsF16 && !kA8),
+                "f16 accumulation needs f16 activations on mma.sync (rule R5; 8-bit ones on wgmma)");
+  static_assert(!kA8 || C::kZeroPoint == kZeroNone, "8-bit activations take no zero points (so far)");
+  using Acc = Select<kAccS32, S32Fragments<C::kWarpStrips, kTokenGroups>,
+                     AccFragments<C::kAccF16, C::kWarpStrips, kTokenGroups>>;
+  // A K group's sums (only with folds): s32 for int8 activations, else f32.
+  using Part = Select<kActInt8, S32Fragments<C::kWarpStrips, kTokenGroups>,
+                      AccFragments<false, C::kWarpStrips, kTokenGroups>>;
   // Scale / zero-point codes are loaded with the weight chunks, one group ahead (D explains why).
   using ChunkCodes = RowCodes[C::kWarpStrips][kGroupSlots][2];  // [strip][slot][row, row+8]
+  // A lane's words of one step: [strip][chunk of the step][word].
+  using StepWords = uint32[C::kWarpStrips][kStepChunks][kBits];
 
   // ---- loads ---------------------------------------------------------------------------------
 
-  // The activation tile of chunk kc into stage `stage`: row r = token m0 + r, 64 values; 16-byte
+  // The activation tile of step kc into stage `stage`: row r = token m0 + r, 128 bytes; 16-byte
   // unit u of row r is stored at unit u ^ (r % 8) so ldmatrix reads are conflict-free.
   static __device__ __forceinline__ void load_activations(const DenseParams& p, Smem& s, int stage,
                                                           int d, int64_t m0, int64_t kc) {
@@ -58,19 +83,20 @@ struct DenseMma {
     if constexpr (C::kAlignedK) {
       for (int u = threadIdx.x; u < C::kBlockM * 8; u += kThreads) {
         const int r = u / 8, unit = u % 8;
-        const int64_t token = m0 + r, kk = kc * 64 + unit * 8;
-        const bool valid = token < p.m && kk < p.k;  // k % 8 == 0: a unit is all in or all out
+        const int64_t token = m0 + r, kk = kc * kStepK + unit * kUnit;
+        // k % kUnit == 0: a unit is all in or all out
+        const bool valid = token < p.m && kk < p.k;
         const Act* src = valid ? a + token * p.k + kk : a;
-        ptx::cp_async_16(ptx::smem_address(&s.a[stage][d][r][(unit ^ (r & 7)) * 8]), src,
+        ptx::cp_async_16(ptx::smem_address(&s.a[stage][d][r][(unit ^ (r & 7)) * kUnit]), src,
                          valid ? 16 : 0);
       }
     } else {
-      for (int e = threadIdx.x; e < C::kBlockM * 64; e += kThreads) {
-        const int r = e / 64, col = e % 64;
-        const int64_t token = m0 + r, kk = kc * 64 + col;
+      for (int e = threadIdx.x; e < C::kBlockM * kStepK; e += kThreads) {
+        const int r = e / kStepK, col = e % kStepK;
+        const int64_t token = m0 + r, kk = kc * kStepK + col;
         Act v{0};
         if (token < p.m && kk < p.k) v = a[token * p.k + kk];
-        s.a[stage][d][r][((col / 8) ^ (r & 7)) * 8 + col % 8] = v;
+        s.a[stage][d][r][((col / kUnit) ^ (r & 7)) * kUnit + col % kUnit] = v;
       }
     }
   }
@@ -85,32 +111,38 @@ struct DenseMma {
     const int64_t strips_total = p.n_pad / 16;
     const int64_t strip0 = (static_cast<int64_t>(blockIdx.x) * C::kWarps + warp) * C::kWarpStrips;
     const int64_t m0 = static_cast<int64_t>(blockIdx.y) * C::kBlockM;
-    const int64_t k_chunks = p.k_pad / 64;
+    const int64_t k_steps = p.k_pad / kStepK;
     const int64_t kc_begin = static_cast<int64_t>(blockIdx.z) * p.k_chunks_per_split;
     int64_t kc_end = kc_begin + p.k_chunks_per_split;
-    if (kc_end > k_chunks) kc_end = k_chunks;
+    if (kc_end > k_steps) kc_end = k_steps;
 
     Acc acc{};
+    Part part{};  // unused without folds (the compiler drops it)
 
-    // Chunks go in groups of kDepth: the loads of group i + 1 (weights into registers, activations
+    // Steps go in groups of kDepth: the loads of group i + 1 (weights into registers, activations
     // into the other shared-memory stage) are issued before group i is computed, so each warp has
-    // kDepth chunks per strip in flight and waits on memory once per group.
+    // kDepth steps per strip in flight and waits on memory once per group.
     const char* wbase = static_cast<const char*>(p.w);
-    uint32 words[kDepth][C::kWarpStrips][kBits], next[kDepth][C::kWarpStrips][kBits];
+    StepWords words[kDepth], next[kDepth];
     ChunkCodes codes[kDepth], next_codes[kDepth];
-    auto load_group = [&](uint32(&dst)[kDepth][C::kWarpStrips][kBits], ChunkCodes(&dst_codes)[kDepth],
-                          int stage, int64_t kc0) {
+    auto load_group = [&](StepWords(&dst)[kDepth], ChunkCodes(&dst_codes)[kDepth], int stage,
+                          int64_t kc0) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
-        // Past the split's end the last chunk is loaded again (harmless, never computed), which
+        // Past the split's end the last step is loaded again (harmless, never computed), which
         // keeps the loads unconditional.
         const int64_t kc = kc0 + d < kc_end ? kc0 + d : kc_end - 1;
         load_activations(p, s, stage, d, m0, kc);
 #pragma unroll
         for (int i = 0; i < C::kWarpStrips; ++i) {
           const int64_t strip = strip0 + i < strips_total ? strip0 + i : strips_total - 1;
-          D::template load_lane_words<true>(dst[d][i],
-                     wbase + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, strip, kc), lane);
+#pragma unroll
+          for (int c = 0; c < kStepChunks; ++c)
+            D::template load_lane_words<true>(
+                dst[d][i][c],
+                wbase + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, strip,
+                                                  kc * kStepChunks + c),
+                lane);
           if constexpr (D::kHasRowCodes) {
             const int64_t row = (strip0 + i) * 16 + g;
 #pragma unroll
@@ -139,8 +171,21 @@ struct DenseMma {
       }
       __syncthreads();
 #pragma unroll
-      for (int d = 0; d < kDepth; ++d)
-        if (kc0 + d < kc_end) compute_chunk(s.a[stage][d], words[d], codes[d], acc, lane);
+      for (int d = 0; d < kDepth; ++d) {
+        const int64_t kc = kc0 + d;
+        if (kc < kc_end) {
+          if constexpr (Fold::kAny) {
+            compute_step(s.a[stage][d], words[d], codes[d], part, lane);
+            // The group's (or the split's) last step: its sums join acc, scaled.
+            if ((kc + 1) % Fold::kSteps == 0 || kc + 1 == kc_end) {
+              fold(p, codes[d], part, acc, m0, kc, lane);
+              part = Part{};
+            }
+          } else {
+            compute_step(s.a[stage][d], words[d], codes[d], acc, lane);
+          }
+        }
+      }
       __syncthreads();  // the next group's loads overwrite this stage
       if (more) {
 #pragma unroll
@@ -148,7 +193,9 @@ struct DenseMma {
 #pragma unroll
           for (int i = 0; i < C::kWarpStrips; ++i)
 #pragma unroll
-            for (int w = 0; w < kBits; ++w) words[d][i][w] = next[d][i][w];
+            for (int c = 0; c < kStepChunks; ++c)
+#pragma unroll
+              for (int w = 0; w < kBits; ++w) words[d][i][c][w] = next[d][i][c][w];
         if constexpr (D::kHasRowCodes) {
 #pragma unroll
           for (int d = 0; d < kDepth; ++d)
@@ -164,32 +211,64 @@ struct DenseMma {
       stage ^= 1;
     }
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * Epilogue::kBlockN;
-    if constexpr (C::kAccF16) {
+    if constexpr (C::kAccF16 || kAccS32) {
       float wide[C::kWarpStrips][kTokenGroups][4];
-      widen_accumulators(acc.v, wide);
+      if constexpr (C::kAccF16) {
+        widen_accumulators(acc.v, wide);
+      } else {
+#pragma unroll
+        for (int i = 0; i < C::kWarpStrips; ++i)
+#pragma unroll
+          for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) wide[i][j][q] = accumulator_value(acc.v[i][j][q]);
+      }
       Epilogue::run(p, reinterpret_cast<float*>(smem_raw), wide, n0, m0);
     } else {
       Epilogue::run(p, reinterpret_cast<float*>(smem_raw), acc.v, n0, m0);
     }
   }
 
-  static __device__ __forceinline__ void compute_chunk(const Act (&tile)[C::kBlockM][64],
-                                                       const uint32 (&words)[C::kWarpStrips][kBits],
-                                                       const ChunkCodes& codes,
-                                                       Acc& acc, int lane) {
-    // Dequantized A fragments of every strip for the chunk's 4 atoms.
-    uint32 a_frag[C::kWarpStrips][kRegs];
+  // The 16 A registers of every strip for one step, dequantized.
+  static __device__ __forceinline__ void step_fragments(uint32 (&a_frag)[C::kWarpStrips][16],
+                                                        const StepWords& words,
+                                                        const ChunkCodes& codes) {
 #pragma unroll
     for (int i = 0; i < C::kWarpStrips; ++i) {
-      RowTerms lo[kGroupSlots], hi[kGroupSlots];
+      if constexpr (!kA8) {
+        RowTerms lo[kGroupSlots], hi[kGroupSlots];
 #pragma unroll
-      for (int gi = 0; gi < kGroupSlots; ++gi) {
-        lo[gi] = D::row_terms(codes[i][gi][0]);
-        hi[gi] = D::row_terms(codes[i][gi][1]);
+        for (int gi = 0; gi < kGroupSlots; ++gi) {
+          lo[gi] = D::row_terms(codes[i][gi][0]);
+          hi[gi] = D::row_terms(codes[i][gi][1]);
+        }
+        D::chunk_fragments(a_frag[i], words[i][0], lo, hi);
+      } else if constexpr (C::kScaleExponents) {
+        // ue8m0 group x tensor scales go into the weights' exponents (gemm/dequant_a8.cuh).
+        using Table = typename DequantA8<C>::Table;
+        Table lo[kGroupSlots], hi[kGroupSlots];
+#pragma unroll
+        for (int gi = 0; gi < kGroupSlots; ++gi) {
+          lo[gi] = DequantA8<C>::exponent_table(codes[i][gi][0].scale);
+          hi[gi] = DequantA8<C>::exponent_table(codes[i][gi][1].scale);
+        }
+        DequantA8<C>::template step_fragments_exp<kGroupSlots>(a_frag[i], words[i], lo, hi);
+      } else {
+        DequantA8<C>::step_fragments(a_frag[i], words[i]);
       }
-      D::chunk_fragments(a_frag[i], words[i], lo, hi);
     }
-    // B fragments by ldmatrix (two atoms per x4), then the MMAs.
+  }
+
+  // One step's MMAs into `sums` (acc, or part with folds).
+  template <class Sums>
+  static __device__ __forceinline__ void compute_step(const Act (&tile)[C::kBlockM][kStepK],
+                                                      const StepWords& words,
+                                                      const ChunkCodes& codes, Sums& sums,
+                                                      int lane) {
+    uint32 a_frag[C::kWarpStrips][16];
+    step_fragments(a_frag, words, codes);
+    // B fragments by ldmatrix (two atoms per x4: each atom is 32 bytes of a row, k16 of 16-bit
+    // or k32 of 8-bit activations, its two registers the units 2x and 2x + 1), then the MMAs.
 #pragma unroll
     for (int j = 0; j < kTokenGroups; ++j) {
 #pragma unroll
@@ -197,7 +276,7 @@ struct DenseMma {
         const int mi = lane / 8, r = j * 8 + lane % 8;
         const int unit = 4 * pair + mi;
         uint32 b[4];
-        ptx::ldmatrix_x4(b, ptx::smem_address(&tile[r][(unit ^ (r & 7)) * 8]));
+        ptx::ldmatrix_x4(b, ptx::smem_address(&tile[r][(unit ^ (r & 7)) * kUnit]));
 #pragma unroll
         for (int i = 0; i < C::kWarpStrips; ++i) {
 #pragma unroll
@@ -206,16 +285,63 @@ struct DenseMma {
             const uint32 af[4] = {a_frag[i][4 * x], a_frag[i][4 * x + 1], a_frag[i][4 * x + 2],
                                   a_frag[i][4 * x + 3]};
             const uint32 bf[2] = {b[2 * h], b[2 * h + 1]};
-            if constexpr (C::kAccF16) {
-              ptx::mma_f16_16816_acc16(acc.v[i][j], af, bf);
+            if constexpr (kActInt8) {
+              ptx::mma_s8_16832(sums.v[i][j], af, bf);
+            } else if constexpr (kA8) {
+              ptx::mma_fp8_16832<C::kActExpBits == 4>(sums.v[i][j], af, bf);
+            } else if constexpr (C::kAccF16) {
+              ptx::mma_f16_16816_acc16(sums.v[i][j], af, bf);
             } else if constexpr (kIsF16) {
-              ptx::mma_f16_16816(acc.v[i][j], af, bf);
+              ptx::mma_f16_16816(sums.v[i][j], af, bf);
             } else {
-              ptx::mma_bf16_16816(acc.v[i][j], af, bf);
+              ptx::mma_bf16_16816(sums.v[i][j], af, bf);
             }
           }
         }
       }
+    }
+  }
+
+  // Fold::kAny, after the last step of a fold period (step kc): acc += part * each row's group
+  // scale (element q of a token group is row g, or g + 8 for q >= 2; times the global scale for
+  // group x tensor), times (Fold::kAct) each column's activation scale of the group (element q
+  // of token group j is token j * 8 + 2 * (lane % 4) + q % 2). codes: the step's, slot 0 (a
+  // fold period is whole steps, so one group per step).
+  static __device__ __forceinline__ void fold(const DenseParams& p, const ChunkCodes& codes,
+                                              const Part& part, Acc& acc, int64_t m0, int64_t kc,
+                                              int lane) {
+    float col[kTokenGroups][2];
+#pragma unroll
+    for (int j = 0; j < kTokenGroups; ++j) col[j][0] = col[j][1] = 1.0f;
+    if constexpr (Fold::kAct) {
+      // Rows past M (or padding) read row 0's scale, for outputs that are never stored.
+      const float* scales = p.act_scales + kc * kStepK / C::kActGroupK;
+      const int64_t col0 = m0 + 2 * (lane & 3);
+#pragma unroll
+      for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t row = a_row<C>(p, col0 + j * 8 + h);
+          col[j][h] = scales[(row < 0 ? 0 : row) * p.act_groups];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < C::kWarpStrips; ++i) {
+      float lo = 1.0f, hi = 1.0f;
+      if constexpr (Fold::kWeight) {
+        lo = D::scale_from_code(codes[i][0][0].scale);
+        hi = D::scale_from_code(codes[i][0][1].scale);
+        if constexpr (C::kScaleKind == kScaleGroupTensor) {
+          // The global scale joins the group's here, not in the epilogue (as on wgmma).
+          lo *= p.global[0];
+          hi *= p.global[0];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          acc.v[i][j][q] += accumulator_value(part.v[i][j][q]) * ((q < 2 ? lo : hi) * col[j][q & 1]);
     }
   }
 

@@ -13,9 +13,9 @@
 // int8 (m64nNk32, two chunks per warp, gemm/dequant_a8.cuh); either way a step is 16 A registers
 // and 4 wgmma, each reading the next 32 bytes of the activation rows. 8-bit activations come with
 // a per-token f32 scale that the epilogue applies. int8 accumulates in s32, exactly, and turns
-// into f32 once: before the epilogue, or at each K group's fold (S32Fragments below). Below,
-// "chunk i" of the pipeline is its i-th K step (one 64-wide weight chunk with 16-bit
-// activations, two with 8-bit).
+// into f32 once: before the epilogue, or at each K group's fold (S32Fragments,
+// gemm/epilogue.cuh). Below, "chunk i" of the pipeline is its i-th K step (one 64-wide weight
+// chunk with 16-bit activations, two with 8-bit).
 //
 // Block: kWarps / 4 warpgroups side by side along N (channels), all sharing the activation tile of
 // kBlockM tokens. Pipeline: kStages shared-memory stages, each holding one K step of activations,
@@ -49,28 +49,16 @@
 
 namespace hm::gemm {
 
-// The accumulators of s8 x s8 wgmma: s32 in b32 registers, laid out as the f32 ones
-// (AccFragments, gemm/epilogue.cuh). A sum of K products of at most 128 * 128 = 2^14 is exact
-// while K < 2^17 (the family's gap keeps K <= 65536); converting it to f32 rounds once (exact
-// below 2^24), which is all the int8 path rounds before the scales.
-template <int kTokenGroups>
-struct S32Fragments {
-  uint32 v[1][kTokenGroups][4];
-};
-// The wgmma's accumulator set: S32Fragments for int8 activations, else AccFragments.
+// The wgmma's accumulator set: S32Fragments for int8 activations, else AccFragments
+// (gemm/epilogue.cuh).
 template <bool kS32, bool kAccF16, int kTokenGroups>
 struct WgmmaAccumulators {
   using Type = AccFragments<kAccF16, 1, kTokenGroups>;
 };
 template <bool kAccF16, int kTokenGroups>
 struct WgmmaAccumulators<true, kAccF16, kTokenGroups> {
-  using Type = S32Fragments<kTokenGroups>;
+  using Type = S32Fragments<1, kTokenGroups>;
 };
-// An accumulator's value in f32 (s32: the one rounding of the int8 path).
-__device__ __forceinline__ float accumulator_value(float x) { return x; }
-__device__ __forceinline__ float accumulator_value(uint32 x) {
-  return static_cast<float>(static_cast<int>(x));
-}
 
 template <class C>
 struct DenseWgmma {
@@ -81,8 +69,8 @@ struct DenseWgmma {
   static constexpr int kBits = C::kWeightBits;
   static constexpr int kActBits = C::kActBits;  // 16 or 8
   static constexpr int kActBytes = kActBits / 8;
-  static constexpr int kStepK = dense_wgmma_step_k(kActBits);  // k per stage (128 bytes of a row)
-  static constexpr int kStepChunks = dense_wgmma_step_chunks(kActBits);  // chunks per warp and step
+  static constexpr int kStepK = dense_step_k(kActBits);  // k per stage (128 bytes of a row)
+  static constexpr int kStepChunks = dense_step_chunks(kActBits);  // chunks per warp and step
   static constexpr int kWarps = C::kWarps;
   static constexpr int kThreads = kWarps * 32;  // the warps that compute
   // With C::kProducer one more warp only copies (its lane 0 issues every TMA of every stage), so
@@ -119,28 +107,16 @@ struct DenseWgmma {
   static_assert(kActBits == 16 || kActBits == 8, "16- or 8-bit activations");
   static_assert(kActBits == 16 || C::kZeroPoint == kZeroNone,
                 "8-bit activations take no zero points (so far)");
-  // 8-bit activations with group scales: a K group's products go into a second set of
+  // 8-bit activations with group scales (or activation scales per K group) fold each group's
+  // sums in f32 (GroupFold, gemm/dequant_a8.cuh): a K group's products go into a second set of
   // accumulators (`part`, overwritten by the group's first wgmma) and are folded into the main
-  // ones in f32 with each row's scale of the group once its last step has completed: the scale
-  // cannot go into the 8-bit weights without rounding them. Groups are whole K steps.
-  // ue8m0 group x tensor scales on 4-bit float weights (C::kScaleExponents) need no fold: the
-  // dequantization writes each group's exponent into the weights (gemm/dequant_a8.cuh), for
-  // any group_k the atoms allow (slots of 32 k, params.h).
-  // Per-token x K-group activation scales (C::kActGroupK > 0, a=e4m3:g128) fold the same way:
-  // each token's (column's) scale of the group multiplies its sums. With weight groups as well,
-  // the fold period is the smaller group (one divides the other: the host's gap check).
-  static constexpr bool kWeightFold =
-      kActBits == 8 && D::kGroupScalesInMainloop && !C::kScaleExponents;
-  static constexpr bool kActFold = kActBits == 8 && C::kActGroupK > 0;
-  static constexpr bool kFoldGroups = kWeightFold || kActFold;
-  static constexpr int kFoldK = !kActFold                      ? (kWeightFold ? C::kGroupK : 0)
-                                : !kWeightFold                 ? C::kActGroupK
-                                : C::kGroupK < C::kActGroupK ? C::kGroupK
-                                                               : C::kActGroupK;
-  static constexpr int kStepsPerGroup = kFoldGroups ? kFoldK / kStepK : 1;
-  static_assert(!(kWeightFold && kActFold) || C::kGroupK % C::kActGroupK == 0 ||
-                    C::kActGroupK % C::kGroupK == 0,
-                "weight and activation groups: one size divides the other");
+  // ones once its last step has completed.
+  using Fold = GroupFold<C>;
+  static constexpr bool kWeightFold = Fold::kWeight;
+  static constexpr bool kActFold = Fold::kAct;
+  static constexpr bool kFoldGroups = Fold::kAny;
+  static constexpr int kFoldK = Fold::kK;
+  static constexpr int kStepsPerGroup = Fold::kSteps;
   // int8 activations: the wgmma's accumulators are s32 (`part` when groups fold, whose f32 sum
   // `acc` stays f32; else `acc` itself, converted to f32 before the epilogue).
   static constexpr bool kActInt8 = act_is_int8<C>();
@@ -148,8 +124,6 @@ struct DenseWgmma {
   static_assert(!kActInt8 || !C::kAccF16, "int8 activations accumulate in s32");
   static_assert(dense_wgmma_token_width_ok(C::kBlockM, kActInt8),
                 "integer wgmma takes N = 8..32 or a multiple of 16 tokens (params.h)");
-  static_assert(!kFoldGroups || (kFoldK % kStepK == 0 && !C::kAccF16),
-                "8-bit activations fold f32 groups of whole K steps (128 k)");
   static_assert(C::kScaleKind != kScaleBlock || kActBits == 8,
                 "block scales on 16-bit activations use the mma.sync kernel");
   static_assert(!C::kTma || C::kDecoupled, "TMA copies complete on the stages' mbarriers");

@@ -89,8 +89,8 @@ struct Dequant {
 
   // The K groups one K step needs codes for (params.h explains), and the slot of each of its
   // four MMA atoms. kc counts the kernel's K steps: 64-wide chunks, or the wgmma kernel's 128-wide
-  // steps with 8-bit activations (params.h, dense_wgmma_step_k).
-  static constexpr int kStepK = dense_wgmma_step_k(C::kActBits);
+  // steps with 8-bit activations (params.h, dense_step_k).
+  static constexpr int kStepK = dense_step_k(C::kActBits);
   static constexpr int kGroupSlots = dense_group_slots(C::kGroupK, kStepK);
   static __host__ __device__ constexpr int slot_of_atom(int atom) { return atom / (4 / kGroupSlots); }
   // The K group of slot `slot` of step kc, in kc's integer type (32-bit where the caller knows

@@ -1,8 +1,9 @@
 // Dequantization of weight registers into 8-bit activation codes (e4m3, e5m2 or int8), for the
-// wgmma kernel with 8-bit activations: a register of the 8-bit layout (docs/layout.md, a = 8)
-// holds four weights of one row, four consecutive k, each field's code in its low bits; it
-// becomes four codes of the activation's type, the m64nNk32 A fragment as it stands (the
-// fragment layout of k32 is the same for e4m3, e5m2 and s8).
+// dense kernels with 8-bit activations (wgmma and mma.sync): a register of the 8-bit layout
+// (docs/layout.md, a = 8) holds four weights of one row, four consecutive k, each field's code in
+// its low bits; it becomes four codes of the activation's type, the m64nNk32 A fragment as it
+// stands, which is also the mma.sync m16n8k32 A fragment of one warp (the fragment layout of k32
+// is the same for e4m3, e5m2 and s8).
 //
 // Only exact conversions are allowed (support rules R8, R9), so the MMA sees the weights
 // themselves, up to one power of two that the conversion leaves (kFactorExp, applied by the
@@ -18,7 +19,7 @@
 //    byte itself, two's complement, by one add and one xor per register (quant::int8_lanes,
 //    layout/spec.h).
 // Channel and tensor scales are applied by the epilogue in f32; group scales either fold in f32 per
-// K group (gemm/dense_wgmma.cuh) or, for ue8m0 group x tensor scales on 4-bit float weights
+// K group (GroupFold below) or, for ue8m0 group x tensor scales on 4-bit float weights
 // (C::kScaleExponents, the MXFP4 -> FP8 path), go into the weights' exponents here:
 //  - a 4-bit float's 8 magnitudes, times 2^kScaleExpLo, are normal activation codes (a byte table
 //    of two registers, fixed per format); a group code e in the window [lo, hi]
@@ -62,6 +63,35 @@ template <class C>
 HM_PARAMS_HD constexpr bool act_is_int8() {
   return C::kActBits == 8 && C::kActExpBits == 0;
 }
+
+// How a kernel with 8-bit activations (gemm/dense_mma.cuh, gemm/dense_wgmma.cuh) applies the
+// scales that change along K: group and block scales cannot go into the 8-bit weights without
+// rounding them, so each K group's products go into a second set of accumulators that is folded
+// into the main ones in f32, times each row's scale of the group, once the group's last step is
+// done. ue8m0 group x tensor scales on 4-bit float weights (C::kScaleExponents) need no fold:
+// the dequantization writes each group's exponent into the weights (below). Per-token x K-group
+// activation scales (C::kActGroupK > 0, a=e4m3:g128) fold the same way, each token's (column's)
+// scale of the group multiplying its sums; with weight groups as well, the fold period is the
+// smaller group (one divides the other: the host's gap check). Groups are whole K steps.
+template <class C>
+struct GroupFold {
+  static constexpr bool kWeight =
+      C::kActBits == 8 && Dequant<C>::kGroupScalesInMainloop && !C::kScaleExponents;
+  static constexpr bool kAct = C::kActBits == 8 && C::kActGroupK > 0;
+  static constexpr bool kAny = kWeight || kAct;
+  // The fold period in k: the group, or the smaller of the two.
+  static constexpr int kK = !kAct      ? (kWeight ? C::kGroupK : 0)
+                            : !kWeight ? C::kActGroupK
+                            : C::kGroupK < C::kActGroupK ? C::kGroupK
+                                                         : C::kActGroupK;
+  static constexpr int kStepK = dense_step_k(C::kActBits);
+  static constexpr int kSteps = kAny ? kK / kStepK : 1;  // K steps per fold
+  static_assert(!(kWeight && kAct) || C::kGroupK % C::kActGroupK == 0 ||
+                    C::kActGroupK % C::kGroupK == 0,
+                "weight and activation groups: one size divides the other");
+  static_assert(!kAny || (kK % kStepK == 0 && !C::kAccF16),
+                "8-bit activations fold f32 groups of whole K steps (128 k)");
+};
 
 template <class C>
 struct DequantA8 {

@@ -33,6 +33,20 @@ struct AccFragments<true, kStrips, kTokenGroups> {
   uint32 v[kStrips][kTokenGroups][2];
 };
 
+// The accumulators of s8 x s8 MMAs (int8 activations, mma.sync or wgmma): s32 in b32 registers,
+// laid out as the f32 ones. A sum of K products of at most 128 * 128 = 2^14 is exact while
+// K < 2^17 (the dense family's gap keeps K <= 65536); converting it to f32 rounds once (exact
+// below 2^24), which is all the int8 path rounds before the scales.
+template <int kStrips, int kTokenGroups>
+struct S32Fragments {
+  uint32 v[kStrips][kTokenGroups][4];
+};
+// An accumulator's value in f32 (s32: the one rounding of the int8 path).
+__device__ __forceinline__ float accumulator_value(float x) { return x; }
+__device__ __forceinline__ float accumulator_value(uint32 x) {
+  return static_cast<float>(static_cast<int>(x));
+}
+
 // acc=f16: the MMA accumulates f16 pairs, register 0 of a token group holding row g's two tokens
 // and register 1 row g + 8's; the epilogue works on the f32 fragment layout above.
 template <int kStrips, int kTokenGroups>

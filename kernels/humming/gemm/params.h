@@ -26,7 +26,7 @@ struct DenseParams {
   int64_t n_pad, k_pad;  // the packed weight's padded shape
   int64_t scale_cols;    // columns of the packed scale tensor (n_pad, or n_pad / group_n for blocks)
   // K steps each split handles: a step is one 128-byte row of activations, 64 k of 16-bit
-  // activations (one weight chunk), 128 k of 8-bit ones (two chunks; dense_wgmma_step_chunks).
+  // activations (one weight chunk), 128 k of 8-bit ones (two chunks; dense_step_chunks).
   int32_t k_chunks_per_split;
   int32_t splits;              // gridDim.z
   // MoE, indexed (gemm/sched.cuh; null sorted_ids: a dense GEMM). Token block y's rows are the
@@ -84,13 +84,22 @@ HM_PARAMS_HD constexpr int dense_chunks_in_flight(int warp_strips, int weight_bi
   return warp_strips > 1 ? 1 : 16 / weight_bits >= 4 ? 4 : 16 / weight_bits >= 2 ? 2 : 1;
 }
 
+// K steps the mma.sync kernel loads per group (double buffered): the chunks above, two per
+// step with 8-bit activations (dense_step_chunks below), so the weights in flight take the
+// same registers either way; at least one step.
+HM_PARAMS_HD constexpr int dense_mma_steps_in_flight(int warp_strips, int weight_bits,
+                                                     int act_bits) {
+  return dense_chunks_in_flight(warp_strips, weight_bits) * act_bits / 16 > 1
+             ? dense_chunks_in_flight(warp_strips, weight_bits) * act_bits / 16
+             : 1;
+}
+
 // Dynamic shared memory of a dense mma.sync block: the double-buffered activation tiles
-// [2][chunks][block_m][64] of 16-bit values, reused by the epilogue's f32 tile
-// [block_m][block_n + 4].
-HM_PARAMS_HD constexpr int dense_smem_bytes(int block_m, int block_n, int chunks) {
-  return 2 * chunks * block_m * 64 * 2 > block_m * (block_n + 4) * 4
-             ? 2 * chunks * block_m * 64 * 2
-             : block_m * (block_n + 4) * 4;
+// [2][steps][block_m][128 bytes] (dense_mma_steps_in_flight), reused by the epilogue's f32
+// tile [block_m][block_n + 4].
+HM_PARAMS_HD constexpr int dense_smem_bytes(int block_m, int block_n, int steps) {
+  return 2 * steps * block_m * 128 > block_m * (block_n + 4) * 4 ? 2 * steps * block_m * 128
+                                                                   : block_m * (block_n + 4) * 4;
 }
 
 // The K groups one K step of a kernel needs scale / zero-point codes for ("slots"); a step is a
@@ -116,11 +125,11 @@ HM_PARAMS_HD constexpr bool dense_group_slots_consecutive(int group_k, int step_
 // sizes cluster split-K with it, the epilogue keeps one set of registers per split.
 constexpr int kDenseMaxClusterSplits = 8;
 
-// The sm90a wgmma kernel (gemm/dense_wgmma.cuh) steps K by one 128-byte row of activations:
-// 64 k of 16-bit activations, one 64-wide weight chunk per warp; 128 k of 8-bit activations,
-// two chunks per warp.
-HM_PARAMS_HD constexpr int dense_wgmma_step_k(int act_bits) { return 1024 / act_bits; }
-HM_PARAMS_HD constexpr int dense_wgmma_step_chunks(int act_bits) { return 16 / act_bits; }
+// Both dense kernels (gemm/dense_mma.cuh, gemm/dense_wgmma.cuh) step K by one 128-byte row of
+// activations: 64 k of 16-bit activations, one 64-wide weight chunk per warp strip; 128 k of
+// 8-bit activations, two chunks. Either way a step is 4 MMA atoms (k16 or k32) of 16 A registers.
+HM_PARAMS_HD constexpr int dense_step_k(int act_bits) { return 1024 / act_bits; }
+HM_PARAMS_HD constexpr int dense_step_chunks(int act_bits) { return 16 / act_bits; }
 
 // Token widths (the wgmma instruction's N: a tile's block_m) the sm90a kernel can issue: every
 // multiple of 8 up to 256 for float inputs; the PTX ISA gives integer wgmma (int8 activations)

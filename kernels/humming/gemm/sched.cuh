@@ -83,7 +83,7 @@ __device__ __forceinline__ BlockWork block_work(const DenseParams& p) {
   w.m0 = static_cast<int64_t>(blockIdx.y) * C::kBlockM;
   // K steps of the kernel: 64-wide chunks, or 128 k for the wgmma kernel's 8-bit activations
   // (params.h; a last step may hold one real chunk).
-  constexpr int kStepK = dense_wgmma_step_k(C::kActBits);
+  constexpr int kStepK = dense_step_k(C::kActBits);
   const int64_t k_chunks = (p.k_pad + kStepK - 1) / kStepK;
   w.kc_begin = static_cast<int64_t>(blockIdx.z) * p.k_chunks_per_split;
   w.kc_end = w.kc_begin + p.k_chunks_per_split < k_chunks ? w.kc_begin + p.k_chunks_per_split

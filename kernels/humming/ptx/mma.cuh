@@ -62,6 +62,43 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32 (&a)[
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// D = A * B + D with 8-bit inputs, m16n8k32 (A: 4 registers of 4 codes, B: 2): e4m3 or e5m2
+// into f32 accumulators (sm89+), s8 into s32 (sm80+). The caller compiles each only for an arch
+// that has it (the dense family's gap check); elsewhere the body is a trap, so a kernel built for
+// the wrong target fails loudly instead of computing nothing.
+template <bool kE4m3>
+__device__ __forceinline__ void mma_fp8_16832(float (&d)[4], const uint32 (&a)[4],
+                                              const uint32 (&b)[2]) {
+#if __CUDA_ARCH__ >= 890
+  if constexpr (kE4m3)
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void mma_s8_16832(uint32 (&d)[4], const uint32 (&a)[4],
+                                             const uint32 (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+
 __device__ __forceinline__ uint32 smem_address(const void* p) {
   return static_cast<uint32>(__cvta_generic_to_shared(p));
 }

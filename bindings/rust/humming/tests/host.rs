@@ -137,7 +137,8 @@ fn formats() {
     assert_eq!(int4.kernels(Some("sm_90a")).unwrap(), ["dense_wgmma", "dense_mma"]);
     assert_eq!(int4.kernels(Some("sm_80")).unwrap(), ["dense_mma"]);
     let fp8 = Format::parse("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=256 k=256").unwrap();
-    assert_eq!(fp8.kernels(Some("sm_90a")).unwrap(), ["dense_wgmma"]);
+    assert_eq!(fp8.kernels(Some("sm_90a")).unwrap(), ["dense_wgmma", "dense_mma"]);
+    assert_eq!(fp8.kernels(Some("sm_89")).unwrap(), ["dense_mma"]);
     // Valid, but no kernel yet: the error names what is missing.
     let fp8_groups = Format::parse("w=uint4b8 a=e4m3 c=f16 s=f16:g64 n=256 k=256").unwrap();
     let e = fp8_groups.kernels(Some("sm_90a")).unwrap_err();
