@@ -111,7 +111,10 @@ struct DenseMma {
     const int64_t strips_total = p.n_pad / 16;
     const int64_t strip0 = (static_cast<int64_t>(blockIdx.x) * C::kWarps + warp) * C::kWarpStrips;
     const int64_t m0 = static_cast<int64_t>(blockIdx.y) * C::kBlockM;
-    const int64_t k_steps = p.k_pad / kStepK;
+    // 8-bit activations: an odd number of 64-wide chunks leaves the last step half full (its
+    // second chunk reads as zero weights, against activations that are zero past K).
+    const int64_t k_chunks = p.k_pad / 64;  // k_pad is a multiple of 64
+    const int64_t k_steps = (p.k_pad + 64 * (kStepChunks - 1)) / kStepK;
     const int64_t kc_begin = static_cast<int64_t>(blockIdx.z) * p.k_chunks_per_split;
     int64_t kc_end = kc_begin + p.k_chunks_per_split;
     if (kc_end > k_steps) kc_end = k_steps;
@@ -123,6 +126,7 @@ struct DenseMma {
     // into the other shared-memory stage) are issued before group i is computed, so each warp has
     // kDepth steps per strip in flight and waits on memory once per group.
     const char* wbase = static_cast<const char*>(p.w);
+    const int64_t last_group = C::kGroupK > 0 ? (p.k_pad - 1) / C::kGroupK : 0;
     StepWords words[kDepth], next[kDepth];
     ChunkCodes codes[kDepth], next_codes[kDepth];
     auto load_group = [&](StepWords(&dst)[kDepth], ChunkCodes(&dst_codes)[kDepth], int stage,
@@ -137,17 +141,26 @@ struct DenseMma {
         for (int i = 0; i < C::kWarpStrips; ++i) {
           const int64_t strip = strip0 + i < strips_total ? strip0 + i : strips_total - 1;
 #pragma unroll
-          for (int c = 0; c < kStepChunks; ++c)
-            D::template load_lane_words<true>(
-                dst[d][i][c],
-                wbase + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, strip,
-                                                  kc * kStepChunks + c),
-                lane);
+          for (int c = 0; c < kStepChunks; ++c) {
+            const int64_t chunk = kc * kStepChunks + c;
+            if (kStepChunks == 1 || chunk < k_chunks) {
+              D::template load_lane_words<true>(
+                  dst[d][i][c],
+                  wbase + quant::chunk_offset_bytes(kBits, p.n_pad, p.k_pad, 0, strip, chunk),
+                  lane);
+            } else {
+#pragma unroll
+              for (int w = 0; w < kBits; ++w) dst[d][i][c][w] = 0;
+            }
+          }
           if constexpr (D::kHasRowCodes) {
             const int64_t row = (strip0 + i) * 16 + g;
 #pragma unroll
             for (int gi = 0; gi < kGroupSlots; ++gi) {
-              const int64_t group = D::group_of_slot(kc, gi);
+              // (Slots of a half step past the last chunk read the last group: never used.)
+              int64_t group = D::group_of_slot(kc, gi);
+              if constexpr (kStepChunks > 1 && C::kGroupK > 0)
+                group = group < last_group ? group : last_group;
               dst_codes[d][i][gi][0] = D::load_row_codes(p.scales, p.zeros, p.scale_cols, p.n_pad,
                                                          group, row < p.n_pad ? row : 0);
               dst_codes[d][i][gi][1] = D::load_row_codes(p.scales, p.zeros, p.scale_cols, p.n_pad,
