@@ -107,8 +107,9 @@ fi
 if want all bench a8; then
   # 8-bit activations (issue 17): W4A8 (e2m1 x e4m3), W8A8 fp8, int4 x e4m3 with channel and
   # g128 scales, MXFP4 (e2m1 x ue8m0 g32 x tensor) x e4m3, and the INT8 cells (W4A8-INT8,
-  # W8A8-INT8, int4 g128 x int8: NOTES "INT8 activations", not yet measured); cuBLAS f16 in the
-  # same run (its fp8 path is not wired into bench_gemm).
+  # W8A8-INT8, int4 g128 x int8: NOTES "INT8 activations"); cuBLAS f16 in the same run through
+  # bench_gemm, and the vendor's 8-bit GEMMs through torch after it (cublas_baseline.py:
+  # cuBLASLt FP8 row-wise, torch._scaled_mm; cuBLASLt INT8, torch._int_mm).
   echo "== bench: 8-bit activations"
   for f in "w=e2m1 a=e4m3 c=bf16 s=bf16:channel" "w=e4m3 a=e4m3 c=bf16 s=f32:channel" \
            "w=uint4b8 a=e4m3 c=bf16 s=bf16:channel" "w=uint4b8 a=e4m3 c=bf16 s=bf16:g128" \
@@ -123,6 +124,10 @@ if want all bench a8; then
   for f in "w=e4m3 a=e4m3 c=bf16 s=f32:b128x128" "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128"; do
     name=$(echo "$f" | sed 's/[ =:]/_/g')
     $B --format "$f n=7168 k=7168" --ms 1,16,128,2048,16384 --no-cublas --label default --json "$OUT/gemm_a8_$name.json"
+  done
+  for d in fp8 int8; do
+    timeout 300 python3 benchmarks/cublas_baseline.py --dtype $d --ms 1,16,128,2048,16384 \
+      --json "$OUT/vendor_${d}_8192.json" || echo "vendor $d baseline failed"
   done
 fi
 

@@ -291,9 +291,9 @@ func actScaleGroups(groupK, k int) (int, int) {
 // actScalesWanted says what ActScales must hold for M rows, for the error messages.
 func (p *Plan) actScalesWanted(m int) string {
 	if p.actGroupK == 0 {
-		return fmt.Sprintf("one f32 scale per row, %d bytes for M = %d", m*4, m)
+		return fmt.Sprintf("one f32 scale per row, %d bytes for %d rows of A", m*4, m)
 	}
-	return fmt.Sprintf("f32 [M][%d] scales, one per row and group of %d along K, %d bytes for M = %d",
+	return fmt.Sprintf("f32 [M][%d] scales, one per row and group of %d along K, %d bytes for %d rows of A",
 		p.actGroups, p.actGroupK, m*p.groups()*4, m)
 }
 
@@ -333,7 +333,7 @@ func (p *Plan) run(params *LaunchParams, args GemmArgs, c DeviceMemory, m, aRows
 	if err := needBytes("C", c, cRows*p.n*p.cElem); err != nil {
 		return err
 	}
-	if err := p.checkActScales(args.ActScales, m); err != nil {
+	if err := p.checkActScales(args.ActScales, aRows); err != nil { // masked: E * tMax rows
 		return err
 	}
 	biasBytes := 0

@@ -63,8 +63,10 @@ void encode_tma(const runtime::Device& device, runtime::TensorMapCache* maps, co
     encode_codes(p.zeros, shape.zero_point_element_bytes, p.tma_z, "HM_ARG_ZEROS");
 }
 
-// What the 8-bit path adds to a call (docs/activations.md); "" for 16-bit activations.
-std::string activation_path(const core::Format& f) {
+}  // namespace
+
+// docs/activations.md says what each part means.
+std::string describe_activation_path(const core::Format& f) {
   if (f.activation.bits() != 8) return "";
   const std::string groups = std::to_string(f.act_group_k);
   std::string path = "; " + f.activation.name() + " activations with per-token" +
@@ -81,8 +83,6 @@ std::string activation_path(const core::Format& f) {
 
   return path;
 }
-
-}  // namespace
 
 DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& f,
                              const quant::PackedShape& shape, int64_t m, int multiprocessors) {
@@ -101,7 +101,7 @@ std::string describe_dense(const tune::DenseTile& tile, const core::Format& f,
          std::to_string(launch.splits) + (launch.cluster ? " (cluster split-K " : " (split-K ") +
          std::to_string(launch.splits) + " x " + std::to_string(launch.k_chunks_per_split) +
          " K steps of " + std::to_string(tune::dense_k_step(f)) + "), workspace " +
-         std::to_string(g.workspace_bytes) + " bytes" + activation_path(f);
+         std::to_string(g.workspace_bytes) + " bytes" + describe_activation_path(f);
 }
 
 void launch_dense(const runtime::Device& device, runtime::CUfunction function,

@@ -32,6 +32,10 @@ DenseGeometry dense_geometry(const tune::DenseTile& tile, const core::Format& fo
 std::string describe_dense(const tune::DenseTile& tile, const core::Format& format,
                            const DenseGeometry& geometry, bool aligned_k);
 
+// What the 8-bit path adds to a description ("; e4m3 activations with per-token scales, ..."),
+// "" for 16-bit activations: describe_dense's tail, and the MoE family's.
+std::string describe_activation_path(const core::Format& format);
+
 // Completes `p` (whose tensor pointers the caller has set and checked) for M = m and launches
 // `function` on `stream`: shapes, splits, the workspace's counters and partials (at `workspace`,
 // at least geometry.workspace_bytes, 16-byte aligned), the TMA maps of a TMA tile (through

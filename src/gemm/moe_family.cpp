@@ -13,7 +13,9 @@
 
 #include "api/context.hpp"  // hm_launch_params (the C ABI's argument slots)
 #include "core/error.hpp"
+#include "core/support.hpp"
 #include "gemm/dense_family.hpp"
+#include "gemm/dense_launch.hpp"
 #include "jit/codegen.hpp"
 #include "tune/dense.hpp"
 #include <humming/moe/routing.h>
@@ -62,6 +64,12 @@ tune::DenseTile moe_tile(int block_m, int warps, int stages, int blocks_per_sm, 
   return t;
 }
 
+// The K steps of a layer: 64 k with 16-bit activations, 128 with 8-bit (gemm/params.h).
+int64_t k_steps(const Layer& layer) {
+  const int64_t step = tune::dense_k_step(layer.format);
+  return (layer.shape.k_padded + step - 1) / step;
+}
+
 class MoeWgmmaFamily final : public DenseFamily {
  public:
   MoeWgmmaFamily() : DenseFamily(tune::DenseKernel::kWgmma) {}
@@ -73,9 +81,6 @@ class MoeWgmmaFamily final : public DenseFamily {
     if (f.experts < 2)
       return "the indexed MoE kernel takes formats with experts (e >= 2), not e=" +
              std::to_string(f.experts);
-    if (f.activation.bits() != 16)
-      return "the indexed MoE kernel takes f16 or bf16 activations; " + f.activation.name() +
-             " activations run on dense layers only (so far)";
     core::Format one = f;  // an expert is a dense layer
     one.experts = 1;
     return jit::dense_gemm_gap(one, tune::DenseKernel::kWgmma, arch);
@@ -90,12 +95,19 @@ class MoeWgmmaFamily final : public DenseFamily {
   std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> default_tiles(
       const Layer& layer) const override {
     auto tile = [](const tune::DenseTile& t) { return std::make_shared<DenseTileOf>(t); };
-    const int64_t e = layer.format.experts;
+    const core::Format& f = layer.format;
+    const int64_t e = f.experts;
+    // 8-bit activations whose K groups fold in f32 (weight group or block scales, activation
+    // groups) hold a second accumulator set: the 64-row tile runs one block per SM (at two, the
+    // 128-register cap made NVRTC spill 20-312 bytes, 44 without dequantizing ahead; compile
+    // matrix). Not measured.
+    const bool folds = f.activation.bits() == 8 &&
+                       (f.act_group_k > 0 || core::folds_weight_groups_in_f32(f));
     return {
         {std::max<int64_t>(1, e / 2), tile(moe_tile(8, 4, 8, 4, false, false))},
         {2 * e, tile(moe_tile(16, 4, 8, 3, false, false))},
         {4 * e, tile(moe_tile(32, 4, 8, 2, true, false))},
-        {INT64_MAX, tile(moe_tile(64, 8, 6, 2, false, true))},
+        {INT64_MAX, tile(moe_tile(64, 8, 6, folds ? 1 : 2, false, true))},
     };
   }
 
@@ -120,8 +132,9 @@ class MoeWgmmaFamily final : public DenseFamily {
     if (!tile.cluster_split || layer.device == nullptr) return;
     // The largest cluster any call can ask for (launch() picks splits by the expected rows).
     tune::DenseLaunch widest = launch_shape(tile, layer, 1, 1);
-    widest.splits = std::min<int>(kDenseMaxClusterSplits,
-                                  static_cast<int>(std::max<int64_t>(1, layer.shape.k_padded / 256)));
+    widest.splits = std::min<int>(
+        kDenseMaxClusterSplits,
+        static_cast<int>(std::max<int64_t>(1, k_steps(layer) / 4)));  // plan_dense_launch's by_k
     if (widest.splits > 1)
       check_cluster_fits(tile, layer, function, entry, widest, "a MoE call at small M",
                          "use a tile without \"split\": \"cluster\" for this range");
@@ -139,10 +152,12 @@ class MoeWgmmaFamily final : public DenseFamily {
            std::to_string(l.grid_y) + "x" + std::to_string(l.splits) + " at top_k " + k + " (" +
            std::to_string(t.block_m) + " rows per block, " +
            (l.splits > 1 ? "cluster split-K " + std::to_string(l.splits) + " x " +
-                               std::to_string(l.k_chunks_per_split) + " chunks of 64"
+                               std::to_string(l.k_chunks_per_split) + " K steps of " +
+                               std::to_string(tune::dense_k_step(layer.format))
                          : std::string("no split-K")) +
            "), workspace 0 bytes; grouped calls (HM_ARG_MOE_MODE) run the tile of M / " + k +
-           " tokens (contiguous) or T_max * E / " + k + " (masked)";
+           " tokens (contiguous) or T_max * E / " + k + " (masked)" +
+           describe_activation_path(layer.format);
   }
 
   void launch(const Tile& generic, const Layer& layer, runtime::CUfunction function,
@@ -208,7 +223,7 @@ class MoeWgmmaFamily final : public DenseFamily {
       l.grid_y = std::min(moe_rows(m, top_k, e, bm) / bm, assignments);
     if (!l.cluster) {  // no global split-K for MoE
       l.splits = 1;
-      l.k_chunks_per_split = static_cast<int>(layer.shape.k_padded / 64);
+      l.k_chunks_per_split = static_cast<int>(k_steps(layer));
     }
     return l;
   }

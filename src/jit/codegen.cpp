@@ -115,8 +115,13 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
              "divisor or a multiple of 128 (the kernel's K step), not " + std::to_string(f.group_k);
     if (f.has_group_scales() && f.accumulator.code() == HM_DTYPE_F16)
       return "group scales with " + act.name() + " activations accumulate in f32 (acc=f32)";
-    if (f.has_zero_point())
-      return "zero points with " + act.name() + " activations are not implemented yet";
+    // Integer zero points are subtracted in the weights' conversion (rules R8 / R10 keep
+    // q - z exact); a float one cannot be (rule R14 refuses it first).
+    if (f.has_zero_point() && !(f.zero_point.is_integer() &&
+                                w.kind() == core::DtypeKind::kUnsignedInt))
+      return "zero points with " + act.name() + " activations must be integers on unsigned "
+             "integer weights (w=uint4 zp=uint4), not zp=" + f.zero_point.name() + " on w=" +
+             w.name();
     if (f.act_group_k > 0) {
       // Per-token x K-group activation scales are folded like group scales, per whole 128-k
       // step; with weight group scales too, one fold period serves both, so one group size

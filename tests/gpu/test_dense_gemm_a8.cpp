@@ -20,60 +20,16 @@
 
 namespace {
 
+using hm::gpu_test::Activations8;
 using hm::gpu_test::Gpu;
 using hm::gpu_test::Layer;
+using hm::gpu_test::act_groups;
+using hm::gpu_test::fill_values;
+using hm::gpu_test::quantized_activations;
 using hm::gpu_test::device_has_wgmma;
 using hm::gpu_test::exact_layer;
 using hm::gpu_test::last_error;
 using namespace hm::gpu_test::tunings;
-
-// 8-bit activations of m tokens: codes (one byte each), f32 scales ([m], or [m][groups] with
-// activation groups) and the exact values code * scale in f64.
-struct Activations8 {
-  std::vector<uint8_t> codes;
-  std::vector<float> scales;
-  std::vector<double> values;
-};
-
-// Activation scales per row: 1, or ceil(k / group_k) with activation groups.
-int64_t act_groups(const Layer& L) {
-  return L.act_group_k > 0 ? (L.k + L.act_group_k - 1) / L.act_group_k : 1;
-}
-
-// The value of each of the 256 codes of `dtype`.
-std::vector<double> code_values(hm_dtype_t dtype) {
-  std::vector<double> v(256);
-  for (uint32_t c = 0; c < 256; ++c) hm_dtype_decode(dtype, c, &v[c]);
-  return v;
-}
-
-void fill_values(Activations8& a, const Layer& L, int64_t m) {
-  const std::vector<double> table = code_values(L.act);
-  const int64_t k = L.k, groups = act_groups(L);
-  a.values.resize(static_cast<size_t>(m * k));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t g = L.act_group_k > 0 ? j / L.act_group_k : 0;
-      a.values[i * k + j] = table[a.codes[i * k + j]] * static_cast<double>(a.scales[i * groups + g]);
-    }
-}
-
-// Random N(0, 1) rows quantized per token by the library's host quantizer (the rule the GPU
-// quantizer follows bit for bit).
-Activations8 quantized_activations(const Layer& L, int64_t m, std::mt19937& rng) {
-  std::normal_distribution<float> normal;
-  std::vector<float> x(static_cast<size_t>(m * L.k));
-  for (auto& v : x) v = normal(rng);
-  Activations8 a;
-  a.codes.resize(x.size());
-  a.scales.resize(static_cast<size_t>(m * act_groups(L)));
-  EXPECT_EQ(hm_quantize_activation(L.act, x.data(), m, L.k, L.act_group_k, a.codes.data(),
-                                   a.scales.data()),
-            HM_SUCCESS)
-      << last_error();
-  fill_values(a, L, m);
-  return a;
-}
 
 // Integers -2..2 with power-of-two scales: every product and sum is exact.
 Activations8 exact_activations(const Layer& L, int64_t m, std::mt19937& rng) {
@@ -204,6 +160,14 @@ const FormatCase kCases[] = {
     {"w=uint8b128 a=int8 c=f16 s=f16:g256 n=128 k=3840", 2e-3},
     {"w=uint8b128 a=int8 c=bf16 s=f32:b128x128 n=200 k=640", 1e-2},
     {"w=uint4b8 a=int8 c=bf16 s=bf16:channel n=10944 k=7392", 1e-2},
+    // Integer zero points (AWQ / asymmetric GPTQ, W4A8): q - z per row and K group in the
+    // weights' conversion; groups of 128 (one per step) and 256 with e4m3, int8 (7-bit weights,
+    // the widest the lanes hold), e5m2 with 3-bit weights, and per-channel zero points.
+    {"w=uint4 zp=uint4 a=e4m3 c=bf16 s=bf16:g128 n=200 k=640", 1e-2},
+    {"w=uint4 zp=uint4 a=e4m3 c=f16 s=f16:g256 bias=1 n=136 k=896", 2e-3},
+    {"w=uint4 zp=uint4 a=int8 c=bf16 s=bf16:g128 n=200 k=576", 1e-2},
+    {"w=uint7 zp=uint7 a=int8 c=f16 s=f16:channel n=136 k=320", 2e-3},
+    {"w=uint3 zp=uint3 a=e5m2 c=f16 s=f16:channel n=72 k=384", 2e-3},
 };
 
 class DenseGemmA8 : public testing::TestWithParam<FormatCase> {};
@@ -257,7 +221,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, DenseGemmA8, testing::ValuesIn(kCases),
 // fragment order, the two chunks of a step, the per-token scale's row, split-K, a group's fold)
 // fails. (Compared with the rounded reference: activation groups mix 2^-3-grained terms into
 // sums past 256, where f16 itself rounds; an H200 run saw 0.125 against the unrounded one.) Weights: every e2m1 code (including
-// the subnormal +-0.5), and int4 through the f16 path, with channel and group scales.
+// the subnormal +-0.5), and int4 through the f16 path, with channel and group scales, and
+// integer zero points.
 TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
   Gpu gpu;
   ASSERT_NE(gpu.ctx, nullptr);
@@ -283,7 +248,11 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
                          Exact{"w=uint4b8 a=e4m3:g128 c=f16 s=f16:channel n=200 k=640", 5, 11},
                          Exact{"w=uint4b8 a=e4m3:g128 c=f16 s=f16:b128x64 n=200 k=640", 5, 11},
                          Exact{"w=uint4b8 a=e4m3:g256 c=f16 s=f16:g128 n=200 k=640", 5, 11},
-                         Exact{"w=uint4b8 a=int8:g128 c=f16 s=f16:g256 n=128 k=1280", 6, 10}}) {
+                         Exact{"w=uint4b8 a=int8:g128 c=f16 s=f16:g256 n=128 k=1280", 6, 10},
+                         // integer zero points (drawn from the codes' range: q - z in -6..6)
+                         Exact{"w=uint4 zp=uint4 a=e4m3 c=f16 s=f16:g128 n=200 k=640", 5, 11},
+                         Exact{"w=uint4 zp=uint4 a=int8 c=f16 s=f16:channel n=200 k=640", 5, 11},
+                         Exact{"w=uint7 zp=uint7 a=int8 c=f16 s=f16:g256 n=128 k=1280", 60, 66}}) {
     Layer L = exact_layer(e.text, rng, e.lo, e.hi);
     for (const char* tuning : {static_cast<const char*>(nullptr), kWgmmaWide, kWgmmaAhead,
                                kWgmmaTma, kWgmmaCluster, kWgmmaProducer, kForceMma})
@@ -553,6 +522,46 @@ TEST(DenseGemmA8Convert, CompressedTensorsW8A8ServesWithInt8Activations) {
   t[2].data = &input_scale, t[2].bytes = 4;
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_CT_INT8, t, 3, HM_DTYPE_INT8,
                                                         "a=int8", rng));
+}
+
+// An AutoAWQ checkpoint (int4 qweight and qzeros packed eight to an int32, f16 scales per
+// 128-k group) converted for e4m3 and for int8 activations and served as converted: the integer
+// zero points are subtracted in the weights' conversion (w=uint4 zp=uint4), against the f64
+// reference on the converted canonical weight. Random words: every nibble is a valid code.
+TEST(DenseGemmA8Convert, AwqCheckpointServesWithE4m3AndInt8Activations) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  const int64_t n = 256, k = 640, groups = k / 128;
+  std::mt19937 rng(29);
+  std::vector<uint32_t> qweight(static_cast<size_t>(k * n / 8)),
+      qzeros(static_cast<size_t>(groups * n / 8));
+  for (auto& w : qweight) w = static_cast<uint32_t>(rng());
+  for (auto& w : qzeros) w = static_cast<uint32_t>(rng());
+  std::vector<uint16_t> scales(static_cast<size_t>(groups * n));
+  std::uniform_real_distribution<double> uni(1e-3, 3e-2);
+  for (auto& s : scales) {
+    uint32_t code = 0;
+    hm_dtype_encode(HM_DTYPE_F16, uni(rng), &code);
+    s = static_cast<uint16_t>(code);
+  }
+  hm_checkpoint_tensor_t t[3];
+  for (auto& x : t) hm_checkpoint_tensor_init(&x);
+  t[0].name = "model.layers.0.self_attn.o_proj.qweight";
+  t[0].dtype = "I32";
+  t[0].shape[0] = k, t[0].shape[1] = n / 8, t[0].ndim = 2;
+  t[0].data = qweight.data(), t[0].bytes = qweight.size() * 4;
+  t[1].name = "model.layers.0.self_attn.o_proj.qzeros";
+  t[1].dtype = "I32";
+  t[1].shape[0] = groups, t[1].shape[1] = n / 8, t[1].ndim = 2;
+  t[1].data = qzeros.data(), t[1].bytes = qzeros.size() * 4;
+  t[2].name = "model.layers.0.self_attn.o_proj.scales";
+  t[2].dtype = "F16";
+  t[2].shape[0] = groups, t[2].shape[1] = n, t[2].ndim = 2;
+  t[2].data = scales.data(), t[2].bytes = scales.size() * 2;
+  for (hm_dtype_t act : {HM_DTYPE_E4M3, HM_DTYPE_INT8})
+    ASSERT_NO_FATAL_FAILURE(
+        expect_converted_layer_serves(gpu, HM_SCHEME_AWQ, t, 3, act, "zp=uint4", rng));
 }
 
 // The activation scales are an argument of their own: missing, set for a 16-bit format, or

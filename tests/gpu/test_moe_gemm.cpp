@@ -70,6 +70,35 @@ std::vector<int32_t> route(int64_t m, int top_k, int experts, Spread spread, std
   return r;
 }
 
+// A call's activations on the device: f16 / bf16 codes, or 8-bit codes quantized per token (and
+// K group) by the host quantizer with their f32 scales; `values` are the exact values (f64).
+struct Input {
+  uint64_t codes = 0, scales = 0;
+  std::vector<double> values;
+};
+
+Input upload_activations(Gpu& gpu, const Layer& L, int64_t rows, std::mt19937& rng) {
+  Input in;
+  if ((L.act & 0xFFu) == 8) {  // bits 0..7 of a dtype: its width (humming.h)
+    hm::gpu_test::Activations8 a = hm::gpu_test::quantized_activations(L, rows, rng);
+    in.codes = gpu.upload(a.codes.data(), a.codes.size());
+    in.scales = gpu.upload(a.scales.data(), a.scales.size() * 4);
+    in.values = std::move(a.values);
+  } else {
+    hm::gpu_test::Activations a = hm::gpu_test::random_activations(L, rows, rng);
+    in.codes = gpu.upload(a.codes.data(), a.codes.size() * 2);
+    in.values = std::move(a.values);
+  }
+  return in;
+}
+
+hm_launch_params_t* params_for(const hm::gpu_test::DeviceWeights& w, const Input& a, uint64_t c,
+                               int64_t m) {
+  hm_launch_params_t* p = hm::gpu_test::params_for(w, a.codes, c, m, 0, 0);
+  if (a.scales != 0) hm_launch_params_set_pointer(p, HM_ARG_ACT_SCALES, a.scales);
+  return p;
+}
+
 struct Result {
   double error = 1e9;     // relative Frobenius error over the routed rows
   int64_t wrong_rows = 0; // rows of dropped assignments that were written
@@ -92,12 +121,11 @@ Result run(Gpu& gpu, Layer& L, int64_t m, int top_k, Spread spread, std::mt19937
   const std::vector<int32_t> routes = route(m, top_k, L.experts, spread, rng);
   const Routing r = align(routes, m, top_k, L.experts, block, capacity);
 
-  const auto a = hm::gpu_test::random_activations(L, m, rng);
+  const Input a = upload_activations(gpu, L, m, rng);
   const int64_t rows = m * top_k;
   const uint64_t c = gpu.poisoned(static_cast<size_t>(rows * L.n * 2));
   hm::gpu_test::DeviceWeights w = hm::gpu_test::upload_weights(gpu, L);
-  hm_launch_params_t* p = hm::gpu_test::params_for(
-      w, gpu.upload(a.codes.data(), a.codes.size() * 2), c, m, 0, 0);
+  hm_launch_params_t* p = params_for(w, a, c, m);
   hm_launch_params_set_pointer(p, HM_ARG_SORTED_IDS,
                                gpu.upload(r.sorted_ids.data(), r.sorted_ids.size() * 4));
   hm_launch_params_set_pointer(p, HM_ARG_EXPERT_IDS,
@@ -156,6 +184,15 @@ const MoeCase kCases[] = {
     {"w=uint4 a=bf16 c=bf16 s=bf16:g64 zp=uint4 bias=1 n=136 k=320 e=5",
      hm::gpu_test::kBf16Bound},
     {"w=int8 a=f16 c=f16 s=f16:channel n=256 k=256 e=16", hm::gpu_test::kF16Bound},
+    // 8-bit activations (quantized per token by the host quantizer; the bound is the kernel's
+    // f32 accumulation and the output rounding, as in test_dense_gemm_a8.cpp): gpt-oss-style
+    // MXFP4 experts with e4m3 and a bias, DeepSeek-style FP8 experts (1 x 128 activation
+    // groups, 128 x 128 weight blocks, N ending inside a block), GPTQ int4 g128 with int8, and
+    // K = 320 (an odd number of 64-wide chunks: the last 128-k step is half full).
+    {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor bias=1 n=136 k=640 e=6", 1e-2},
+    {"w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=200 k=512 e=8", 1e-2},
+    {"w=uint4b8 a=int8 c=f16 s=f16:g128 n=192 k=384 e=8", 2e-3},
+    {"w=uint4b8 a=e4m3 c=f16 s=f16:channel n=64 k=320 e=4", 2e-3},
 };
 
 class MoeGemm : public testing::TestWithParam<MoeCase> {};
@@ -212,6 +249,72 @@ INSTANTIATE_TEST_SUITE_P(Formats, MoeGemm, testing::ValuesIn(kCases),
                          [](const testing::TestParamInfo<MoeCase>& info) {
                            return "case" + std::to_string(info.index);
                          });
+
+// A gpt-oss MXFP4 expert set (e2m1 blocks [E][N][K/32][16], e8m0 scales, a bf16 bias)
+// converted by hm_convert_layer for bf16 and for e4m3 activations and served by the MoE GEMM as
+// converted (issue 18: the converters' MoE outputs run end to end), against the f64 per-expert
+// reference on the converted canonical weight.
+TEST(MoeGemmConvert, GptOssMxfp4ExpertsServeAsConverted) {
+  Gpu gpu;
+  if (!on_sm90(gpu)) GTEST_SKIP() << "the MoE kernel is sm_90a only";
+  const int64_t e = 4, n = 192, k = 512, kb = k / 32;
+  std::mt19937 rng(43);
+  std::vector<uint8_t> blocks(static_cast<size_t>(e * n * kb * 16)),
+      scales(static_cast<size_t>(e * n * kb));
+  for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+  std::uniform_int_distribution<int> exponent(118, 124);  // 2^-9 .. 2^-3
+  for (auto& s : scales) s = static_cast<uint8_t>(exponent(rng));
+  std::vector<uint16_t> bias(static_cast<size_t>(e * n));
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  for (auto& b : bias) {
+    uint32_t code = 0;
+    hm_dtype_encode(HM_DTYPE_BF16, uni(rng), &code);
+    b = static_cast<uint16_t>(code);
+  }
+  hm_checkpoint_tensor_t t[3];
+  for (auto& x : t) hm_checkpoint_tensor_init(&x);
+  t[0].name = "model.layers.0.mlp.experts.down_proj_blocks";
+  t[0].dtype = "U8";
+  t[0].shape[0] = e, t[0].shape[1] = n, t[0].shape[2] = kb, t[0].shape[3] = 16, t[0].ndim = 4;
+  t[0].data = blocks.data(), t[0].bytes = blocks.size();
+  t[1].name = "model.layers.0.mlp.experts.down_proj_scales";
+  t[1].dtype = "U8";
+  t[1].shape[0] = e, t[1].shape[1] = n, t[1].shape[2] = kb, t[1].ndim = 3;
+  t[1].data = scales.data(), t[1].bytes = scales.size();
+  t[2].name = "model.layers.0.mlp.experts.down_proj_bias";
+  t[2].dtype = "BF16";
+  t[2].shape[0] = e, t[2].shape[1] = n, t[2].ndim = 2;
+  t[2].data = bias.data(), t[2].bytes = bias.size() * 2;
+  for (hm_dtype_t act : {HM_DTYPE_BF16, HM_DTYPE_E4M3}) {
+    hm_convert_options_t options;
+    hm_convert_options_init(&options);
+    options.activation = act;
+    hm_converted_layer_t* converted = nullptr;
+    ASSERT_EQ(hm_convert_layer(HM_SCHEME_MXFP4, t, 3, &options, &converted), HM_SUCCESS)
+        << last_error();
+    hm_format_t* format = nullptr;
+    ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
+    char text[256];
+    ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
+    hm_format_destroy(format);
+    EXPECT_NE(std::string(text).find("e=4"), std::string::npos) << text;
+    Layer L = hm::gpu_test::parse_layer(text);
+    hm_converted_layer_info_t info;
+    hm_converted_layer_info_init(&info);
+    ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
+    hm::gpu_test::pack_canonical(L, info.weight);
+    ASSERT_TRUE(L.has_bias && info.bias != nullptr) << text;
+    L.bias.resize(static_cast<size_t>(e * n));
+    L.bias_codes.resize(L.bias.size());
+    for (size_t i = 0; i < L.bias.size(); ++i)
+      L.bias_codes[i] = hm::gpu_test::encode16(L.out, info.bias[i], &L.bias[i]);
+    hm_converted_layer_destroy(converted);
+    for (const auto& [m, top_k] : {std::pair<int64_t, int>{1, 2}, {33, 4}, {200, 2}}) {
+      const Result r = run(gpu, L, m, top_k, Spread::kRandom, rng);
+      EXPECT_LE(r.error, 1e-2) << text << " M=" << m << " top_k=" << top_k;
+    }
+  }
+}
 
 // Routing data is device data: out-of-range experts, hostile ids and a count past the buffer
 // are skipped, never followed out of bounds (compute-sanitizer memcheck runs this too).
@@ -508,11 +611,10 @@ Result run_grouped(Gpu& gpu, Layer& L, hm_plan_t* plan, int mode, int64_t m,
   Result result;
   const std::vector<int32_t> owner = grouped_owners(mode, m, L.experts, routing);
   const int64_t rows = static_cast<int64_t>(owner.size());
-  const auto a = hm::gpu_test::random_activations(L, rows, rng);
+  const Input a = upload_activations(gpu, L, rows, rng);
   const uint64_t c = gpu.poisoned(static_cast<size_t>(rows * L.n * 2));
   hm::gpu_test::DeviceWeights w = hm::gpu_test::upload_weights(gpu, L);
-  hm_launch_params_t* p = hm::gpu_test::params_for(
-      w, gpu.upload(a.codes.data(), a.codes.size() * 2), c, m, 0, 0);
+  hm_launch_params_t* p = params_for(w, a, c, m);
   hm_launch_params_set_int(p, HM_ARG_MOE_MODE, mode);
   hm_launch_params_set_pointer(p, mode == HM_MOE_MODE_MASKED ? HM_ARG_MASKED_M : HM_ARG_EXPERT_OFFSETS,
                                gpu.upload(routing.data(), routing.size() * 4));

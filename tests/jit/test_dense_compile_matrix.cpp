@@ -163,6 +163,19 @@ TEST(MoeGemmCompileMatrix, EveryDefaultTileCompilesWithoutSpills) {
   EXPECT_EQ(compiled, 8);
 }
 
+// 8-bit activations on the MoE family: every default tile of the formats MoE serving runs with
+// them (gpt-oss's MXFP4 experts with e4m3 and a bias, DeepSeek-V3's FP8 experts with 1 x 128
+// activation groups and 128 x 128 weight blocks, GPTQ int4 g128 experts with int8) compiles for
+// sm_90a without spills and without serialized wgmma.
+TEST(MoeGemmCompileMatrix, EightBitActivationTilesCompileWithoutSpills) {
+  int compiled = 0;
+  for (const char* text : {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor bias=1 n=5760 k=2880 e=128",
+                           "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=4096 k=7168 e=256",
+                           "w=uint4b8 a=int8 c=f16 s=f16:g128 n=1536 k=2048 e=128"})
+    compiled += expect_default_tiles_compile(text, "moe_wgmma");
+  EXPECT_EQ(compiled, 12);
+}
+
 // 8-bit activations on the wgmma kernel (gemm/dequant_a8.cuh): every default tile compiles for
 // sm_90a without spills and without serialized wgmma, for each way a weight becomes an 8-bit
 // code (the activation's own type, a narrower float, an integer through f16) and both
@@ -234,4 +247,21 @@ TEST(DenseA8CompileMatrix, MmaSyncTilesCompileWithoutSpills) {
                            "w=uint4b8 a=int8:g128 c=bf16 s=bf16:channel n=4096 k=4096"})
     compiled += expect_default_tiles_compile(text, "dense_mma", "sm_80");
   EXPECT_EQ(compiled, 10 * 3);
+}
+
+// Integer zero points with 8-bit activations (gemm/dequant_a8.cuh: q - z in the weights'
+// conversion, one term per row and group slot): every default tile of both kernels compiles
+// without spills, with the group fold (the most registers) on e4m3 and int8, and per-channel
+// zero points on 7-bit weights (the widest int8 lanes hold).
+TEST(DenseA8CompileMatrix, ZeroPointTilesCompileWithoutSpills) {
+  int compiled = 0;
+  for (const char* text : {"w=uint4 zp=uint4 a=e4m3 c=bf16 s=bf16:g128 n=8192 k=8192",
+                           "w=uint4 zp=uint4 a=int8 c=f16 s=f16:g128 bias=1 n=4096 k=4096",
+                           "w=uint7 zp=uint7 a=int8 c=f16 s=f16:channel n=4096 k=4096"})
+    compiled += expect_default_tiles_compile(text, "dense_wgmma");
+  compiled += expect_default_tiles_compile(
+      "w=uint4 zp=uint4 a=e4m3 c=bf16 s=bf16:g128 n=8192 k=8192", "dense_mma", "sm_89");
+  compiled += expect_default_tiles_compile(
+      "w=uint4 zp=uint4 a=int8 c=f16 s=f16:g128 bias=1 n=4096 k=4096", "dense_mma", "sm_80");
+  EXPECT_GE(compiled, 3 * 7 + 2 * 3);
 }

@@ -225,9 +225,10 @@ class Plan(Handle):
         check(raw.hm_plan_gemm(self.handle, params.handle, int(stream)))
 
     def _grouped_call(self, mode, a, weight, c, a_shape, c_shape, m, slot, name, routing, need,
-                      bias, stream, params):
-        """The grouped MoE modes' shared body: checks a, c and the int32 routing tensor of
-        `need` entries, then runs the plan with HM_ARG_MOE_MODE = mode and HM_ARG_M = m."""
+                      bias, act_scales, stream, params):
+        """The grouped MoE modes' shared body: checks a, c, the int32 routing tensor of `need`
+        entries and (8-bit activations) the scales of a's rows, then runs the plan with
+        HM_ARG_MOE_MODE = mode and HM_ARG_M = m."""
         device = self.context.device
         ta = check_device_tensor(a, "a", device, self._activation, stream=stream)
         if tuple(ta.shape) != a_shape:
@@ -241,16 +242,21 @@ class Plan(Handle):
         params.set(a=ta.ptr, c=tc.ptr, m=m)
         params.set_int(raw.HM_ARG_MOE_MODE, mode)
         params.set_pointer(slot, tr.ptr)
+        rows = 1
+        for d in a_shape[:-1]:
+            rows *= d
+        self._set_act_scales(params, act_scales, rows, stream)
         self._set_weights(params, weight, bias, stream)
         check(raw.hm_plan_gemm(self.handle, params.handle, int(stream)))
 
-    def moe_gemm_contiguous(self, a, weight, c, *, expert_offsets, bias=None, stream=0,
-                            params=None):
+    def moe_gemm_contiguous(self, a, weight, c, *, expert_offsets, bias=None, act_scales=None,
+                            stream=0, params=None):
         """MoE plans (e >= 2), grouped contiguous (docs/moe.md): a [M, K] with rows grouped by
         expert, c [M, N]; expert e owns rows expert_offsets[e] .. expert_offsets[e + 1] (an int32
         device tensor of E + 1 entries, read on the device and clamped to [0, M]); row r of c =
-        a[r] * dequant(W[expert of r])^T (+ bias[expert]). Rows outside every expert's run are
-        not written. Asynchronous, no host read of the offsets."""
+        a[r] * dequant(W[expert of r])^T (+ bias[expert]); act_scales as in gemm() for a's M
+        rows. Rows outside every expert's run are not written. Asynchronous, no host read of the
+        offsets."""
         if self._experts == 1:
             raise argument_error("moe_gemm_contiguous needs a plan of a MoE format (e >= 2); "
                                  "use gemm()")
@@ -261,12 +267,14 @@ class Plan(Handle):
         m = ta.shape[0]
         self._grouped_call(raw.HM_MOE_MODE_CONTIGUOUS, a, weight, c, (m, self._k), (m, self._n),
                            m, raw.HM_ARG_EXPERT_OFFSETS, "expert_offsets", expert_offsets,
-                           self._experts + 1, bias, stream, params)
+                           self._experts + 1, bias, act_scales, stream, params)
 
-    def moe_gemm_masked(self, a, weight, c, *, masked_m, bias=None, stream=0, params=None):
+    def moe_gemm_masked(self, a, weight, c, *, masked_m, bias=None, act_scales=None, stream=0,
+                        params=None):
         """MoE plans (e >= 2), grouped masked (docs/moe.md): a [E, T_max, K], c [E, T_max, N];
         only the first masked_m[e] rows of expert e's slab are read and written (masked_m: an
-        int32 device tensor of E entries, read on the device and clamped to [0, T_max]).
+        int32 device tensor of E entries, read on the device and clamped to [0, T_max]);
+        act_scales as in gemm() for a's E * T_max rows taken as one [E * T_max, K] matrix.
         Asynchronous, no host read of the counts."""
         if self._experts == 1:
             raise argument_error("moe_gemm_masked needs a plan of a MoE format (e >= 2); "
@@ -279,7 +287,7 @@ class Plan(Handle):
         t_max = ta.shape[1]
         self._grouped_call(raw.HM_MOE_MODE_MASKED, a, weight, c, (e, t_max, self._k),
                            (e, t_max, self._n), t_max, raw.HM_ARG_MASKED_M, "masked_m", masked_m,
-                           e, bias, stream, params)
+                           e, bias, act_scales, stream, params)
 
     def describe(self, m):
         """The kernel and tiling used for M, for logs."""

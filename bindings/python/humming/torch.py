@@ -287,13 +287,24 @@ class MoE(torch.nn.Module):
         self.context = context or context_for(device)
         self.device = torch.device("cuda", self.context.device)
         self.num_experts, self.hidden, self.intermediate = experts, hidden, inter
-        self.dtype = _HM_TO_TORCH.get(gu.activation.name)
-        if self.dtype not in (torch.float16, torch.bfloat16) or \
-                _HM_TO_TORCH.get(dn.activation.name) != self.dtype or \
-                _HM_TO_TORCH.get(gu.output.name) != self.dtype or \
-                _HM_TO_TORCH.get(dn.output.name) != self.dtype:
-            raise argument_error("humming.torch.MoE runs f16 or bf16 activations and outputs, the "
-                                 "same in both formats")
+        # The layer's dtype is its output's, f16 or bf16 in both formats; each GEMM's input is
+        # that dtype too, or an 8-bit activation (e4m3 / e5m2 / int8, with or without activation
+        # groups) quantized from it on the device before the GEMM, as Linear does.
+        self.dtype = _HM_TO_TORCH.get(gu.output.name)
+        codes = {}
+        for role, fmt in (("gate_up", gu), ("down", dn)):
+            act = fmt.activation.name
+            codes[role] = act if act in ("e4m3", "e5m2", "int8") else None
+            if self.dtype not in (torch.float16, torch.bfloat16) or \
+                    _HM_TO_TORCH.get(fmt.output.name) != self.dtype or \
+                    (codes[role] is None and _HM_TO_TORCH.get(act) != self.dtype):
+                raise argument_error(
+                    "humming.torch.MoE runs f16 or bf16 outputs, the same in both formats, with "
+                    "activations of that dtype or e4m3 / e5m2 / int8 (quantized from it); got "
+                    f"gate_up a={gu.activation.name} c={gu.output.name}, down "
+                    f"a={dn.activation.name} c={dn.output.name}")
+        self.gate_up_activation = (codes["gate_up"], gu.activation_groups if codes["gate_up"] else 0)
+        self.down_activation = (codes["down"], dn.activation_groups if codes["down"] else 0)
 
         def up(value):
             if value is None:
@@ -356,18 +367,32 @@ class MoE(torch.nn.Module):
         block_up = self.gate_up_plan.moe_block_size(tokens)
         block_down = self.down_plan.moe_block_size(tokens * top_k)
         first = routed(ids, block_up)
-        self.gate_up_plan.moe_gemm(x, gate_up, h, top_k=top_k, stream=stream, **first)
+        a, scales = self._quantized(x, self.gate_up_activation)
+        self.gate_up_plan.moe_gemm(a, gate_up, h, top_k=top_k, act_scales=scales, stream=stream,
+                                   **first)
         act = (torch.nn.functional.silu(h[:, :self.intermediate]) *
                h[:, self.intermediate:]).contiguous()
+        act, act_scales = self._quantized(act, self.down_activation)
         # The down GEMM's rows are the assignments themselves (top_k = 1 over the flat routing).
         if block_down == block_up:
             second = first  # same ids, same padding: row f of act is flat id f
         else:
             second = routed(ids.view(-1, 1), block_down)
         out = torch.empty((tokens * top_k, self.hidden), dtype=self.dtype, device=x.device)
-        self.down_plan.moe_gemm(act, down, out, top_k=1, stream=stream, **second)
+        self.down_plan.moe_gemm(act, down, out, top_k=1, act_scales=act_scales, stream=stream,
+                                **second)
         return moe_reduce(out, topk_weights.float().contiguous(), ids, global_experts,
                           expert_map, num_local_experts=local)
+
+    @staticmethod
+    def _quantized(a, activation):
+        """A GEMM's input as its plan reads it: `a` itself (16-bit activations), or its 8-bit
+        codes and float32 scales ([rows], or [rows, groups] with activation groups)."""
+        codes, group_k = activation
+        if codes is None:
+            return a, None
+        q, scales = quantize_activation(a, codes, group_k=group_k)
+        return q, scales if group_k else scales.view(-1)
 
     def extra_repr(self):
         return f"gate_up {self.gate_up_format}, down {self.down_format}"

@@ -62,7 +62,6 @@ struct DenseMma {
   static_assert(!C::kMoe, "the indexed MoE schedule runs on the wgmma kernel");
   static_assert(!C::kAccF16 || (kIsF16 && !kA8),
                 "f16 accumulation needs f16 activations on mma.sync (rule R5; 8-bit ones on wgmma)");
-  static_assert(!kA8 || C::kZeroPoint == kZeroNone, "8-bit activations take no zero points (so far)");
   using Acc = Select<kAccS32, S32Fragments<C::kWarpStrips, kTokenGroups>,
                      AccFragments<C::kAccF16, C::kWarpStrips, kTokenGroups>>;
   // A K group's sums (only with folds): s32 for int8 activations, else f32.
@@ -266,6 +265,14 @@ struct DenseMma {
           hi[gi] = DequantA8<C>::exponent_table(codes[i][gi][1].scale);
         }
         DequantA8<C>::template step_fragments_exp<kGroupSlots>(a_frag[i], words[i], lo, hi);
+      } else if constexpr (C::kZeroPoint == kZeroInt) {
+        uint32 lo[kGroupSlots], hi[kGroupSlots];  // the zero points' terms of rows g and g + 8
+#pragma unroll
+        for (int gi = 0; gi < kGroupSlots; ++gi) {
+          lo[gi] = DequantA8<C>::zero_term(codes[i][gi][0].zero);
+          hi[gi] = DequantA8<C>::zero_term(codes[i][gi][1].zero);
+        }
+        DequantA8<C>::template step_fragments_zp<kGroupSlots>(a_frag[i], words[i], lo, hi);
       } else {
         DequantA8<C>::step_fragments(a_frag[i], words[i]);
       }

@@ -105,8 +105,6 @@ struct DenseWgmma {
   static_assert(kStages >= 2, "double buffering at least");
   static_assert(C::kAlignedK, "activation rows load in 16-byte units (K % (128 / kActBits) == 0)");
   static_assert(kActBits == 16 || kActBits == 8, "16- or 8-bit activations");
-  static_assert(kActBits == 16 || C::kZeroPoint == kZeroNone,
-                "8-bit activations take no zero points (so far)");
   // 8-bit activations with group scales (or activation scales per K group) fold each group's
   // sums in f32 (GroupFold, gemm/dequant_a8.cuh): a K group's products go into a second set of
   // accumulators (`part`, overwritten by the group's first wgmma) and are folded into the main
@@ -202,6 +200,15 @@ struct DenseWgmma {
             hi[slot] = DequantA8<C>::exponent_table(D::scale_code(codes, 8));
           }
           DequantA8<C>::template step_fragments_exp<kSlots>(a, words, lo, hi);
+        } else if constexpr (kZeroBytes > 0) {
+          uint32 lo[kSlots], hi[kSlots];  // the zero points' terms of rows g and g + 8
+#pragma unroll
+          for (int slot = 0; slot < kSlots; ++slot) {
+            const void* codes = smem_raw + zeros_at + stage + slot * kBlockN * kZeroBytes;
+            lo[slot] = DequantA8<C>::zero_term(D::zero_code(codes, 0));
+            hi[slot] = DequantA8<C>::zero_term(D::zero_code(codes, 8));
+          }
+          DequantA8<C>::template step_fragments_zp<kSlots>(a, words, lo, hi);
         } else {
           DequantA8<C>::step_fragments(a, words);
         }

@@ -29,7 +29,12 @@
 //  - a code outside the window makes the group's nonzero weights NaN (the table's entries
 //    become 0x7F), so a scale the quantizer or converter did not place shows in the output
 //    instead of overflowing or flushing silently.
-// Zero points on 8-bit activations are not implemented yet (the family's gap says so).
+// Integer zero points (C::kZeroPoint == kZeroInt: AWQ and asymmetric GPTQ): the same two integer
+// paths, with the zero point of the register's row and K group in place of the implicit one —
+// f16 (1024 + z) subtracted from the magic pair, or the byte add 128 - z before the xor — one
+// term per row and group slot (zero_term), so a register costs what it costs without. Rules R8
+// and R10 bound |q - z| so both stay exact (e4m3: 4-bit weights, e5m2: 3-bit, int8: 7-bit).
+// Float zero points (rule R14) stay with 16-bit activations.
 #pragma once
 
 #include <humming/core/types.cuh>
@@ -134,6 +139,36 @@ struct DequantA8 {
                                                          : C::kImplicitZeroPoint == 1 << (kBits - 1)),
                 "q - zp fits int8 (rule R10)");
 
+  static_assert(C::kZeroPoint != kZeroFloat, "float zero points need 16-bit activations (R14)");
+  static_assert(C::kZeroPoint == kZeroNone || (!C::kWeightIsFloat && C::kImplicitZeroPoint == 0),
+                "zero points come with unsigned integer weights (rule R13)");
+
+  // What a register of one row subtracts for zero-point code z (0 <= z < 2^kBits): the f16 pair
+  // of 1024 + z (float activations), or, for int8 lanes, the byte add 128 - z (quant::int8_lanes
+  // with a runtime zero point: q + 128 - z stays within a byte for q, z < 128).
+  static __device__ __forceinline__ uint32 zero_term(uint32 z) {
+    if constexpr (kActInt8) {
+      return (128u - z) * 0x01010101u;
+    } else {
+      const uint32 h = 0x6400u + z;
+      return h | (h << 16);
+    }
+  }
+
+  // Register kReg (0..7) of one chunk, from a lane's kBits stored words, for a row whose
+  // zero point's term (zero_term) is `zero`.
+  template <int kReg>
+  static __device__ __forceinline__ uint32 fragment_zp(const uint32 (&words)[kBits], uint32 zero) {
+    const uint32 x = quant::extract_register_fixed<kBits, kActBits, kReg>(words);
+    if constexpr (kActInt8) {
+      return (x + zero) ^ 0x80808080u;
+    } else {
+      const uint32 lo = to_act_pair(Pair<f16>::sub(magic_pair<0>(x), zero));
+      const uint32 hi = to_act_pair(Pair<f16>::sub(magic_pair<2>(x), zero));
+      return lo | (hi << 16);
+    }
+  }
+
   // Register kReg (0..7) of one chunk, from a lane's kBits stored words.
   template <int kReg>
   static __device__ __forceinline__ uint32 fragment(const uint32 (&words)[kBits]) {
@@ -226,6 +261,20 @@ struct DequantA8 {
       const int slot = Dequant<C>::slot_of_atom(v / 2);
       word_exp(words[v / 4][v % 4], lo[slot], hi[slot], a[2 * v], a[2 * v + 1]);
     }
+  }
+
+  // step_fragments with integer zero points: zlo / zhi are the terms (zero_term) of rows g and
+  // g + 8 per group slot. Even registers of an atom hold row g, odd ones row g + 8 (the k32 A
+  // fragment), and atom x takes its slot's terms.
+  template <int kSlots, int kReg = 0>
+  static __device__ __forceinline__ void step_fragments_zp(uint32 (&a)[16],
+                                                           const uint32 (&words)[2][kBits],
+                                                           const uint32 (&zlo)[kSlots],
+                                                           const uint32 (&zhi)[kSlots]) {
+    constexpr int kSlot = Dequant<C>::slot_of_atom(kReg / 4);
+    a[kReg] = fragment_zp<kReg % kChunkRegisters>(words[kReg / kChunkRegisters],
+                                                  kReg % 2 == 0 ? zlo[kSlot] : zhi[kSlot]);
+    if constexpr (kReg + 1 < 16) step_fragments_zp<kSlots, kReg + 1>(a, words, zlo, zhi);
   }
 
   // The 16 A registers of one 128-wide K step (two chunks, four k32 atoms): chunk c's eight

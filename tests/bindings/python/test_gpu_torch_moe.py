@@ -116,3 +116,53 @@ def test_moe_layer_matches_torch(tokens, top_k, dtype):
     err = float((got - want).norm() / want.norm())
     assert err < (2e-2 if dtype == torch.float16 else 6e-2), err
     assert np.isfinite(err)
+
+
+@pytest.mark.parametrize("act,weight,scales", [("e4m3", "e2m1", "ue8m0:g32+tensor"),
+                                               ("int8", "uint4b8", "bf16:g128")])
+def test_moe_layer_with_8_bit_activations(act, weight, scales):
+    """humming.torch.MoE on 8-bit activations (gpt-oss-style MXFP4 experts with e4m3; GPTQ int4
+    g128 with int8): forward() quantizes x and the SiLU * up product per token on the device
+    before each GEMM. The reference takes x's codes as the kernel reads them (exact), and
+    quantizes its own f64 SiLU * up with the host quantizer (the GPU's rule): the kernel's
+    product went through bf16 first, so a few codes differ by one step."""
+    import humming
+    from humming import Format
+    experts, hidden, inter, tokens, top_k = 8, 256, 128, 45, 3
+    g = torch.Generator().manual_seed(5)
+    w13 = torch.randn(experts, 2 * inter, hidden, generator=g) * 0.05
+    w2 = torch.randn(experts, hidden, inter, generator=g) * 0.05
+    text = f"w={weight} a={act} c=bf16 s={scales}"
+    gu, dn = Format(text), Format(text)
+    gu.set_shape(2 * inter, hidden, experts)
+    dn.set_shape(hidden, inter, experts)
+    gu_q, dn_q = gu.quantize(w13.numpy()), dn.quantize(w2.numpy())
+    layer = hmt.MoE(gu, gu.pack(gu_q), dn, dn.pack(dn_q))
+    deq13 = torch.from_numpy(gu.dequantize(gu_q)).double()
+    deq2 = torch.from_numpy(dn.dequantize(dn_q)).double()
+    x = torch.randn(tokens, hidden, generator=g).to(torch.bfloat16).cuda()
+    ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
+    ids = ids.to(torch.int32)
+    ids[::4, 1] = -1
+    weights = torch.rand(tokens, top_k, generator=g)
+    y = layer(x, ids.cuda(), weights.cuda())
+    torch.cuda.synchronize()
+    codes, x_scales = hmt.quantize_activation(x, act)
+    xq = torch.from_numpy(humming.dequantize_activation(
+        act, codes.view(torch.uint8).cpu().numpy(), x_scales.reshape(-1, 1).cpu().numpy(),
+        hidden)).double()
+    want = torch.zeros(tokens, hidden, dtype=torch.float64)
+    for t in range(tokens):
+        for j in range(top_k):
+            e = int(ids[t, j])
+            if e < 0:
+                continue
+            h = deq13[e] @ xq[t]
+            prod = (torch.nn.functional.silu(h[:inter]) * h[inter:]).float().numpy()[None]
+            c, s = humming.quantize_activation(act, prod)
+            pq = torch.from_numpy(humming.dequantize_activation(act, c, s, inter)).double()[0]
+            want[t] += float(weights[t, j]) * (deq2[e] @ pq)
+    got = y.double().cpu()
+    assert torch.isfinite(got).all()
+    err = float((got - want).norm() / want.norm())
+    assert err < (5e-2 if act == "e4m3" else 3e-2), err

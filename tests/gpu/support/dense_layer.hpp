@@ -189,23 +189,25 @@ inline Layer make_layer(const std::string& text, std::mt19937& rng) {
   return L;
 }
 
-// A layer whose canonical codes are drawn uniformly from [lo, hi], with power-of-two scales
-// (2^-2 .. 2^0), a global scale of 0.5 and a bias of 1 where the format has them: chosen so
-// that every product and sum of an exact-arithmetic test is exact.
+// A layer whose canonical codes (and integer zero points) are drawn uniformly from [lo, hi],
+// with power-of-two scales (2^-2 .. 2^0), a global scale of 0.5 and a bias of 1 where the
+// format has them: chosen so that every product and sum of an exact-arithmetic test is exact.
 inline Layer exact_layer(const std::string& text, std::mt19937& rng, int lo, int hi) {
   Layer L = parse_layer(text);
   hm_canonical_sizes_t cs;
   hm_canonical_sizes_init(&cs);
   EXPECT_EQ(hm_format_canonical_sizes(L.format, &cs), HM_SUCCESS) << last_error();
   std::vector<uint8_t> codes(cs.codes);
-  std::vector<float> scales(cs.scales), global(cs.global_scale, 0.5f);
+  std::vector<float> scales(cs.scales), zeros(cs.zero_points), global(cs.global_scale, 0.5f);
   std::uniform_int_distribution<int> code(lo, hi), pow(-2, 0);
   for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
   for (auto& v : scales) v = std::ldexp(1.0f, pow(rng));
+  for (auto& z : zeros) z = static_cast<float>(code(rng));
   hm_canonical_weight_t q;
   hm_canonical_weight_init(&q);
   q.codes = codes.data();
   q.scales = cs.scales ? scales.data() : nullptr;
+  q.zero_points = cs.zero_points ? zeros.data() : nullptr;
   q.global_scale = cs.global_scale ? global.data() : nullptr;
   pack_canonical(L, q);
   if (L.has_bias) {
@@ -273,6 +275,54 @@ inline Activations random_activations(const Layer& L, int64_t m, std::mt19937& r
   a.values.resize(a.codes.size());
   std::normal_distribution<double> normal;
   for (size_t i = 0; i < a.codes.size(); ++i) a.codes[i] = encode16(L.act, normal(rng), &a.values[i]);
+  return a;
+}
+
+// 8-bit activations of m tokens: codes (one byte each), f32 scales ([m], or [m][groups] with
+// activation groups) and the exact values code * scale in f64.
+struct Activations8 {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<double> values;
+};
+
+// Activation scales per row: 1, or ceil(k / group_k) with activation groups.
+inline int64_t act_groups(const Layer& L) {
+  return L.act_group_k > 0 ? (L.k + L.act_group_k - 1) / L.act_group_k : 1;
+}
+
+// The value of each of the 256 codes of `dtype`.
+inline std::vector<double> code_values(hm_dtype_t dtype) {
+  std::vector<double> v(256);
+  for (uint32_t c = 0; c < 256; ++c) hm_dtype_decode(dtype, c, &v[c]);
+  return v;
+}
+
+inline void fill_values(Activations8& a, const Layer& L, int64_t m) {
+  const std::vector<double> table = code_values(L.act);
+  const int64_t k = L.k, groups = act_groups(L);
+  a.values.resize(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t g = L.act_group_k > 0 ? j / L.act_group_k : 0;
+      a.values[i * k + j] = table[a.codes[i * k + j]] * static_cast<double>(a.scales[i * groups + g]);
+    }
+}
+
+// Random N(0, 1) rows quantized per token by the library's host quantizer (the rule the GPU
+// quantizer follows bit for bit).
+inline Activations8 quantized_activations(const Layer& L, int64_t m, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<size_t>(m * L.k));
+  for (auto& v : x) v = normal(rng);
+  Activations8 a;
+  a.codes.resize(x.size());
+  a.scales.resize(static_cast<size_t>(m * act_groups(L)));
+  EXPECT_EQ(hm_quantize_activation(L.act, x.data(), m, L.k, L.act_group_k, a.codes.data(),
+                                   a.scales.data()),
+            HM_SUCCESS)
+      << last_error();
+  fill_values(a, L, m);
   return a;
 }
 

@@ -111,10 +111,10 @@ impl ActGroups {
 
     fn describe(&self, m: usize) -> String {
         if self.group_k == 0 {
-            format!("one f32 scale per row, {} bytes for M = {m}", m * 4)
+            format!("one f32 scale per row, {} bytes for {m} rows of A", m * 4)
         } else {
             format!(
-                "f32 [M][{}] scales, one per row and group of {} along K, {} bytes for M = {m}",
+                "f32 [M][{}] scales, one per row and group of {} along K, {} bytes for {m} rows of A",
                 self.groups,
                 self.group_k,
                 m * self.groups * 4
@@ -339,7 +339,9 @@ impl Plan {
         if a == 0 {
             return Err(Error::invalid("'a' is missing"));
         }
-        let act_scales = act_scales_pointer(self.activation, self.act_groups, args.act_scales, m)?;
+        // One scale (or one per K group) per row of A: E * t_max rows in the masked mode.
+        let act_scales =
+            act_scales_pointer(self.activation, self.act_groups, args.act_scales, a_rows)?;
         let c_need = c_rows * self.n * self.c_elem_bytes;
         if c.byte_len() < c_need {
             return Err(Error::invalid(format!(
