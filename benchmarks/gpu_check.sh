@@ -98,8 +98,8 @@ if want all bench actquant; then
 fi
 
 if want all bench moe; then
-  echo "== bench: MoE (indexed, Qwen3-30B-A3B / DeepSeek-V3 / gpt-oss shapes; Qwen3 also grouped contiguous / masked)"
-  timeout 360 ./build-gpu/benchmarks/bench_moe ${MOE_ITERS:+--iters $MOE_ITERS} --json "$OUT/moe.json"
+  echo "== bench: MoE (indexed, Qwen3-30B-A3B / DeepSeek-V3 / gpt-oss shapes, 16- and 8-bit activations; Qwen3 also grouped contiguous / masked)"
+  timeout 480 ./build-gpu/benchmarks/bench_moe ${MOE_ITERS:+--iters $MOE_ITERS} --json "$OUT/moe.json"
   echo "== bench: MoE routing (hm_moe_align, hm_moe_reduce)"
   timeout 120 ./build-gpu/benchmarks/bench_moe_routing --json "$OUT/moe_routing.json"
 fi

@@ -8,7 +8,10 @@
 // routing, each read once). Values do not matter for timing: the buffers hold a fixed pattern.
 // The Qwen3 shapes are also timed in the grouped modes (HM_ARG_MOE_MODE) on the same routing:
 // contiguous with the M * top_k rows grouped by expert (unpadded offsets), masked with slabs of
-// T_max = the most rows any expert got (the best case for the masked grid).
+// T_max = the most rows any expert got (the best case for the masked grid). The 8-bit shapes
+// (gpt-oss W4A8 with e4m3, DeepSeek-V3 FP8 with 1 x 128 activation groups, Qwen3 int4 x int8)
+// pass codes of 1.0 and activation scales of 1 (the quantizer is timed by
+// bench_activation_quant).
 //   bench_moe [--device N] [--iters N] [--json FILE]
 #include <algorithm>
 #include <cstdio>
@@ -74,6 +77,11 @@ int main(int argc, char** argv) {
       {"deepseek_v3_tp8", "w=uint4b8 a=bf16 c=bf16 s=bf16:g128 n=512 k=7168 e=256", 8},
       {"deepseek_v3", "w=uint4b8 a=bf16 c=bf16 s=bf16:g128 n=4096 k=7168 e=256", 8},
       {"gpt_oss_120b_gate_up", "w=e2m1 a=bf16 c=bf16 s=ue8m0:g32 n=5760 k=2880 e=128", 4},
+      // 8-bit activations (issue 17 x 18)
+      {"gpt_oss_120b_gate_up_e4m3", "w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=5760 k=2880 e=128",
+       4},
+      {"deepseek_v3_fp8", "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=4096 k=7168 e=256", 8},
+      {"qwen3_30b_gate_up_int8", "w=uint4b8 a=int8 c=f16 s=f16:g128 n=1536 k=2048 e=128", 8},
   };
   std::string json = "[";
   std::printf("%-22s %-10s %6s %8s %10s %10s %8s  %s\n", "shape", "mode", "M", "experts",
@@ -85,6 +93,13 @@ int main(int argc, char** argv) {
     int64_t n = 0, k = 0;
     int32_t e = 0;
     hm_format_get_shape(f, &n, &k, &e);
+    hm_dtype_t act = 0;
+    int32_t act_group_k = 0;
+    hm_format_get_dtype(f, HM_ROLE_ACTIVATION, &act);
+    hm_format_get_activation_groups(f, &act_group_k);
+    const bool act8 = (act & 0xFFu) == 8;  // bits 0..7 of a dtype: its width
+    const int64_t act_bytes = act8 ? 1 : 2;
+    const int64_t act_groups = act_group_k > 0 ? (k + act_group_k - 1) / act_group_k : 1;
     hm_packed_sizes_t ps;
     hm_packed_sizes_init(&ps);
     check(hm_format_packed_sizes(f, &ps), "packed sizes");
@@ -103,9 +118,27 @@ int main(int argc, char** argv) {
     // Room for the grouped modes' rows too: M * top_k rows, or E slabs of at most 2 * M * top_k
     // / E + 64 rows (uniform routing stays far below).
     const int64_t max_rows = grouped ? 2 * max_m * s.top_k + 64 * e : max_m;
-    check(hm_device_alloc(ctx, max_rows * k * 2, &a), "alloc a");
-    std::vector<uint16_t> ones(static_cast<size_t>(max_rows * k), 0x3C00);
-    check(hm_copy_to_device(ctx, a, ones.data(), ones.size() * 2), "copy a");
+    check(hm_device_alloc(ctx, max_rows * k * act_bytes, &a), "alloc a");
+    if (act8) {  // 1.0 in e4m3 (0x38) and in int8
+      std::vector<uint8_t> ones(static_cast<size_t>(max_rows * k), act == HM_DTYPE_INT8 ? 1 : 0x38);
+      check(hm_copy_to_device(ctx, a, ones.data(), ones.size()), "copy a");
+    } else {
+      std::vector<uint16_t> ones(static_cast<size_t>(max_rows * k), 0x3C00);
+      check(hm_copy_to_device(ctx, a, ones.data(), ones.size() * 2), "copy a");
+    }
+    // 8-bit activations: scales of 1 for every row A can have; group x tensor: a global of 1
+    // per expert.
+    uint64_t act_scales = 0, global = 0;
+    if (act8) {
+      std::vector<float> one(static_cast<size_t>(max_rows * act_groups), 1.0f);
+      check(hm_device_alloc(ctx, one.size() * 4, &act_scales), "alloc act scales");
+      check(hm_copy_to_device(ctx, act_scales, one.data(), one.size() * 4), "copy act scales");
+    }
+    if (ps.global_scale > 0) {
+      std::vector<float> one(static_cast<size_t>(ps.global_scale / 4), 1.0f);
+      check(hm_device_alloc(ctx, ps.global_scale, &global), "alloc global");
+      check(hm_copy_to_device(ctx, global, one.data(), ps.global_scale), "copy global");
+    }
     check(hm_device_alloc(ctx, std::max(max_m * s.top_k, max_rows) * n * 2, &c), "alloc c");
     for (int64_t m : {1, 16, 128, 1024, 4096}) {
       int32_t block = 0;
@@ -145,6 +178,8 @@ int main(int argc, char** argv) {
       hm_launch_params_set_pointer(p, HM_ARG_B, w);
       hm_launch_params_set_pointer(p, HM_ARG_SCALES, scales);
       hm_launch_params_set_pointer(p, HM_ARG_C, c);
+      hm_launch_params_set_pointer(p, HM_ARG_ACT_SCALES, act_scales);
+      hm_launch_params_set_pointer(p, HM_ARG_GLOBAL, global);
       hm_launch_params_set_pointer(p, HM_ARG_SORTED_IDS, sorted);
       hm_launch_params_set_pointer(p, HM_ARG_EXPERT_IDS, experts);
       hm_launch_params_set_pointer(p, HM_ARG_NUM_TOKENS_PADDED, padded);
@@ -162,7 +197,7 @@ int main(int argc, char** argv) {
         // The floor: the weights (and scales) of every expert hit, read once; A and C.
         const double a_rows = std::strcmp(mode, "indexed") == 0 ? double(m) : double(m) * s.top_k;
         const double bytes = double(hit) * double(ps.weight + ps.scales) / e +
-                             a_rows * k * 2 + double(m) * s.top_k * n * 2;
+                             a_rows * k * act_bytes + double(m) * s.top_k * n * 2;
         const double floor_us = bytes / 4.27e6;
         char desc[256] = "";
         hm_plan_describe(plan, tile_m, desc, sizeof desc, nullptr);
@@ -200,7 +235,8 @@ int main(int argc, char** argv) {
         hm_launch_params_t* g = nullptr;
         check(hm_launch_params_create(&g), "params");
         for (auto [slot, v] : {std::pair<int32_t, uint64_t>{HM_ARG_A, a}, {HM_ARG_B, w},
-                               {HM_ARG_SCALES, scales}, {HM_ARG_C, c}})
+                               {HM_ARG_SCALES, scales}, {HM_ARG_C, c},
+                               {HM_ARG_ACT_SCALES, act_scales}, {HM_ARG_GLOBAL, global}})
           hm_launch_params_set_pointer(g, slot, v);
         hm_launch_params_set_int(g, HM_ARG_MOE_MODE, HM_MOE_MODE_CONTIGUOUS);
         hm_launch_params_set_pointer(g, HM_ARG_EXPERT_OFFSETS, offs);
@@ -221,7 +257,8 @@ int main(int argc, char** argv) {
       hm_launch_params_destroy(p);
       for (uint64_t x : {sorted, experts, padded}) hm_device_free(ctx, x);
     }
-    for (uint64_t x : {w, scales, a, c}) hm_device_free(ctx, x);
+    for (uint64_t x : {w, scales, a, c, act_scales, global})
+      if (x != 0) hm_device_free(ctx, x);
     hm_plan_destroy(plan);
     hm_format_destroy(f);
   }
