@@ -535,3 +535,45 @@ func TestMockGemmTakesActScalesWith8BitActivationsOnly(t *testing.T) {
 		}
 	})
 }
+
+// 8-bit activations on a MoE format: the masked mode reads A as E*tMax rows, and one activation
+// scale per row of A, not per tMax.
+func TestMockMoeMaskedActScalesCoverEverySlabRow(t *testing.T) {
+	ctx := mockContext(t, 0)
+	e, n, k, tMax := 4, 128, 256, 9
+	f, err := humming.ParseFormat("w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=128 k=256 e=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := f.Quantize(make([]float32, e*n*k))
+	packed, _ := f.Pack(q)
+	plan, err := ctx.NewPlan(f, humming.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	if err := plan.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := humming.Upload(ctx, packed.Weight)
+	s, _ := humming.Upload(ctx, packed.Scales)
+	params, _ := humming.NewLaunchParams()
+	defer params.Close()
+	a, _ := ctx.Alloc(e * tMax * k)
+	c, _ := ctx.Alloc(e * tMax * n * 2)
+	counts, _ := humming.Upload(ctx, []int32{0, 9, 3, 100})
+	perSlabRow, _ := ctx.Alloc(tMax * 4)
+	args := humming.GemmArgs{A: a, Weight: w, Scales: s, ActScales: perSlabRow}
+	if err := plan.MoeGemmMasked(params, args, counts, c, tMax, humming.DefaultStream); err == nil ||
+		!strings.Contains(err.Error(), "'ActScales' has 36 bytes") {
+		t.Fatal(err)
+	}
+	everyRow, _ := ctx.Alloc(e * tMax * 4)
+	args.ActScales = everyRow
+	if err := plan.MoeGemmMasked(params, args, counts, c, tMax, humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Synchronize(humming.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+}

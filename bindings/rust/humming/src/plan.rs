@@ -293,9 +293,7 @@ impl Plan {
         stream: Stream,
     ) -> Result<()> {
         if self.experts < 2 {
-            return Err(Error::invalid(
-                "the plan's format is dense (one expert): use gemm",
-            ));
+            return Err(Error::invalid("the plan's format is dense (one expert): use gemm"));
         }
         require("expert_offsets", Some(expert_offsets), (self.experts + 1) * 4)?;
         self.run(params, args, c, m, m, m, Routing::Contiguous(expert_offsets), stream)
@@ -314,9 +312,7 @@ impl Plan {
         stream: Stream,
     ) -> Result<()> {
         if self.experts < 2 {
-            return Err(Error::invalid(
-                "the plan's format is dense (one expert): use gemm",
-            ));
+            return Err(Error::invalid("the plan's format is dense (one expert): use gemm"));
         }
         require("masked_m", Some(masked_m), self.experts * 4)?;
         let rows = self.experts * t_max;

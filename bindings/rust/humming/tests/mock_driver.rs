@@ -410,7 +410,8 @@ fn moe_plan_grouped_modes() {
     let short = ctx.alloc(4 * 4).unwrap();
     let err = plan.moe_gemm_contiguous(&mut params, &args, &short, &mut c, rows, Stream::DEFAULT);
     assert!(err.unwrap_err().message().contains("'expert_offsets'"));
-    let err = plan.moe_gemm_contiguous(&mut params, &args, &offsets, &mut c, rows + 1, Stream::DEFAULT);
+    let err =
+        plan.moe_gemm_contiguous(&mut params, &args, &offsets, &mut c, rows + 1, Stream::DEFAULT);
     assert!(err.unwrap_err().message().contains("'a'"));
 
     // Masked: [E, T_max] slabs, counts [E].
@@ -532,5 +533,42 @@ fn gemm_takes_grouped_act_scales() {
     let workspace = ctx.zeroed(ws_bytes.max(16)).unwrap();
     let args = GemmArgs { act_scales: Some(&grouped), workspace: Some(&workspace), ..args };
     plan.gemm(&mut params, &args, &mut c, m, Stream::DEFAULT).unwrap();
+    ctx.synchronize(Stream::DEFAULT).unwrap();
+}
+
+#[test]
+fn moe_masked_act_scales_cover_every_slab_row() {
+    let Some(_env) = mock() else {
+        return;
+    };
+    let ctx = context(0);
+    // 8-bit activations on a MoE format: the masked mode reads A as E * t_max rows, and one
+    // activation scale per row of A, not per t_max.
+    let (e, n, k, t_max) = (4usize, 128usize, 256usize, 9usize);
+    let spec = format!("w=uint4b8 a=e4m3 c=f16 s=f16:g128 n={n} k={k} e={e}");
+    let format = Format::parse(&spec).unwrap();
+    let mut plan = Plan::new(&ctx, &format, &PlanOptions::default()).unwrap();
+    plan.prepare().unwrap();
+    let packed = format.pack(&format.quantize(&vec![0.25f32; e * n * k]).unwrap()).unwrap();
+    let w = ctx.to_device(&packed.weight).unwrap();
+    let s = ctx.to_device(&packed.scales).unwrap();
+    let a = ctx.alloc(e * t_max * k).unwrap();
+    let mut c = ctx.alloc(e * t_max * n * 2).unwrap();
+    let counts = ctx.to_device(&[0i32, 9, 3, 100]).unwrap();
+    let mut params = LaunchParams::new().unwrap();
+    let per_slab_row = ctx.alloc(t_max * 4).unwrap();
+    let args = GemmArgs {
+        a: Some(&a),
+        weight: Some(&w),
+        scales: Some(&s),
+        act_scales: Some(&per_slab_row),
+        ..Default::default()
+    };
+    let err = plan.moe_gemm_masked(&mut params, &args, &counts, &mut c, t_max, Stream::DEFAULT);
+    let err = err.unwrap_err();
+    assert!(err.message().contains("'act_scales' has 36 bytes"), "{err}");
+    let every_row = ctx.alloc(e * t_max * 4).unwrap();
+    let args = GemmArgs { act_scales: Some(&every_row), ..args };
+    plan.moe_gemm_masked(&mut params, &args, &counts, &mut c, t_max, Stream::DEFAULT).unwrap();
     ctx.synchronize(Stream::DEFAULT).unwrap();
 }
