@@ -359,6 +359,35 @@ def test_moe_plan_routing_queries_and_gemm_checks(mock_context):
             dense.moe_block_size(4)
 
 
+def test_moe_grouped_modes_take_act_scales_per_row_of_a(mock_context):
+    """8-bit activations on a MoE format (the mock launches, tests/gpu/test_moe_gemm.cpp checks
+    results): the grouped calls take act_scales, one per row of a: M rows when contiguous, and
+    E * T_max when masked (a [E, T_max, K] read as one [E * T_max, K] matrix)."""
+    fmt = Format("w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=128 k=256 e=4")
+    with mock_context.plan(fmt) as plan:
+        plan.prepare()
+        w = RNG.standard_normal((4, 128, 256)).astype(np.float32)
+        weight = humming.DevicePackedWeight.upload(mock_context, fmt.pack(fmt.quantize(w)))
+        rows = 37
+        a = mock_context.empty((rows, 256), np.uint8)
+        c = mock_context.empty((rows, 128), np.float16)
+        offsets = mock_context.to_device(np.array([0, 10, 10, 30, 37], np.int32))
+        with pytest.raises(humming.InvalidArgumentError, match="'act_scales' is None"):
+            plan.moe_gemm_contiguous(a, weight, c, expert_offsets=offsets)
+        plan.moe_gemm_contiguous(a, weight, c, expert_offsets=offsets,
+                                 act_scales=mock_context.empty((rows,), np.float32))
+        t_max = 9
+        a3 = mock_context.empty((4, t_max, 256), np.uint8)
+        c3 = mock_context.empty((4, t_max, 128), np.float16)
+        counts = mock_context.to_device(np.array([0, 9, 3, 100], np.int32))
+        with pytest.raises(humming.InvalidArgumentError, match=r"'act_scales' has shape \(9,\)"):
+            plan.moe_gemm_masked(a3, weight, c3, masked_m=counts,
+                                 act_scales=mock_context.empty((t_max,), np.float32))
+        plan.moe_gemm_masked(a3, weight, c3, masked_m=counts,
+                             act_scales=mock_context.empty((4 * t_max,), np.float32))
+        mock_context.synchronize()
+
+
 def test_moe_plan_grouped_modes(mock_context):
     """The grouped MoE modes on the mock: moe_gemm_contiguous / moe_gemm_masked check their
     tensors and launch (results: tests/gpu/test_moe_gemm.cpp on a GPU)."""
