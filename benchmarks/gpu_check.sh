@@ -10,7 +10,8 @@
 # tests, which run every default tile; each tool's report in $OUT/sanitize_<tool>.txt), actquant
 # (the activation quantizer's benchmark), moe (the MoE GEMM benchmark), a8 (8-bit activation
 # GEMM benchmarks), a8tests (only the 8-bit activation GPU tests), a8mma (8-bit activations on
-# the mma.sync kernel, forced).
+# the mma.sync kernel, forced), moemma (the MoE benchmark's Qwen3 shapes on the mma.sync MoE
+# family, forced).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -129,6 +130,15 @@ if want all bench a8; then
     timeout 300 python3 benchmarks/cublas_baseline.py --dtype $d --ms 1,16,128,2048,16384 \
       --json "$OUT/vendor_${d}_8192.json" || echo "vendor $d baseline failed"
   done
+fi
+
+if want moemma; then
+  # The mma.sync MoE family (moe_mma: the sm_75-sm_89 / Blackwell path), forced on the H200 with
+  # its default ranges for E = 128 (benchmarks/tuning/moe_mma.json), on the Qwen3-30B-A3B shapes
+  # (16-bit and int8 activations), beside the default (moe_wgmma) run of the moe mode.
+  echo "== bench: MoE on mma.sync (forced)"
+  timeout 300 ./build-gpu/benchmarks/bench_moe --only qwen3 --tuning benchmarks/tuning/moe_mma.json \
+    ${MOE_ITERS:+--iters $MOE_ITERS} --json "$OUT/moe_mma.json"
 fi
 
 if want a8mma; then

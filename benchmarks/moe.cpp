@@ -12,12 +12,16 @@
 // (gpt-oss W4A8 with e4m3, DeepSeek-V3 FP8 with 1 x 128 activation groups, Qwen3 int4 x int8)
 // pass codes of 1.0 and activation scales of 1 (the quantizer is timed by
 // bench_activation_quant).
-//   bench_moe [--device N] [--iters N] [--json FILE]
+// --tuning FILE passes a tuning JSON (docs/tuning.md) to every plan, e.g. to force the mma.sync
+// MoE family (benchmarks/tuning/moe_mma.json); --only PREFIX keeps the shapes whose name starts so.
+//   bench_moe [--device N] [--iters N] [--json FILE] [--tuning FILE] [--only PREFIX]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -50,10 +54,23 @@ struct Shape {
 int main(int argc, char** argv) {
   int device = 0, iters = 100;
   const char* json_path = nullptr;
+  const char* only = "";
+  std::string tuning;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--device")) device = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--json")) json_path = argv[i + 1];
+    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+    if (!std::strcmp(argv[i], "--tuning")) {
+      std::ifstream in(argv[i + 1]);
+      if (!in) {
+        std::fprintf(stderr, "cannot read %s\n", argv[i + 1]);
+        return 2;
+      }
+      std::stringstream text;
+      text << in.rdbuf();
+      tuning = text.str();
+    }
   }
   hm_context_options_t o;
   hm_context_options_init(&o);
@@ -88,6 +105,7 @@ int main(int argc, char** argv) {
               "median_us", "floor_us", "of_floor", "tile");
   std::mt19937 rng(1);
   for (const Shape& s : shapes) {
+    if (std::strncmp(s.name, only, std::strlen(only)) != 0) continue;
     hm_format_t* f = nullptr;
     check(hm_format_parse(s.format, &f), s.format);
     int64_t n = 0, k = 0;
@@ -103,8 +121,11 @@ int main(int argc, char** argv) {
     hm_packed_sizes_t ps;
     hm_packed_sizes_init(&ps);
     check(hm_format_packed_sizes(f, &ps), "packed sizes");
+    hm_plan_options_t plan_options;
+    hm_plan_options_init(&plan_options);
+    plan_options.tuning_json = tuning.empty() ? nullptr : tuning.c_str();
     hm_plan_t* plan = nullptr;
-    check(hm_plan_create(ctx, f, nullptr, &plan), "plan");
+    check(hm_plan_create(ctx, f, &plan_options, &plan), "plan");
     check(hm_plan_prepare(plan), "prepare");
     uint64_t w = 0, scales = 0, a = 0, c = 0, sorted = 0, experts = 0, padded = 0;
     check(hm_device_alloc(ctx, ps.weight, &w), "alloc w");

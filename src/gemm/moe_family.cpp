@@ -1,8 +1,9 @@
-// moe_wgmma: the indexed Mixture-of-Experts GEMM (docs/moe.md) on the sm_90a wgmma kernel. A
-// block computes one tile of one expert: its rows are routed assignments gathered from A through
+// moe_wgmma and moe_mma: the Mixture-of-Experts GEMM (docs/moe.md) on the sm_90a wgmma kernel
+// and on the mma.sync kernel (every arch from sm_75: Turing, Ampere, Ada, Blackwell). A block
+// computes one tile of one expert: its rows are routed assignments gathered from A through
 // HM_ARG_SORTED_IDS and scattered into C (gemm/sched.cuh); everything else (dequantization,
-// pipeline, epilogue) is the dense wgmma kernel's, so this family is the dense one with its own
-// coverage, tiles, grid and arguments. The routing counts stay on the device: the grid covers the
+// pipeline, epilogue) is the dense kernel's, so each family is a dense one with its own
+// coverage, tiles, grid and arguments; both share this file's launcher. The routing counts stay on the device: the grid covers the
 // worst case (every expert padding a block) and blocks past *num_padded leave at once. The
 // grouped modes (HM_ARG_MOE_MODE) run the same kernel: the mode is a runtime field of
 // DenseParams, so one compiled tile serves all three and hm_plan_prepare compiles nothing more.
@@ -50,8 +51,8 @@ namespace {
 // The dense wgmma options (tune/dense.cpp) a MoE tile can have: no TMA (rows are gathered), so
 // no copying warp; K splits only within a cluster (rows are slots, not tokens, so no global
 // split-K workspace).
-tune::DenseTile moe_tile(int block_m, int warps, int stages, int blocks_per_sm, bool mbarrier,
-                         bool ahead) {
+tune::DenseTile moe_wgmma_tile(int block_m, int warps, int stages, int blocks_per_sm,
+                               bool mbarrier, bool ahead) {
   tune::DenseTile t;
   t.kernel = tune::DenseKernel::kWgmma;
   t.block_m = block_m;
@@ -64,26 +65,39 @@ tune::DenseTile moe_tile(int block_m, int warps, int stages, int blocks_per_sm, 
   return t;
 }
 
+// A mma.sync MoE tile: block_m rows, warps x strips 16-channel strips; no K splits.
+tune::DenseTile moe_mma_tile(int block_m, int warps, int strips) {
+  tune::DenseTile t;
+  t.kernel = tune::DenseKernel::kMma;
+  t.block_m = block_m;
+  t.warps = warps;
+  t.warp_strips = strips;
+  return t;
+}
+
 // The K steps of a layer: 64 k with 16-bit activations, 128 with 8-bit (gemm/params.h).
 int64_t k_steps(const Layer& layer) {
   const int64_t step = tune::dense_k_step(layer.format);
   return (layer.shape.k_padded + step - 1) / step;
 }
 
-class MoeWgmmaFamily final : public DenseFamily {
+class MoeFamily final : public DenseFamily {
  public:
-  MoeWgmmaFamily() : DenseFamily(tune::DenseKernel::kWgmma) {}
+  explicit MoeFamily(tune::DenseKernel kernel) : DenseFamily(kernel) {}
 
-  const char* name() const override { return "moe_wgmma"; }
-  const char* tuning_name() const override { return "moe_wgmma"; }
+  const char* name() const override { return wgmma() ? "moe_wgmma" : "moe_mma"; }
+  const char* tuning_name() const override { return name(); }
 
   std::string gap(const core::Format& f, const core::Arch& arch) const override {
     if (f.experts < 2)
-      return "the indexed MoE kernel takes formats with experts (e >= 2), not e=" +
+      return "the MoE kernels take formats with experts (e >= 2), not e=" +
              std::to_string(f.experts);
     core::Format one = f;  // an expert is a dense layer
     one.experts = 1;
-    return jit::dense_gemm_gap(one, tune::DenseKernel::kWgmma, arch);
+    if (!wgmma() && !tune::rows_in_16_byte_units(one))
+      return "the mma.sync MoE kernel gathers rows of A in 16-byte units: K must be a multiple "
+             "of " + std::to_string(128 / f.activation.bits()) + ", not " + std::to_string(f.k);
+    return jit::dense_gemm_gap(one, kernel_, arch);
   }
 
   // A block holds rows of one expert, so the tile grows with the rows an expert gets: about
@@ -92,27 +106,43 @@ class MoeWgmmaFamily final : public DenseFamily {
   // experts get up to ~4 rows (M <= E / 2), 16 at ~8 rows (M = E: 90 against 109 us for 8), 64
   // at ~64 (M = 8E: 178 against 301 us for 32) and at ~256 (M = 32E: 505 against 548 us for 128
   // rows); 32 rows in between is not measured.
+  // mma.sync: the same ranges with the dense mma.sync kernel's tile shapes (tune/dense.cpp: 64
+  // or 128 channels per block, one or two strips per warp), not measured on any GPU yet.
   std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> default_tiles(
       const Layer& layer) const override {
     auto tile = [](const tune::DenseTile& t) { return std::make_shared<DenseTileOf>(t); };
     const core::Format& f = layer.format;
     const int64_t e = f.experts;
     // 8-bit activations whose K groups fold in f32 (weight group or block scales, activation
-    // groups) hold a second accumulator set: the 64-row tile runs one block per SM (at two, the
-    // 128-register cap made NVRTC spill 20-312 bytes, 44 without dequantizing ahead; compile
-    // matrix). Not measured.
+    // groups) hold a second accumulator set.
     const bool folds = f.activation.bits() == 8 &&
                        (f.act_group_k > 0 || core::folds_weight_groups_in_f32(f));
+    if (!wgmma()) {
+      // With folds, one strip per warp at 64 rows (two spilled 16 bytes with the gathered rows'
+      // pointers on top of both accumulator sets: int4 g128 x int8, sm_80; compile matrix).
+      return {
+          {std::max<int64_t>(1, e / 2), tile(moe_mma_tile(8, 4, 1))},
+          {2 * e, tile(moe_mma_tile(16, 4, 1))},
+          {4 * e, tile(moe_mma_tile(32, 4, 2))},
+          {INT64_MAX, tile(moe_mma_tile(64, 4, folds ? 1 : 2))},
+      };
+    }
+    // wgmma with folds: the 64-row tile runs one block per SM (at two, the 128-register cap made
+    // NVRTC spill 20-312 bytes, 44 without dequantizing ahead; compile matrix). Not measured.
     return {
-        {std::max<int64_t>(1, e / 2), tile(moe_tile(8, 4, 8, 4, false, false))},
-        {2 * e, tile(moe_tile(16, 4, 8, 3, false, false))},
-        {4 * e, tile(moe_tile(32, 4, 8, 2, true, false))},
-        {INT64_MAX, tile(moe_tile(64, 8, 6, folds ? 1 : 2, false, true))},
+        {std::max<int64_t>(1, e / 2), tile(moe_wgmma_tile(8, 4, 8, 4, false, false))},
+        {2 * e, tile(moe_wgmma_tile(16, 4, 8, 3, false, false))},
+        {4 * e, tile(moe_wgmma_tile(32, 4, 8, 2, true, false))},
+        {INT64_MAX, tile(moe_wgmma_tile(64, 8, 6, folds ? 1 : 2, false, true))},
     };
   }
 
   void check_tile(const Tile& generic, const Layer& layer) const override {
     const tune::DenseTile& t = dense_tile(generic);
+    if (!tune::rows_in_16_byte_units(layer.format))
+      fail(HM_ERROR_UNSUPPORTED, "tile " + t.name() + ": MoE rows of A are gathered in 16-byte "
+                                 "units, which K = " + std::to_string(layer.format.k) +
+                                 " does not divide into");
     if (t.tma)
       fail(HM_ERROR_UNSUPPORTED, "tile " + t.name() + ": MoE rows are gathered with cp.async, "
                                  "not copied as TMA boxes (use \"copy\": \"cp.async\")");
@@ -196,6 +226,8 @@ class MoeWgmmaFamily final : public DenseFamily {
   }
 
  private:
+  bool wgmma() const { return kernel_ == tune::DenseKernel::kWgmma; }
+
   // Indexed: the grid covers every slot SORTED_IDS can hold (moe_rows); K splits (a cluster)
   // are sized for the blocks expected to have rows: M * top_k assignments over at most
   // min(E, M * top_k) experts, each padding half a block on average. Contiguous: the same with M
@@ -232,7 +264,12 @@ class MoeWgmmaFamily final : public DenseFamily {
 }  // namespace
 
 const Family& moe_wgmma_family() {
-  static const MoeWgmmaFamily family;
+  static const MoeFamily family(tune::DenseKernel::kWgmma);
+  return family;
+}
+
+const Family& moe_mma_family() {
+  static const MoeFamily family(tune::DenseKernel::kMma);
   return family;
 }
 

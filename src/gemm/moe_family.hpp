@@ -1,5 +1,5 @@
-// The indexed MoE GEMM family (moe_family.cpp) and the routing arithmetic it shares with the
-// plan API and the routing helpers.
+// The MoE GEMM families (moe_family.cpp) and the routing arithmetic they share with the plan API
+// and the routing helpers.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,8 @@
 
 namespace hm::gemm {
 
-const Family& moe_wgmma_family();  // indexed MoE on the sm_90a wgmma kernel (gemm/sched.cuh)
+const Family& moe_wgmma_family();  // MoE on the sm_90a wgmma kernel (gemm/sched.cuh)
+const Family& moe_mma_family();    // MoE on the mma.sync kernel, every arch from sm_75
 
 // The slots of HM_ARG_SORTED_IDS a call with m tokens, top_k experts each and `experts` local
 // experts can fill when each expert's run is padded to `block` rows: every assignment plus at

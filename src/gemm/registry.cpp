@@ -12,6 +12,7 @@ const std::vector<const Family*>& families() {
       &dense_wgmma_family(),
       &dense_mma_family(),
       &moe_wgmma_family(),
+      &moe_mma_family(),
   };
   return kFamilies;
 }

@@ -160,8 +160,11 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
                                   bool aligned_k, const std::string& arch, bool moe) {
   using core::Dtype;
   using core::ScaleKind;
-  if (moe && (tile.kernel != tune::DenseKernel::kWgmma || format.experts < 2))
-    fail(HM_ERROR_UNSUPPORTED, "the indexed MoE GEMM runs wgmma tiles of formats with e >= 2");
+  if (moe && format.experts < 2)
+    fail(HM_ERROR_UNSUPPORTED, "the MoE GEMM runs formats with e >= 2");
+  if (moe && !aligned_k)
+    fail(HM_ERROR_UNSUPPORTED, "the MoE GEMM gathers rows of A in 16-byte units (K % " +
+                                   std::to_string(128 / format.activation.bits()) + " == 0)");
   // A MoE kernel is the dense kernel of one expert with the indexed schedule (gemm/sched.cuh).
   core::Format f = format;
   if (moe) f.experts = 1;
@@ -253,7 +256,9 @@ GeneratedKernel dense_gemm_kernel(const core::Format& format, const tune::DenseT
   const std::string config = prelude + c.str();
   GeneratedKernel k;
   // The entry name carries a short hash of the configuration: readable prefix, unique suffix.
-  const std::string family = std::string(moe ? "moe_wgmma" : tune::dense_family_name(tile.kernel)) + "_";
+  const std::string family =
+      std::string(moe ? (wg ? "moe_wgmma" : "moe_mma") : tune::dense_family_name(tile.kernel)) +
+      "_";
   k.entry = "hm_" + family + tile.name() + "_" + sha256_hex(config).substr(0, 12);
   k.request.name = family + w.name() + "_" + f.activation.name() + "_" + tile.name() +
                    (aligned_k ? "" : "_unaligned");

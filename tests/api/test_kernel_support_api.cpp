@@ -24,7 +24,9 @@ const char* const kFormats[] = {
     "w=uint4b8 a=f16 c=f16 s=f16:channel n=256 k=260",   // K % 8 != 0: mma.sync only
     "w=e2m1 a=e4m3 c=bf16 s=e4m3:g32 n=256 k=256",        // 8-bit activations: no kernel yet
     "w=uint4b8 a=int8 c=f16 s=f32:channel n=256 k=256",
-    "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256 e=4",    // MoE: no kernel yet
+    "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256 e=4",    // MoE: moe_wgmma / moe_mma
+    "w=e2m1 a=e4m3 c=bf16 s=e4m3:g32 n=256 k=256 e=4",     // MoE of a format with no kernel
+    "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=260 e=4",    // MoE rows gather in 16-byte units
 };
 
 const char* const kArchs[] = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90a", "sm_100a", "sm_120a"};
@@ -86,6 +88,20 @@ TEST(KernelSupportApi, NamesFamiliesAndSaysWhatIsMissing) {
   EXPECT_EQ(status, HM_SUCCESS) << last_error();
   EXPECT_EQ(kernels_of(f, "sm_80", &status), "dense_mma");
   EXPECT_EQ(kernels_of(f, nullptr, &status), "dense_wgmma dense_mma");  // any target
+  hm_format_destroy(f);
+
+  // MoE: the wgmma family on sm_90a, the mma.sync one there too and on every other arch;
+  // K not a multiple of 8 has none (the rows of A are gathered in 16-byte units), saying why.
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=bf16 c=bf16 s=bf16:g128 n=4096 k=4096 e=8", &f),
+            HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "moe_wgmma moe_mma");
+  EXPECT_EQ(kernels_of(f, "sm_80", &status), "moe_mma");
+  EXPECT_EQ(kernels_of(f, "sm_120a", &status), "moe_mma");
+  hm_format_destroy(f);
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=4096 k=4100 e=8", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_80", &status), "");
+  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("16-byte units"), std::string::npos) << last_error();
   hm_format_destroy(f);
 
   // 8-bit activations: both kernels on sm_90a (wgmma first), mma.sync m16n8k32 from sm_89 on.

@@ -1,6 +1,6 @@
-// The grouped MoE modes (HM_ARG_MOE_MODE, docs/moe.md) on the mock driver: the argument checks
-// of their routing slots, the grid of each layout and the kernel parameter it receives (the GPU
-// tests in tests/gpu/test_moe_gemm.cpp check results).
+// The grouped MoE modes (HM_ARG_MOE_MODE, docs/moe.md) and the mma.sync MoE family on the mock
+// driver: the argument checks of their routing slots, the grid of each layout and the kernel
+// parameter it receives (the GPU tests in tests/gpu/test_moe_gemm.cpp check results).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -208,6 +208,64 @@ TEST_F(MoeGroupedApi, ArgumentsAndGrid) {
   EXPECT_EQ(hm_plan_gemm(dense, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("HM_ARG_EXPERT_OFFSETS is set"), std::string::npos) << last_error();
   hm_plan_destroy(dense);
+}
+
+// The mma.sync MoE family (moe_mma, every arch from sm_75), forced here by a tuning JSON on the
+// mock's sm_90a: one block per (channel block, row block), no K splits and no workspace (the
+// whole K in one block), the indexed routing and the 8-bit activation scales in its parameter.
+TEST_F(MoeGroupedApi, MmaSyncFamilyLaunchesWithoutKSplits) {
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=e4m3 c=bf16 s=bf16:g128 n=256 k=640 e=8", &f),
+            HM_SUCCESS);
+  hm_plan_options_t o;
+  hm_plan_options_init(&o);
+  o.tuning_json = R"({"dense": [{"kernel": "moe_mma", "block_m": 16, "warps": 4,
+                                  "warp_strips": 2}]})";
+  hm_plan_t* p = nullptr;
+  ASSERT_EQ(hm_plan_create(ctx_, f, &o, &p), HM_SUCCESS) << last_error();
+  hm_format_destroy(f);
+  ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+  char text[512];
+  ASSERT_EQ(hm_plan_describe(p, 40, text, sizeof text, nullptr), HM_SUCCESS) << last_error();
+  EXPECT_EQ(std::string(text).rfind("moe_mma bm16_w4_s2 indexed", 0), 0u) << text;
+  int32_t block = 0;
+  int64_t rows = 0;
+  ASSERT_EQ(hm_plan_moe_block_size(p, 40, &block), HM_SUCCESS) << last_error();
+  ASSERT_EQ(hm_plan_moe_rows(p, 40, 2, &rows), HM_SUCCESS) << last_error();
+  EXPECT_EQ(block, 16);
+  uint64_t workspace = 1;
+  ASSERT_EQ(hm_plan_workspace_size(p, 40, &workspace), HM_SUCCESS) << last_error();
+  EXPECT_EQ(workspace, 0u);
+
+  GemmArguments args(ctx_);
+  ASSERT_NO_FATAL_FAILURE(args.set_all(p, 40));
+  const uint64_t ids = args.buffer() + 4096, experts = args.buffer() + 65536,
+                 padded = args.buffer() + 131072, scales = args.buffer() + 196608;
+  hm_launch_params_set_pointer(args.params(), HM_ARG_SORTED_IDS, ids);
+  hm_launch_params_set_pointer(args.params(), HM_ARG_EXPERT_IDS, experts);
+  hm_launch_params_set_pointer(args.params(), HM_ARG_NUM_TOKENS_PADDED, padded);
+  hm_launch_params_set_int(args.params(), HM_ARG_TOP_K, 2);
+  EXPECT_EQ(hm_plan_gemm(p, args.params(), nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("HM_ARG_ACT_SCALES is not set"), std::string::npos) << last_error();
+  hm_launch_params_set_pointer(args.params(), HM_ARG_ACT_SCALES, scales);
+  const auto launch = gemm_launch(p, args);
+  ASSERT_TRUE(launch.has_value());
+  EXPECT_EQ(std::string(launch->function).rfind("hm_moe_mma_bm16_w4_s2_", 0), 0u)
+      << launch->function;
+  EXPECT_EQ(launch->grid[0], 256u / 128u);  // 128 channels per block (4 warps x 2 strips)
+  EXPECT_EQ(launch->grid[1], static_cast<uint32_t>(std::min<int64_t>(rows / block, 80)));
+  EXPECT_EQ(launch->grid[2], 1u);
+  hm::gemm::DenseParams params;
+  ASSERT_GE(launch->arg_bytes_size, sizeof params);
+  std::memcpy(&params, launch->arg_bytes, sizeof params);
+  EXPECT_EQ(params.splits, 1);
+  EXPECT_EQ(params.k_chunks_per_split, 5);  // 640 k in 128-k steps (8-bit activations)
+  EXPECT_EQ(params.top_k, 2);
+  EXPECT_EQ(params.experts, 8);
+  EXPECT_EQ(reinterpret_cast<uint64_t>(params.sorted_ids), ids);
+  EXPECT_EQ(reinterpret_cast<uint64_t>(params.act_scales), scales);
+  EXPECT_EQ(params.moe_mode, HM_MOE_MODE_INDEXED);
+  hm_plan_destroy(p);
 }
 
 }  // namespace

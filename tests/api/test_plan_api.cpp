@@ -186,11 +186,24 @@ TEST_F(PlanApi, Int8ActivationPlansLaunchWithTheirActivationScales) {
 TEST_F(PlanApi, FormatsWithoutAKernelAreRefusedAtCreation) {
   EXPECT_EQ(plan("w=e2m1 a=e4m3 c=bf16 s=e4m3:g32 n=256 k=256", HM_ERROR_UNSUPPORTED), nullptr);
   EXPECT_NE(last_error().find("e4m3 activations"), std::string::npos) << last_error();
-  // Block scales stay on mma.sync, which has no MoE schedule: every family says why not.
-  EXPECT_EQ(plan("w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=256 k=256 e=4", HM_ERROR_UNSUPPORTED),
+  // A MoE format no family runs (e4m3 group scales of 32 on e4m3 activations): the families are
+  // named with their reason (one reason for all four here).
+  EXPECT_EQ(plan("w=e2m1 a=e4m3 c=bf16 s=e4m3:g32 n=256 k=256 e=4", HM_ERROR_UNSUPPORTED), nullptr);
+  EXPECT_NE(last_error().find("dense_wgmma, dense_mma, moe_wgmma, moe_mma: "), std::string::npos)
+      << last_error();
+  EXPECT_NE(last_error().find("group_k a multiple of 128"), std::string::npos) << last_error();
+  // Unaligned K on a MoE format: the MoE families say why, the dense ones that they take e=1.
+  EXPECT_EQ(plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=260 e=4", HM_ERROR_UNSUPPORTED),
             nullptr);
-  EXPECT_NE(last_error().find("moe_wgmma: "), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("16-byte units"), std::string::npos) << last_error();
   EXPECT_NE(last_error().find("dense kernels take e=1"), std::string::npos) << last_error();
+  // Block scales on 16-bit activations stay on mma.sync, whose MoE family runs them.
+  hm_plan_t* block = plan("w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=256 k=256 e=4");
+  ASSERT_NE(block, nullptr);
+  char desc[512] = {};
+  ASSERT_EQ(hm_plan_describe(block, 16, desc, sizeof desc, nullptr), HM_SUCCESS) << last_error();
+  EXPECT_EQ(std::string(desc).rfind("moe_mma ", 0), 0u) << desc;
+  hm_plan_destroy(block);
   // The validation rules come first, and name the rule.
   EXPECT_EQ(plan("w=uint4b8 a=f16 c=f16 s=f16:g128 n=0 k=256", HM_ERROR_UNSUPPORTED_FORMAT), nullptr);
 }

@@ -237,7 +237,11 @@ TEST_P(MoeGemm, ForcedTilesWithAndWithoutClusterSplits) {
                        "pipeline": "mbarrier", "dequant_ahead": true, "split": "cluster",
                        "blocks_per_sm": 4}]})",
         R"({"dense": [{"kernel": "moe_wgmma", "block_m": 128, "warps": 4, "stages": 4,
-                       "split": "cluster"}]})"}) {
+                       "split": "cluster"}]})",
+        // The mma.sync family (moe_mma: sm_75 on), forced on the sm_90a GPU: 8 rows, one strip
+        // per warp, and 64 rows, two strips per warp.
+        R"({"dense": [{"kernel": "moe_mma", "block_m": 8, "warps": 4, "warp_strips": 1}]})",
+        R"({"dense": [{"kernel": "moe_mma", "block_m": 64, "warps": 4, "warp_strips": 2}]})"}) {
     for (int64_t m : {2, 77}) {
       const Result r = run(gpu, L, m, std::min(3, L.experts), Spread::kRandom, rng, tuning);
       EXPECT_LE(r.error, GetParam().bound) << tuning << " M=" << m;
@@ -671,9 +675,13 @@ std::vector<int32_t> random_offsets(int64_t rows, int experts, Spread spread, in
   return offsets;
 }
 
-hm_plan_t* prepared_plan(Gpu& gpu, const Layer& L) {
+// The plan of L with its default tiles, or those of `tuning`.
+hm_plan_t* prepared_plan(Gpu& gpu, const Layer& L, const char* tuning = nullptr) {
+  hm_plan_options_t options;
+  hm_plan_options_init(&options);
+  options.tuning_json = tuning;
   hm_plan_t* plan = nullptr;
-  EXPECT_EQ(hm_plan_create(gpu.ctx, L.format, nullptr, &plan), HM_SUCCESS) << last_error();
+  EXPECT_EQ(hm_plan_create(gpu.ctx, L.format, &options, &plan), HM_SUCCESS) << last_error();
   if (plan) {
     EXPECT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
   }
@@ -731,6 +739,35 @@ TEST_P(MoeGemmGrouped, MaskedMatchesThePerExpertReference) {
     const Result r = run_grouped(gpu, L, plan, HM_MOE_MODE_MASKED, t_max, counts, rng);
     EXPECT_LE(r.error, GetParam().bound) << GetParam().text << " T_max=" << t_max;
     EXPECT_EQ(r.wrong_rows, 0) << "a row past its expert's count was written, T_max=" << t_max;
+  }
+  hm_plan_destroy(plan);
+}
+
+// Both grouped modes through the mma.sync family (moe_mma), forced on the sm_90a GPU: the
+// contiguous schedule's block search and the masked slabs feed gemm/dense_mma.cuh's gathered
+// rows the same way.
+TEST_P(MoeGemmGrouped, BothModesThroughTheMmaSyncFamily) {
+  Gpu gpu;
+  if (!on_sm90(gpu)) GTEST_SKIP() << "forced on the sm_90a GPU the other MoE tests run on";
+  std::mt19937 rng(39);
+  Layer L = hm::gpu_test::make_layer(GetParam().text, rng);
+  hm_plan_t* plan = prepared_plan(
+      gpu, L, R"({"dense": [{"kernel": "moe_mma", "block_m": 16, "warps": 4, "warp_strips": 2}]})");
+  ASSERT_NE(plan, nullptr);
+  for (int64_t rows : {7, 300}) {
+    const Result r = run_grouped(gpu, L, plan, HM_MOE_MODE_CONTIGUOUS, rows,
+                                 random_offsets(rows, L.experts, Spread::kRandom, 3, 2, rng), rng);
+    EXPECT_LE(r.error, GetParam().bound) << GetParam().text << " contiguous rows=" << rows;
+    EXPECT_EQ(r.wrong_rows, 0) << "rows=" << rows;
+  }
+  for (int64_t t_max : {16, 100}) {
+    std::vector<int32_t> counts(L.experts);
+    std::uniform_int_distribution<int64_t> any(0, t_max);
+    for (int e = 0; e < L.experts; ++e)
+      counts[e] = static_cast<int32_t>(e % 3 == 0 ? 0 : e % 3 == 1 ? t_max + 5 : any(rng));
+    const Result r = run_grouped(gpu, L, plan, HM_MOE_MODE_MASKED, t_max, counts, rng);
+    EXPECT_LE(r.error, GetParam().bound) << GetParam().text << " masked T_max=" << t_max;
+    EXPECT_EQ(r.wrong_rows, 0) << "T_max=" << t_max;
   }
   hm_plan_destroy(plan);
 }

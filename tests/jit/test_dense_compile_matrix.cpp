@@ -163,6 +163,23 @@ TEST(MoeGemmCompileMatrix, EveryDefaultTileCompilesWithoutSpills) {
   EXPECT_EQ(compiled, 8);
 }
 
+// The mma.sync MoE family (moe_mma: gemm/dense_mma.cuh with sched.cuh's MoE schedules, rows of
+// A gathered): every default tile compiles without spills on Turing (f16), Ampere (bf16 with
+// zero points and a bias; int4 x int8) and Ada (gpt-oss MXFP4 x e4m3, DeepSeek FP8 blocks with
+// activation groups: the second accumulator set).
+TEST(MoeGemmCompileMatrix, MmaSyncTilesCompileWithoutSpills) {
+  int compiled = 0;
+  compiled += expect_default_tiles_compile(
+      "w=uint4b8 a=f16 c=f16 s=f16:g128 n=1536 k=2048 e=128", "moe_mma", "sm_75");
+  for (const char* text : {"w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=uint4 bias=1 n=2048 k=768 e=128",
+                           "w=uint4b8 a=int8 c=f16 s=f16:g128 n=1536 k=2048 e=128"})
+    compiled += expect_default_tiles_compile(text, "moe_mma", "sm_80");
+  for (const char* text : {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor bias=1 n=5760 k=2880 e=128",
+                           "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=4096 k=7168 e=256"})
+    compiled += expect_default_tiles_compile(text, "moe_mma", "sm_89");
+  EXPECT_EQ(compiled, 5 * 4);
+}
+
 // 8-bit activations on the MoE family: every default tile of the formats MoE serving runs with
 // them (gpt-oss's MXFP4 experts with e4m3 and a bias, DeepSeek-V3's FP8 experts with 1 x 128
 // activation groups and 128 x 128 weight blocks, GPTQ int4 g128 experts with int8) compiles for

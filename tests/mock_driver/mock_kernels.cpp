@@ -410,7 +410,7 @@ KernelSignature kernel_signature(const std::string& image, const std::string& na
   } catch (const std::exception&) {  // a malformed number in the PTX
   }
   signature = KernelSignature();
-  if (name.rfind("hm_moe_wgmma_", 0) == 0) {
+  if (name.rfind("hm_moe_wgmma_", 0) == 0 || name.rfind("hm_moe_mma_", 0) == 0) {
     // The MoE GEMM (jit/codegen.cpp's entry names): one gemm::DenseParams by value, recorded,
     // not run, so that a test can check what the plan marshalled for each MoE mode.
     signature.known = true;

@@ -17,6 +17,11 @@
 // the MMAs. Split-K over gridDim.z: each split writes f32 partials, the last split to finish a
 // tile sums them in split order (deterministic) and runs the epilogue (activation scale, channel
 // scale, global scale, bias, conversion, store).
+//
+// MoE (C::kMoe, family moe_mma): a block computes one tile of one expert (gemm/sched.cuh's
+// schedules: indexed, grouped contiguous, grouped masked); its rows of A are gathered (each
+// thread resolves its rows once, a_row) and its rows of C scattered by the epilogue (c_row). No
+// K splits: the grid has one block per (channel block, row block).
 #pragma once
 
 #include <humming/core/types.cuh>
@@ -25,6 +30,7 @@
 #include <humming/gemm/dequant_a8.cuh>
 #include <humming/gemm/epilogue.cuh>
 #include <humming/gemm/params.h>
+#include <humming/gemm/sched.cuh>
 #include <humming/layout/spec.h>
 #include <humming/ptx/mma.cuh>
 
@@ -59,7 +65,7 @@ struct DenseMma {
     alignas(128) Act a[2][kDepth][C::kBlockM][kStepK];
   };
   static_assert(sizeof(Act) * kStepK == 128, "a step is one 128-byte row of activations");
-  static_assert(!C::kMoe, "the indexed MoE schedule runs on the wgmma kernel");
+  static_assert(!C::kMoe || C::kAlignedK, "MoE rows are gathered in 16-byte units");
   static_assert(!C::kAccF16 || (kIsF16 && !kA8),
                 "f16 accumulation needs f16 activations on mma.sync (rule R5; 8-bit ones on wgmma)");
   using Acc = Select<kAccS32, S32Fragments<C::kWarpStrips, kTokenGroups>,
@@ -100,23 +106,71 @@ struct DenseMma {
     }
   }
 
+  // MoE: the activation rows a thread copies in every step, resolved once per tile (a_row
+  // reads HM_ARG_SORTED_IDS in the indexed mode): iteration i of load_activations' loop copies
+  // unit threadIdx.x + i * kThreads, whose row is this pointer (null: padding, zero-filled).
+  static constexpr int kActIters = (C::kBlockM * 8 + kThreads - 1) / kThreads;
+  struct GatheredRows {
+    const Act* row[C::kMoe ? kActIters : 1];
+  };
+  static __device__ __forceinline__ GatheredRows gathered_rows(const DenseParams& p, int64_t m0) {
+    GatheredRows g;
+#pragma unroll
+    for (int i = 0; i < (C::kMoe ? kActIters : 1); ++i) {
+      const int u = threadIdx.x + i * kThreads;
+      const int64_t row = u < C::kBlockM * 8 ? a_row<C>(p, m0 + u / 8) : -1;
+      g.row[i] = row < 0 ? nullptr : static_cast<const Act*>(p.a) + row * p.k;
+    }
+    return g;
+  }
+  static __device__ __forceinline__ void load_gathered(const DenseParams& p, Smem& s, int stage,
+                                                       int d, const GatheredRows& rows,
+                                                       int64_t kc) {
+#pragma unroll
+    for (int i = 0; i < kActIters; ++i) {
+      const int u = threadIdx.x + i * kThreads;
+      if (C::kBlockM * 8 % kThreads == 0 || u < C::kBlockM * 8) {
+        const int r = u / 8, unit = u % 8;
+        const int64_t kk = kc * kStepK + unit * kUnit;
+        const bool valid = rows.row[i] != nullptr && kk < p.k;
+        ptx::cp_async_16(ptx::smem_address(&s.a[stage][d][r][(unit ^ (r & 7)) * kUnit]),
+                         valid ? rows.row[i] + kk : static_cast<const Act*>(p.a), valid ? 16 : 0);
+      }
+    }
+  }
+
   // ---- the kernel ----------------------------------------------------------------------------
 
-  static __device__ __forceinline__ void run(const DenseParams& p) {
+  static __device__ __forceinline__ void run(const DenseParams& params) {
+    if constexpr (C::kMoe) {
+      const BlockWork work = block_work<C, C::kWarps * C::kWarpStrips>(params);
+      if (work.expert < 0) return;  // no rows for this block
+      DenseParams p = params;
+      move_to_expert<C>(p, work.expert);
+      run_tile(p, work);
+    } else {
+      run_tile(params, BlockWork{});
+    }
+  }
+
+  // The tile of rows m0.. (tokens; MoE: `work`'s slots of its expert) over this block's K steps.
+  static __device__ __forceinline__ void run_tile(const DenseParams& p, const BlockWork& work) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     Smem& s = *reinterpret_cast<Smem*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4;
     const int64_t strips_total = p.n_pad / 16;
     const int64_t strip0 = (static_cast<int64_t>(blockIdx.x) * C::kWarps + warp) * C::kWarpStrips;
-    const int64_t m0 = static_cast<int64_t>(blockIdx.y) * C::kBlockM;
+    const int64_t m0 = C::kMoe ? work.m0 : static_cast<int64_t>(blockIdx.y) * C::kBlockM;
     // 8-bit activations: an odd number of 64-wide chunks leaves the last step half full (its
     // second chunk reads as zero weights, against activations that are zero past K).
     const int64_t k_chunks = p.k_pad / 64;  // k_pad is a multiple of 64
     const int64_t k_steps = (p.k_pad + 64 * (kStepChunks - 1)) / kStepK;
-    const int64_t kc_begin = static_cast<int64_t>(blockIdx.z) * p.k_chunks_per_split;
-    int64_t kc_end = kc_begin + p.k_chunks_per_split;
+    const int64_t kc_begin =
+        C::kMoe ? work.kc_begin : static_cast<int64_t>(blockIdx.z) * p.k_chunks_per_split;
+    int64_t kc_end = C::kMoe ? work.kc_end : kc_begin + p.k_chunks_per_split;
     if (kc_end > k_steps) kc_end = k_steps;
+    const GatheredRows rows = C::kMoe ? gathered_rows(p, m0) : GatheredRows{};
 
     Acc acc{};
     Part part{};  // unused without folds (the compiler drops it)
@@ -135,7 +189,11 @@ struct DenseMma {
         // Past the split's end the last step is loaded again (harmless, never computed), which
         // keeps the loads unconditional.
         const int64_t kc = kc0 + d < kc_end ? kc0 + d : kc_end - 1;
-        load_activations(p, s, stage, d, m0, kc);
+        if constexpr (C::kMoe) {
+          load_gathered(p, s, stage, d, rows, kc);
+        } else {
+          load_activations(p, s, stage, d, m0, kc);
+        }
 #pragma unroll
         for (int i = 0; i < C::kWarpStrips; ++i) {
           const int64_t strip = strip0 + i < strips_total ? strip0 + i : strips_total - 1;
