@@ -74,12 +74,9 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
     return "the dense kernels take f16, bf16, e4m3, e5m2 or int8 activations; " + act.name() +
            " activations have no kernel yet";
   if (act_int8) {
-    // s8 x s8 MMAs into s32 (wgmma, or mma.sync m16n8k32): the weights must be int8 lanes as
-    // they are (integers, rule R10); K bounds the s32 sums (|product| <= 2^14, exact while
-    // K < 2^17).
-    if (kernel == tune::DenseKernel::kMma && arch.compute_capability() < 80)
-      return "int8 activations on " + arch.name() + " (Turing's mma.sync m8n8k16) have no "
-             "kernel yet: the mma.sync kernel's int8 path (m16n8k32) needs sm_80 or newer";
+    // s8 x s8 MMAs into s32 (wgmma, or mma.sync m16n8k32, on Turing as four m8n8k16): the
+    // weights must be int8 lanes as they are (integers, rule R10); K bounds the s32 sums
+    // (|product| <= 2^14, exact while K < 2^17).
     if (!w.is_integer())
       return "float weights (" + w.name() + ") with int8 activations have no kernel yet (rule "
              "R11 allows them as integer steps); use integer weights (uint4b8, uint8b128, ...) or "

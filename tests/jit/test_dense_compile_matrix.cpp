@@ -263,7 +263,12 @@ TEST(DenseA8CompileMatrix, MmaSyncTilesCompileWithoutSpills) {
                            "w=uint4b8 a=int8 c=bf16 s=bf16:g128 n=8192 k=8192",
                            "w=uint4b8 a=int8:g128 c=bf16 s=bf16:channel n=4096 k=4096"})
     compiled += expect_default_tiles_compile(text, "dense_mma", "sm_80");
-  EXPECT_EQ(compiled, 10 * 3);
+  // Turing: int8 through four m8n8k16 per m16n8k32 (ptx::mma_s8_16832), f16 outputs (bf16
+  // needs sm_80, rule R25).
+  for (const char* text : {"w=uint4b8 a=int8 c=f16 s=f16:channel n=4096 k=4096",
+                           "w=uint4b8 a=int8 c=f16 s=f16:g128 n=4096 k=4096"})
+    compiled += expect_default_tiles_compile(text, "dense_mma", "sm_75");
+  EXPECT_EQ(compiled, 12 * 3);
 }
 
 // Integer zero points with 8-bit activations (gemm/dequant_a8.cuh: q - z in the weights'

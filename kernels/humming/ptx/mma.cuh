@@ -86,6 +86,10 @@ __device__ __forceinline__ void mma_fp8_16832(float (&d)[4], const uint32 (&a)[4
   __trap();
 #endif
 }
+// On Turing (sm_75, which has no m16n8k32) as four m8n8k16: in the k32 fragments a0 / a2 hold
+// row g's k 0-15 / 16-31 and a1 / a3 row g + 8's, b0 / b1 the column's k 0-15 / 16-31 (four s8
+// each, k = 4 * (lane % 4) + i), and d0-d1 / d2-d3 rows g / g + 8: exactly the m8n8k16 A, B and
+// D fragments, so each k16 half of each row half is one m8n8k16 into its two sums (exact: s32).
 __device__ __forceinline__ void mma_s8_16832(uint32 (&d)[4], const uint32 (&a)[4],
                                              const uint32 (&b)[2]) {
 #if __CUDA_ARCH__ >= 800
@@ -94,6 +98,15 @@ __device__ __forceinline__ void mma_s8_16832(uint32 (&d)[4], const uint32 (&a)[4
       "{%0,%1,%2,%3};\n"
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif __CUDA_ARCH__ >= 750
+#pragma unroll
+  for (int h = 0; h < 2; ++h)      // row half: g, g + 8
+#pragma unroll
+    for (int x = 0; x < 2; ++x)    // k half: 0-15, 16-31
+      asm volatile(
+          "mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+          : "+r"(d[2 * h]), "+r"(d[2 * h + 1])
+          : "r"(a[h + 2 * x]), "r"(b[x]));
 #else
   __trap();
 #endif
