@@ -940,6 +940,22 @@ HM_API void hm_converted_layer_destroy(hm_converted_layer_t *layer);
 HM_API hm_status_t hm_converted_layer_format(const hm_converted_layer_t *layer,
                                              hm_format_t **out);
 
+/* Joins converted layers into one (docs/convert.md "Stacking experts"), for MoE checkpoints that
+ * store each expert as its own quantized layer (GPTQ, AWQ, compressed-tensors experts.<i>.*):
+ *   HM_STACK_EXPERTS  the layers' experts in order: E = the sum of their E; every other field of
+ *                     the format, and the K permutation, must be the same;
+ *   HM_STACK_ROWS     expert by expert, the layers' rows in order: N = the sum of their N (gate
+ *                     and up into one gate_up layer, as humming.torch.MoE and the MoE GEMM take
+ *                     it); the same E and format otherwise, equal global scales per expert, and
+ *                     with block scales each layer but the last ending on a block.
+ * `count` >= 2 layers; nothing is re-quantized (the canonical buffers are copied). The inputs
+ * stay owned by the caller; *out is a new layer (hm_converted_layer_destroy). Refused with
+ * HM_ERROR_INVALID_ARGUMENT or HM_ERROR_UNSUPPORTED naming the layer and what differs. */
+#define HM_STACK_EXPERTS 0
+#define HM_STACK_ROWS 1
+HM_API hm_status_t hm_converted_layer_stack(const hm_converted_layer_t *const *layers, size_t count,
+                                            int32_t axis, hm_converted_layer_t **out);
+
 /* Pointers into the layer's own buffers, valid until hm_converted_layer_destroy(). */
 typedef struct hm_converted_layer_info {
   uint32_t struct_size;

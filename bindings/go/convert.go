@@ -162,6 +162,11 @@ func ConvertLayer(scheme int32, tensors []CheckpointTensor, options *ConvertOpti
 	}); err != nil {
 		return nil, err
 	}
+	return adoptConvertedLayer(h)
+}
+
+// adoptConvertedLayer takes ownership of a layer the library made and copies out its buffers.
+func adoptConvertedLayer(h *C.hm_converted_layer_t) (*ConvertedLayer, error) {
 	layer := &ConvertedLayer{h: h}
 	runtime.SetFinalizer(layer, (*ConvertedLayer).Close)
 	format, err := layer.Format()
@@ -196,6 +201,40 @@ func ConvertLayer(scheme int32, tensors []CheckpointTensor, options *ConvertOpti
 		layer.Note = C.GoString(info.note)
 	}
 	return layer, nil
+}
+
+// StackExperts and StackRows say how StackLayers joins layers (docs/convert.md "Stacking
+// experts"): the layers' experts in order (E = the sum of theirs), or expert by expert the
+// layers' rows in order (N = the sum of theirs: gate and up into gate_up).
+const (
+	StackExperts = int32(C.HM_STACK_EXPERTS)
+	StackRows    = int32(C.HM_STACK_ROWS)
+)
+
+// StackLayers joins converted layers into a new one (hm_converted_layer_stack): they must share
+// one format but for E (or N) and one K permutation; nothing is re-quantized. The inputs are
+// left as they are.
+func StackLayers(layers []*ConvertedLayer, axis int32) (*ConvertedLayer, error) {
+	count := len(layers)
+	// A C array of the handles: Go memory handed to C may not hold Go pointers.
+	array := (**C.hm_converted_layer_t)(C.calloc(C.size_t(count+1), C.size_t(unsafe.Sizeof(uintptr(0)))))
+	defer C.free(unsafe.Pointer(array))
+	slots := unsafe.Slice(array, count+1)
+	for i, l := range layers {
+		if l == nil || l.h == nil {
+			return nil, closed("ConvertedLayer")
+		}
+		slots[i] = l.h
+	}
+	var h *C.hm_converted_layer_t
+	err := call(func() C.hm_status_t {
+		return C.hm_converted_layer_stack(array, C.size_t(count), C.int32_t(axis), &h)
+	})
+	runtime.KeepAlive(layers)
+	if err != nil {
+		return nil, err
+	}
+	return adoptConvertedLayer(h)
 }
 
 // Progress callbacks in flight, by handle: C holds the handle (an integer), never a Go pointer.

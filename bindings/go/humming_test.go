@@ -382,6 +382,62 @@ func gptq(n, k, group int) (qweight, qzeros, scales []byte, w []float32) {
 	return
 }
 
+// Experts converted one by one stack into one MoE layer, and two layers' rows into gate_up.
+func TestStackLayersJoinsExpertsAndRows(t *testing.T) {
+	n, k := 64, 256
+	qweight, qzeros, scales, w := gptq(n, k, 128)
+	tensors := []humming.CheckpointTensor{
+		{Name: "qweight", DType: "I32", Shape: []int64{int64(k / 8), int64(n)}, Data: qweight},
+		{Name: "qzeros", DType: "I32", Shape: []int64{2, int64(n / 8)}, Data: qzeros},
+		{Name: "scales", DType: "F16", Shape: []int64{2, int64(n)}, Data: scales},
+	}
+	one, err := humming.ConvertLayer(humming.SchemeGPTQ, tensors, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	moe, err := humming.StackLayers([]*humming.ConvertedLayer{one, one, one}, humming.StackExperts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moe.Close()
+	f, err := moe.Format()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if gn, gk, ge, _ := f.Shape(); gn != int64(n) || gk != int64(k) || ge != 3 {
+		t.Fatal(gn, gk, ge)
+	}
+	d, err := f.Dequantize(&moe.Canonical)
+	if err != nil || len(d) != 3*len(w) {
+		t.Fatal(len(d), err)
+	}
+	for i := range d {
+		if d[i] != w[i%len(w)] {
+			t.Fatalf("element %d: %v, want %v", i, d[i], w[i%len(w)])
+		}
+	}
+	gateUp, err := humming.StackLayers([]*humming.ConvertedLayer{moe, moe}, humming.StackRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gateUp.Close()
+	g, _ := gateUp.Format()
+	defer g.Close()
+	if gn, _, ge, _ := g.Shape(); gn != int64(2*n) || ge != 3 {
+		t.Fatal(gn, ge)
+	}
+	if _, err := humming.StackLayers([]*humming.ConvertedLayer{one}, humming.StackExperts); err == nil ||
+		!strings.Contains(err.Error(), "at least two") {
+		t.Fatal(err)
+	}
+	if _, err := humming.StackLayers([]*humming.ConvertedLayer{moe, one}, humming.StackRows); err == nil ||
+		!strings.Contains(err.Error(), "in more than n") {
+		t.Fatal(err)
+	}
+}
+
 func TestGPTQConversionIsExact(t *testing.T) {
 	if s, err := humming.ParseScheme("gptq"); err != nil || s != humming.SchemeGPTQ {
 		t.Fatal(s, err)

@@ -157,6 +157,35 @@ HM_ADDRESS_TYPEMAPS(hm_convert_model_progress_fn)
   Py_XDECREF(seq$argnum);
 }
 
+/* ---- arrays of handles: (layers, count) takes a Python sequence of handles ------------------ */
+/* The handles are copied into a C array of pointers for the call; the objects stay Python's. */
+%typemap(in) (const hm_converted_layer_t *const *layers, size_t count) (hm_converted_layer_t **array = NULL, PyObject *seq = NULL) {
+  seq = PySequence_Fast($input, "expected a sequence of hm_converted_layer_t handles");
+  if (seq == NULL) SWIG_fail;
+  Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+  array = (hm_converted_layer_t **)calloc(count > 0 ? (size_t)count : 1, sizeof(*array));
+  if (array == NULL) {
+    PyErr_NoMemory();
+    SWIG_fail;
+  }
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    void *item = NULL;
+    int res = SWIG_ConvertPtr(PySequence_Fast_GET_ITEM(seq, i), &item,
+                              SWIGTYPE_p_hm_converted_layer, 0);
+    if (!SWIG_IsOK(res)) {
+      PyErr_Format(PyExc_TypeError, "item %zd is not an hm_converted_layer_t handle", i);
+      SWIG_fail;
+    }
+    array[i] = (hm_converted_layer_t *)item;
+  }
+  $1 = (const hm_converted_layer_t *const *)array;
+  $2 = (size_t)count;
+}
+%typemap(freearg) (const hm_converted_layer_t *const *layers, size_t count) {
+  free(array$argnum);
+  Py_XDECREF(seq$argnum);
+}
+
 /* ---- const char * fields of option structs: owned copies ---------------------------------- */
 /* SWIG's default setter copies the string and never frees it; these free the previous copy.
  * A field keeps NULL until set, because every struct is filled by its _init() function first. */

@@ -180,6 +180,28 @@ HM_API hm_status_t hm_convert_layer(int32_t scheme, const hm_checkpoint_tensor_t
 
 HM_API void hm_converted_layer_destroy(hm_converted_layer_t* layer) { delete layer; }
 
+HM_API hm_status_t hm_converted_layer_stack(const hm_converted_layer_t* const* layers,
+                                            size_t count, int32_t axis,
+                                            hm_converted_layer_t** out) {
+  if (out != nullptr) *out = nullptr;
+  return HM_API_CALL({
+    require_not_null(out, "out");
+    require_not_null(layers, "layers");
+    if (axis != HM_STACK_EXPERTS && axis != HM_STACK_ROWS)
+      hm::fail(HM_ERROR_INVALID_ARGUMENT, "'axis' is " + std::to_string(axis) +
+                                              "; use HM_STACK_EXPERTS or HM_STACK_ROWS");
+    std::vector<const hm::schema::Layer*> parts(count);
+    for (size_t i = 0; i < count; ++i)
+      parts[i] = layers[i] == nullptr ? nullptr : &layers[i]->layer;
+    auto result = std::make_unique<hm_converted_layer>();
+    result->layer = hm::schema::stack_layers(
+        parts, axis == HM_STACK_EXPERTS ? hm::schema::StackAxis::kExperts
+                                        : hm::schema::StackAxis::kRows);
+    result->note = hm::schema::conversion_note(result->layer);
+    *out = result.release();
+  });
+}
+
 HM_API hm_status_t hm_converted_layer_format(const hm_converted_layer_t* layer, hm_format_t** out) {
   if (out != nullptr) *out = nullptr;
   return HM_API_CALL({

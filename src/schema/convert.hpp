@@ -87,6 +87,17 @@ std::string conversion_note(const Layer& layer);
 Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors,
                     const Options& options);
 
+// How stack_layers joins converted layers (hm_converted_layer_stack, HM_STACK_*).
+enum class StackAxis {
+  kExperts,  // one layer of the parts' experts in order (E = the sum of theirs)
+  kRows,     // expert by expert, the parts' rows in order (gate and up into gate_up: N = sum)
+};
+// One layer from `parts` (at least two) that share one format but for E (kExperts) or N (kRows),
+// and one K permutation: their canonical buffers (and biases) joined, nothing re-quantized.
+// kRows also needs equal global scales per expert and, with block scales, every part but the
+// last to end on a block. Fails with hm::Error naming the part and what differs.
+Layer stack_layers(const std::vector<const Layer*>& parts, StackAxis axis);
+
 // The tensor roles of a scheme, and the one role that marks a layer in a file (its "anchor").
 // Roles join the layer prefix with '.' except for MXFP4, which uses '_'
 // ("...experts.gate_up_proj" + "_blocks").

@@ -320,6 +320,66 @@ TEST(MoeGemmConvert, GptOssMxfp4ExpertsServeAsConverted) {
   }
 }
 
+// GPTQ experts stored one layer per expert (Qwen3-MoE GPTQ checkpoints: experts.<i>.down_proj),
+// converted one by one, joined with hm_converted_layer_stack (HM_STACK_EXPERTS) and served by
+// the MoE GEMM as one layer, against the f64 per-expert reference on the stacked canonical
+// weight. Random words: every nibble is a valid code.
+TEST(MoeGemmConvert, GptqExpertsStackedServeAsOneLayer) {
+  Gpu gpu;
+  if (!on_sm90(gpu)) GTEST_SKIP() << "the MoE kernel is sm_90a only";
+  const int64_t e = 4, n = 128, k = 384, groups = k / 128;
+  std::mt19937 rng(47);
+  std::vector<hm_converted_layer_t*> experts;
+  for (int64_t x = 0; x < e; ++x) {
+    std::vector<uint32_t> qweight(static_cast<size_t>(k / 8 * n)),
+        qzeros(static_cast<size_t>(groups * n / 8));
+    for (auto& w : qweight) w = static_cast<uint32_t>(rng());
+    for (auto& w : qzeros) w = 0x77777777u;  // symmetric v1 zeros (8 - 1)
+    std::vector<uint16_t> scales(static_cast<size_t>(groups * n));
+    std::uniform_real_distribution<double> uni(1e-3, 3e-2);
+    for (auto& v : scales) {
+      uint32_t code = 0;
+      hm_dtype_encode(HM_DTYPE_F16, uni(rng), &code);
+      v = static_cast<uint16_t>(code);
+    }
+    hm_checkpoint_tensor_t t[3];
+    for (auto& y : t) hm_checkpoint_tensor_init(&y);
+    t[0].name = "qweight", t[0].dtype = "I32";
+    t[0].shape[0] = k / 8, t[0].shape[1] = n, t[0].ndim = 2;
+    t[0].data = qweight.data(), t[0].bytes = qweight.size() * 4;
+    t[1].name = "qzeros", t[1].dtype = "I32";
+    t[1].shape[0] = groups, t[1].shape[1] = n / 8, t[1].ndim = 2;
+    t[1].data = qzeros.data(), t[1].bytes = qzeros.size() * 4;
+    t[2].name = "scales", t[2].dtype = "F16";
+    t[2].shape[0] = groups, t[2].shape[1] = n, t[2].ndim = 2;
+    t[2].data = scales.data(), t[2].bytes = scales.size() * 2;
+    hm_converted_layer_t* layer = nullptr;
+    ASSERT_EQ(hm_convert_layer(HM_SCHEME_GPTQ, t, 3, nullptr, &layer), HM_SUCCESS) << last_error();
+    experts.push_back(layer);
+  }
+  hm_converted_layer_t* moe = nullptr;
+  ASSERT_EQ(hm_converted_layer_stack(experts.data(), experts.size(), HM_STACK_EXPERTS, &moe),
+            HM_SUCCESS)
+      << last_error();
+  for (hm_converted_layer_t* x : experts) hm_converted_layer_destroy(x);
+  hm_format_t* format = nullptr;
+  ASSERT_EQ(hm_converted_layer_format(moe, &format), HM_SUCCESS) << last_error();
+  char text[256];
+  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
+  hm_format_destroy(format);
+  EXPECT_NE(std::string(text).find("e=4"), std::string::npos) << text;
+  Layer L = hm::gpu_test::parse_layer(text);
+  hm_converted_layer_info_t info;
+  hm_converted_layer_info_init(&info);
+  ASSERT_EQ(hm_converted_layer_info(moe, &info), HM_SUCCESS) << last_error();
+  hm::gpu_test::pack_canonical(L, info.weight);
+  hm_converted_layer_destroy(moe);
+  for (const auto& [m, top_k] : {std::pair<int64_t, int>{1, 2}, {50, 3}, {300, 2}}) {
+    const Result r = run(gpu, L, m, top_k, Spread::kRandom, rng);
+    EXPECT_LE(r.error, hm::gpu_test::kF16Bound) << text << " M=" << m << " top_k=" << top_k;
+  }
+}
+
 // Routing data is device data: out-of-range experts, hostile ids and a count past the buffer
 // are skipped, never followed out of bounds (compute-sanitizer memcheck runs this too).
 TEST(MoeGemmHostile, RoutingOutOfRangeIsSkipped) {

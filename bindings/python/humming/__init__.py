@@ -7,7 +7,8 @@ statuses raised as humming.Error (with the status name and the library's message
 humming.torch has a drop-in for torch.nn.Linear.
 """
 from . import raw
-from ._convert import ConvertedLayer, convert_file, convert_layer, convert_model, scheme_parse
+from ._convert import (STACK_EXPERTS, STACK_ROWS, ConvertedLayer, convert_file, convert_layer,
+                       convert_model, scheme_parse, stack_layers)
 from ._device import DeviceArray, DeviceTensor, device_tensor
 from ._dtype import DType
 from ._errors import (CacheError, CompileError, DriverError, Error, InternalError,

@@ -161,6 +161,30 @@ def convert_layer(scheme, tensors, **options):
     return ConvertedLayer(handle)
 
 
+STACK_EXPERTS = raw.HM_STACK_EXPERTS
+STACK_ROWS = raw.HM_STACK_ROWS
+
+
+def stack_layers(layers, axis="experts"):
+    """Joins converted layers into a new one (docs/convert.md "Stacking experts"): axis
+    "experts" (HM_STACK_EXPERTS) puts the layers' experts in order into one MoE layer (E = the
+    sum of theirs: experts converted one by one); "rows" (HM_STACK_ROWS) puts, expert by
+    expert, the layers' rows in order (N = the sum: gate and up into one gate_up layer, as
+    humming.torch.MoE takes it). The layers must share one format but for E (or N) and one K
+    permutation; nothing is re-quantized, and the inputs are left as they are."""
+    axes = {"experts": STACK_EXPERTS, "rows": STACK_ROWS}
+    if axis not in axes and axis not in axes.values():
+        raise argument_error(f"axis must be 'experts' or 'rows', got {axis!r}")
+    layers = list(layers)
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, ConvertedLayer):
+            raise argument_error(f"layers[{i}] is a {type(layer).__name__}, not a ConvertedLayer")
+    status, handle = raw.hm_converted_layer_stack([layer.handle for layer in layers],
+                                                  axes.get(axis, axis))
+    check(status)
+    return ConvertedLayer(handle)
+
+
 def convert_file(scheme, in_path, out_path, progress=None, **options):
     """Converts a safetensors file into the standard layout (docs/convert.md). progress, if
     given, is called as progress(tensor_name, done_bytes, total_bytes); an exception it raises

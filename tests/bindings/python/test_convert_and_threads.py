@@ -49,6 +49,36 @@ def test_gptq_layer_converts_exactly():
         np.testing.assert_array_equal(layer.format.dequantize(layer.format.unpack(packed)), w)
 
 
+def test_experts_stack_into_one_moe_layer_and_gate_up_rows():
+    """Experts converted one by one (each with its own weights) join into one layer of E
+    experts in order, and gate / up layers of those experts into one gate_up layer, expert by
+    expert (humming.torch.MoE's gate rows first); both dequantize to their parts exactly."""
+    parts = [gptq_layer() for _ in range(3)]
+    experts = [humming.convert_layer("gptq", t) for t, _ in parts]
+    moe = humming.stack_layers(experts)
+    assert moe.format.shape == (64, 256, 3)
+    deq = moe.format.dequantize(moe.canonical).reshape(3, 64, 256)
+    for e, (_, w) in enumerate(parts):
+        np.testing.assert_array_equal(deq[e], w)
+    up = humming.stack_layers(experts[::-1], "experts")
+    gate_up = humming.stack_layers([moe, up], axis=humming.STACK_ROWS)
+    assert gate_up.format.shape == (128, 256, 3)
+    joined = gate_up.format.dequantize(gate_up.canonical).reshape(3, 128, 256)
+    for e in range(3):
+        np.testing.assert_array_equal(joined[e, :64], parts[e][1])
+        np.testing.assert_array_equal(joined[e, 64:], parts[2 - e][1])
+    with pytest.raises(humming.InvalidArgumentError, match="at least two"):
+        humming.stack_layers(experts[:1])
+    with pytest.raises(humming.InvalidArgumentError, match="in more than n"):
+        humming.stack_layers([moe, experts[0]], "rows")
+    with pytest.raises(humming.InvalidArgumentError, match="'experts' or 'rows'"):
+        humming.stack_layers(experts, "columns")
+    with pytest.raises(humming.InvalidArgumentError, match="not a ConvertedLayer"):
+        humming.stack_layers([experts[0], "x"])
+    for layer in experts + [moe, up, gate_up]:
+        layer.close()
+
+
 def test_conversion_errors_name_the_tensor():
     tensors, _ = gptq_layer()
     del tensors["scales"]

@@ -111,6 +111,8 @@ pub const HM_CONVERT_CT_PACK_WORD_ALIGNED: i32 = 128;
 pub const HM_GLOBAL_SCALE_DEFAULT: i32 = 0;
 pub const HM_GLOBAL_SCALE_MULTIPLY: i32 = 1;
 pub const HM_GLOBAL_SCALE_DIVIDE: i32 = 2;
+pub const HM_STACK_EXPERTS: i32 = 0;
+pub const HM_STACK_ROWS: i32 = 1;
 pub const HM_CONVERT_MODEL_FORCE: i32 = 1;
 pub const HM_CONVERT_MODEL_DRY_RUN: i32 = 2;
 pub const HM_CONVERT_EVENT_LAYER: i32 = 1;
@@ -861,6 +863,14 @@ extern "C" {
     pub fn hm_converted_layer_format(
         layer: *const hm_converted_layer_t,
         out: *mut *mut hm_format_t,
+    ) -> hm_status_t;
+}
+extern "C" {
+    pub fn hm_converted_layer_stack(
+        layers: *const *const hm_converted_layer_t,
+        count: usize,
+        axis: i32,
+        out: *mut *mut hm_converted_layer_t,
     ) -> hm_status_t;
 }
 #[repr(C)]

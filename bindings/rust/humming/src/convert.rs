@@ -137,35 +137,68 @@ pub fn convert_layer(
     let mut raw = std::ptr::null_mut();
     check(unsafe { sys::hm_convert_layer(scheme, raws.as_ptr(), raws.len(), &o, &mut raw) })?;
     drop(names);
-    let raw = NonNull::new(raw)
-        .ok_or_else(|| Error::new(sys::HM_ERROR_INTERNAL, "the library returned a NULL layer"))?;
-    let mut layer = ConvertedLayer {
-        raw,
-        canonical: CanonicalWeight::default(),
-        bias: Vec::new(),
-        k_permutation: Vec::new(),
-        note: None,
+    ConvertedLayer::from_raw(raw)
+}
+
+/// How [`stack_layers`] joins layers (docs/convert.md "Stacking experts").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackAxis {
+    /// The layers' experts in order (E = the sum of theirs): experts converted one by one into
+    /// one MoE layer.
+    Experts,
+    /// Expert by expert, the layers' rows in order (N = the sum of theirs): gate and up into one
+    /// gate_up layer.
+    Rows,
+}
+
+/// Joins converted layers into one (`hm_converted_layer_stack`): they must share one format but
+/// for E (or N) and one K permutation; nothing is re-quantized. The inputs are left as they are.
+pub fn stack_layers(layers: &[&ConvertedLayer], axis: StackAxis) -> Result<ConvertedLayer> {
+    let raws: Vec<*const sys::hm_converted_layer_t> =
+        layers.iter().map(|l| l.raw.as_ptr() as *const _).collect();
+    let axis = match axis {
+        StackAxis::Experts => sys::HM_STACK_EXPERTS,
+        StackAxis::Rows => sys::HM_STACK_ROWS,
     };
-    let format = layer.format()?;
-    let sizes = format.canonical_sizes()?;
-    let (n, k, e) = format.shape()?;
-    let mut info: sys::hm_converted_layer_info_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_converted_layer_info_init(&mut info) };
-    check(unsafe { sys::hm_converted_layer_info(layer.raw.as_ptr(), &mut info) })?;
-    unsafe {
-        layer.canonical = CanonicalWeight {
-            codes: copy(info.weight.codes, sizes.codes),
-            scales: copy(info.weight.scales, sizes.scales),
-            zero_points: copy(info.weight.zero_points, sizes.zero_points),
-            global_scale: copy(info.weight.global_scale, sizes.global_scale),
+    let mut raw = std::ptr::null_mut();
+    check(unsafe { sys::hm_converted_layer_stack(raws.as_ptr(), raws.len(), axis, &mut raw) })?;
+    ConvertedLayer::from_raw(raw)
+}
+
+impl ConvertedLayer {
+    /// Takes ownership of a layer the library made, copying out its canonical buffers.
+    fn from_raw(raw: *mut sys::hm_converted_layer_t) -> Result<ConvertedLayer> {
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::new(sys::HM_ERROR_INTERNAL, "the library returned a NULL layer")
+        })?;
+        let mut layer = ConvertedLayer {
+            raw,
+            canonical: CanonicalWeight::default(),
+            bias: Vec::new(),
+            k_permutation: Vec::new(),
+            note: None,
         };
-        layer.bias = copy(info.bias, (e as i64 * n) as usize);
-        layer.k_permutation = copy(info.k_permutation, k as usize);
-        if !info.note.is_null() {
-            layer.note = Some(CStr::from_ptr(info.note).to_string_lossy().into_owned());
+        let format = layer.format()?;
+        let sizes = format.canonical_sizes()?;
+        let (n, k, e) = format.shape()?;
+        let mut info: sys::hm_converted_layer_info_t = unsafe { std::mem::zeroed() };
+        unsafe { sys::hm_converted_layer_info_init(&mut info) };
+        check(unsafe { sys::hm_converted_layer_info(layer.raw.as_ptr(), &mut info) })?;
+        unsafe {
+            layer.canonical = CanonicalWeight {
+                codes: copy(info.weight.codes, sizes.codes),
+                scales: copy(info.weight.scales, sizes.scales),
+                zero_points: copy(info.weight.zero_points, sizes.zero_points),
+                global_scale: copy(info.weight.global_scale, sizes.global_scale),
+            };
+            layer.bias = copy(info.bias, (e as i64 * n) as usize);
+            layer.k_permutation = copy(info.k_permutation, k as usize);
+            if !info.note.is_null() {
+                layer.note = Some(CStr::from_ptr(info.note).to_string_lossy().into_owned());
+            }
         }
+        Ok(layer)
     }
-    Ok(layer)
 }
 
 struct ProgressState<'a> {

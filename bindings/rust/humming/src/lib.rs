@@ -35,9 +35,9 @@ pub use context::{
     DevicePtr, DeviceView, HostData, RuntimeInfo, Stream,
 };
 pub use convert::{
-    convert_file, convert_layer, convert_model, scheme_parse, CheckpointTensor,
+    convert_file, convert_layer, convert_model, scheme_parse, stack_layers, CheckpointTensor,
     ConvertModelOptions, ConvertModelSummary, ConvertOptions, ConvertedLayer, ModelEvent,
-    ModelProgress,
+    ModelProgress, StackAxis,
 };
 pub use dtype::DType;
 pub use error::{clear_last_error, last_error_message, status_name, Error, Result};

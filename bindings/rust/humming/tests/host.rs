@@ -272,6 +272,46 @@ fn gptq_conversion_is_exact() {
     assert!(e.message().contains("/nonexistent/in.safetensors"), "{e}");
 }
 
+#[test]
+fn experts_stack_into_one_moe_layer_and_rows_into_gate_up() {
+    let (n, k) = (64usize, 256usize);
+    let (qweight, qzeros, scales, w) = gptq(n, k, 128);
+    let tensors = [
+        CheckpointTensor {
+            name: "qweight",
+            dtype: "I32",
+            shape: vec![(k / 8) as i64, n as i64],
+            data: &qweight,
+        },
+        CheckpointTensor {
+            name: "qzeros",
+            dtype: "I32",
+            shape: vec![2, (n / 8) as i64],
+            data: &qzeros,
+        },
+        CheckpointTensor { name: "scales", dtype: "F16", shape: vec![2, n as i64], data: &scales },
+    ];
+    let one =
+        humming::convert_layer(sys::HM_SCHEME_GPTQ, &tensors, &ConvertOptions::default()).unwrap();
+    // Three experts: E = 3, each expert's canonical weight the layer's own.
+    let moe = humming::stack_layers(&[&one, &one, &one], humming::StackAxis::Experts).unwrap();
+    let format = moe.format().unwrap();
+    assert_eq!(format.shape().unwrap(), (n as i64, k as i64, 3));
+    let deq = format.dequantize(&moe.canonical).unwrap();
+    assert_eq!(deq.len(), 3 * w.len());
+    for e in 0..3 {
+        assert_eq!(&deq[e * w.len()..(e + 1) * w.len()], &w[..], "expert {e}");
+    }
+    // Rows: N = 2n per expert, the first layer's rows first.
+    let gate_up = humming::stack_layers(&[&moe, &moe], humming::StackAxis::Rows).unwrap();
+    assert_eq!(gate_up.format().unwrap().shape().unwrap(), (2 * n as i64, k as i64, 3));
+    // One layer is not a stack; another E is not rows of the same experts.
+    let e = humming::stack_layers(&[&one], humming::StackAxis::Experts).unwrap_err();
+    assert!(e.message().contains("at least two"), "{e}");
+    let e = humming::stack_layers(&[&moe, &one], humming::StackAxis::Rows).unwrap_err();
+    assert!(e.message().contains("in more than n"), "{e}");
+}
+
 /// A safetensors file: an 8-byte little-endian header length, the JSON header, the data.
 fn write_safetensors(path: &std::path::Path, tensors: &[(&str, &str, Vec<i64>, &[u8])]) {
     let (mut header, mut data) = (Vec::new(), Vec::new());
