@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
       // 8-bit activations (issue 17 x 18)
       {"gpt_oss_120b_gate_up_e4m3", "w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=5760 k=2880 e=128",
        4},
+      {"deepseek_v3_fp8_token", "w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=4096 k=7168 e=256", 8},
       {"deepseek_v3_fp8", "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=4096 k=7168 e=256", 8},
       {"qwen3_30b_gate_up_int8", "w=uint4b8 a=int8 c=f16 s=f16:g128 n=1536 k=2048 e=128", 8},
   };
