@@ -128,16 +128,7 @@ TEST(ConvertApi, TheFirstReleasedInfoLayoutIsFilledUpToItsSize) {
   const std::vector<Tensor> t = {make_tensor("qweight", "I32", {8, 16}, qweight),
                                  make_tensor("qzeros", "I32", {1, 4}, qzeros),
                                  make_tensor("scales", "F16", {1, 16}, scales)};
-  std::vector<hm_checkpoint_tensor_t> c(t.size());
-  for (size_t i = 0; i < t.size(); ++i) {
-    hm_checkpoint_tensor_init(&c[i]);
-    c[i].name = t[i].name.c_str();
-    c[i].dtype = t[i].dtype.c_str();
-    c[i].ndim = static_cast<int32_t>(t[i].shape.size());
-    for (size_t d = 0; d < t[i].shape.size(); ++d) c[i].shape[d] = t[i].shape[d];
-    c[i].data = t[i].bytes.data();
-    c[i].bytes = t[i].bytes.size();
-  }
+  const std::vector<hm_checkpoint_tensor_t> c = checkpoint_structs(t);
   hm_converted_layer_t* layer = nullptr;
   ASSERT_EQ(hm_convert_layer(HM_SCHEME_GPTQ, c.data(), c.size(), nullptr, &layer), HM_SUCCESS)
       << last_error();

@@ -20,6 +20,15 @@ struct LayerDeleter {
 };
 using LayerPtr = std::unique_ptr<hm_converted_layer_t, LayerDeleter>;
 
+// The converted layer of `tensors` (which must convert).
+LayerPtr converted(int32_t scheme, const std::vector<Tensor>& tensors) {
+  const std::vector<hm_checkpoint_tensor_t> c = checkpoint_structs(tensors);
+  hm_converted_layer_t* out = nullptr;
+  EXPECT_EQ(hm_convert_layer(scheme, c.data(), c.size(), nullptr, &out), HM_SUCCESS)
+      << last_error();
+  return LayerPtr(out);
+}
+
 // An AutoAWQ layer of random words (every nibble is a valid code) with f16 scales per group_k.
 LayerPtr awq(int64_t n, int64_t k, int64_t group_k, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -34,20 +43,7 @@ LayerPtr awq(int64_t n, int64_t k, int64_t group_k, uint32_t seed) {
       make_tensor("model.layers.0.mlp.experts.0.up_proj.qweight", "I32", {k, n / 8}, q),
       make_tensor("model.layers.0.mlp.experts.0.up_proj.qzeros", "I32", {groups, n / 8}, z),
       f16_tensor("model.layers.0.mlp.experts.0.up_proj.scales", {groups, n}, s)};
-  std::vector<hm_checkpoint_tensor_t> c(t.size());
-  for (size_t i = 0; i < t.size(); ++i) {
-    hm_checkpoint_tensor_init(&c[i]);
-    c[i].name = t[i].name.c_str();
-    c[i].dtype = t[i].dtype.c_str();
-    c[i].ndim = static_cast<int32_t>(t[i].shape.size());
-    for (size_t d = 0; d < t[i].shape.size(); ++d) c[i].shape[d] = t[i].shape[d];
-    c[i].data = t[i].bytes.data();
-    c[i].bytes = t[i].bytes.size();
-  }
-  hm_converted_layer_t* out = nullptr;
-  EXPECT_EQ(hm_convert_layer(HM_SCHEME_AWQ, c.data(), c.size(), nullptr, &out), HM_SUCCESS)
-      << last_error();
-  return LayerPtr(out);
+  return converted(HM_SCHEME_AWQ, t);
 }
 
 LayerPtr stack(const std::vector<const hm_converted_layer_t*>& parts, int32_t axis,
@@ -233,20 +229,7 @@ TEST(StackConverted, RowsNeedOneGlobalScalePerExpert) {
     const std::vector<Tensor> t = {make_tensor("m.weight", "U8", {n, k / 2}, w),
                                    make_tensor("m.weight_scale", "F8_E4M3", {n, k / 16}, s),
                                    f32_tensor("m.weight_scale_2", {}, {global})};
-    std::vector<hm_checkpoint_tensor_t> c(t.size());
-    for (size_t i = 0; i < t.size(); ++i) {
-      hm_checkpoint_tensor_init(&c[i]);
-      c[i].name = t[i].name.c_str();
-      c[i].dtype = t[i].dtype.c_str();
-      c[i].ndim = static_cast<int32_t>(t[i].shape.size());
-      for (size_t d = 0; d < t[i].shape.size(); ++d) c[i].shape[d] = t[i].shape[d];
-      c[i].data = t[i].bytes.data();
-      c[i].bytes = t[i].bytes.size();
-    }
-    hm_converted_layer_t* out = nullptr;
-    EXPECT_EQ(hm_convert_layer(HM_SCHEME_NVFP4, c.data(), c.size(), nullptr, &out), HM_SUCCESS)
-        << last_error();
-    return LayerPtr(out);
+    return converted(HM_SCHEME_NVFP4, t);
   };
   const LayerPtr a = nvfp4(0.5f, 1), b = nvfp4(0.25f, 2), c = nvfp4(0.5f, 3);
   stack({a.get(), b.get()}, HM_STACK_ROWS, HM_ERROR_UNSUPPORTED);

@@ -74,8 +74,8 @@ struct Converted {
   int32_t scale_kind = 0, group_k = 0, group_n = 0;
 };
 
-inline Converted convert(int32_t scheme, const std::vector<Tensor>& tensors,
-                         const hm_convert_options_t* options = nullptr) {
+// The C API's view of `tensors` (pointing into them: keep them alive for the call).
+inline std::vector<hm_checkpoint_tensor_t> checkpoint_structs(const std::vector<Tensor>& tensors) {
   std::vector<hm_checkpoint_tensor_t> c(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     hm_checkpoint_tensor_init(&c[i]);
@@ -86,6 +86,12 @@ inline Converted convert(int32_t scheme, const std::vector<Tensor>& tensors,
     c[i].data = tensors[i].bytes.data();
     c[i].bytes = tensors[i].bytes.size();
   }
+  return c;
+}
+
+inline Converted convert(int32_t scheme, const std::vector<Tensor>& tensors,
+                         const hm_convert_options_t* options = nullptr) {
+  const std::vector<hm_checkpoint_tensor_t> c = checkpoint_structs(tensors);
   Converted out;
   hm_converted_layer_t* layer = nullptr;
   out.status = hm_convert_layer(scheme, c.data(), c.size(), options, &layer);
