@@ -410,18 +410,11 @@ void expect_converted_layer_serves(Gpu& gpu, int32_t scheme, const hm_checkpoint
   options.activation = act;
   hm_converted_layer_t* converted = nullptr;
   ASSERT_EQ(hm_convert_layer(scheme, t, count, &options, &converted), HM_SUCCESS) << last_error();
-  hm_format_t* format = nullptr;
-  ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
-  char text[256];
-  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
-  hm_format_destroy(format);
-  EXPECT_NE(std::string(text).find(expect), std::string::npos) << text;
-  Layer L = hm::gpu_test::parse_layer(text);
-  hm_converted_layer_info_t info;
-  hm_converted_layer_info_init(&info);
-  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
-  hm::gpu_test::pack_canonical(L, info.weight);
+  Layer L;
+  std::string text;
+  ASSERT_NO_FATAL_FAILURE(hm::gpu_test::converted_layer(converted, &L, &text));
   hm_converted_layer_destroy(converted);
+  EXPECT_NE(text.find(expect), std::string::npos) << text;
   for (int64_t m : {1, 7, 64, 200}) {
     const Activations8 a = quantized_activations(L, m, rng);
     const Result r = run(gpu, L, a, m);

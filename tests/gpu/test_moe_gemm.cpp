@@ -296,23 +296,12 @@ TEST(MoeGemmConvert, GptOssMxfp4ExpertsServeAsConverted) {
     hm_converted_layer_t* converted = nullptr;
     ASSERT_EQ(hm_convert_layer(HM_SCHEME_MXFP4, t, 3, &options, &converted), HM_SUCCESS)
         << last_error();
-    hm_format_t* format = nullptr;
-    ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
-    char text[256];
-    ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
-    hm_format_destroy(format);
-    EXPECT_NE(std::string(text).find("e=4"), std::string::npos) << text;
-    Layer L = hm::gpu_test::parse_layer(text);
-    hm_converted_layer_info_t info;
-    hm_converted_layer_info_init(&info);
-    ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
-    hm::gpu_test::pack_canonical(L, info.weight);
-    ASSERT_TRUE(L.has_bias && info.bias != nullptr) << text;
-    L.bias.resize(static_cast<size_t>(e * n));
-    L.bias_codes.resize(L.bias.size());
-    for (size_t i = 0; i < L.bias.size(); ++i)
-      L.bias_codes[i] = hm::gpu_test::encode16(L.out, info.bias[i], &L.bias[i]);
+    Layer L;
+    std::string text;
+    ASSERT_NO_FATAL_FAILURE(hm::gpu_test::converted_layer(converted, &L, &text));
     hm_converted_layer_destroy(converted);
+    EXPECT_NE(text.find("e=4"), std::string::npos) << text;
+    ASSERT_TRUE(L.has_bias) << text;  // the checkpoint's bias, converted
     for (const auto& [m, top_k] : {std::pair<int64_t, int>{1, 2}, {33, 4}, {200, 2}}) {
       const Result r = run(gpu, L, m, top_k, Spread::kRandom, rng);
       EXPECT_LE(r.error, 1e-2) << text << " M=" << m << " top_k=" << top_k;
@@ -362,18 +351,11 @@ TEST(MoeGemmConvert, GptqExpertsStackedServeAsOneLayer) {
             HM_SUCCESS)
       << last_error();
   for (hm_converted_layer_t* x : experts) hm_converted_layer_destroy(x);
-  hm_format_t* format = nullptr;
-  ASSERT_EQ(hm_converted_layer_format(moe, &format), HM_SUCCESS) << last_error();
-  char text[256];
-  ASSERT_EQ(hm_format_to_string(format, text, sizeof text, nullptr), HM_SUCCESS);
-  hm_format_destroy(format);
-  EXPECT_NE(std::string(text).find("e=4"), std::string::npos) << text;
-  Layer L = hm::gpu_test::parse_layer(text);
-  hm_converted_layer_info_t info;
-  hm_converted_layer_info_init(&info);
-  ASSERT_EQ(hm_converted_layer_info(moe, &info), HM_SUCCESS) << last_error();
-  hm::gpu_test::pack_canonical(L, info.weight);
+  Layer L;
+  std::string text;
+  ASSERT_NO_FATAL_FAILURE(hm::gpu_test::converted_layer(moe, &L, &text));
   hm_converted_layer_destroy(moe);
+  EXPECT_NE(text.find("e=4"), std::string::npos) << text;
   for (const auto& [m, top_k] : {std::pair<int64_t, int>{1, 2}, {50, 3}, {300, 2}}) {
     const Result r = run(gpu, L, m, top_k, Spread::kRandom, rng);
     EXPECT_LE(r.error, hm::gpu_test::kF16Bound) << text << " M=" << m << " top_k=" << top_k;

@@ -218,6 +218,31 @@ inline Layer exact_layer(const std::string& text, std::mt19937& rng, int lo, int
   return L;
 }
 
+// The layer a conversion made (hm_convert_layer, hm_converted_layer_stack): its format (text in
+// *text, for messages), its canonical weight dequantized and packed, and its bias, if any, in
+// the output dtype. Fatal gtest failures when the library refuses a query (wrap the call in
+// ASSERT_NO_FATAL_FAILURE).
+inline void converted_layer(const hm_converted_layer_t* converted, Layer* L, std::string* text) {
+  hm_format_t* format = nullptr;
+  ASSERT_EQ(hm_converted_layer_format(converted, &format), HM_SUCCESS) << last_error();
+  char buf[256];
+  ASSERT_EQ(hm_format_to_string(format, buf, sizeof buf, nullptr), HM_SUCCESS);
+  hm_format_destroy(format);
+  *text = buf;
+  *L = parse_layer(buf);
+  hm_converted_layer_info_t info;
+  hm_converted_layer_info_init(&info);
+  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS) << last_error();
+  pack_canonical(*L, info.weight);
+  if (L->has_bias) {
+    ASSERT_NE(info.bias, nullptr) << buf;
+    L->bias.resize(static_cast<size_t>(L->experts * L->n));
+    L->bias_codes.resize(L->bias.size());
+    for (size_t i = 0; i < L->bias.size(); ++i)
+      L->bias_codes[i] = encode16(L->out, info.bias[i], &L->bias[i]);
+  }
+}
+
 // Whether the context's device is sm_90 (the wgmma kernel's target).
 inline bool device_has_wgmma(const Buffers& gpu) {
   hm_device_info_t info;
