@@ -382,15 +382,21 @@ func gptq(n, k, group int) (qweight, qzeros, scales []byte, w []float32) {
 	return
 }
 
+// gptqTensors is gptq()'s layer (groups of 128) as checkpoint tensors, with its weight.
+func gptqTensors(n, k int) ([]humming.CheckpointTensor, []float32) {
+	qweight, qzeros, scales, w := gptq(n, k, 128)
+	groups := int64(k / 128)
+	return []humming.CheckpointTensor{
+		{Name: "qweight", DType: "I32", Shape: []int64{int64(k / 8), int64(n)}, Data: qweight},
+		{Name: "qzeros", DType: "I32", Shape: []int64{groups, int64(n / 8)}, Data: qzeros},
+		{Name: "scales", DType: "F16", Shape: []int64{groups, int64(n)}, Data: scales},
+	}, w
+}
+
 // Experts converted one by one stack into one MoE layer, and two layers' rows into gate_up.
 func TestStackLayersJoinsExpertsAndRows(t *testing.T) {
 	n, k := 64, 256
-	qweight, qzeros, scales, w := gptq(n, k, 128)
-	tensors := []humming.CheckpointTensor{
-		{Name: "qweight", DType: "I32", Shape: []int64{int64(k / 8), int64(n)}, Data: qweight},
-		{Name: "qzeros", DType: "I32", Shape: []int64{2, int64(n / 8)}, Data: qzeros},
-		{Name: "scales", DType: "F16", Shape: []int64{2, int64(n)}, Data: scales},
-	}
+	tensors, w := gptqTensors(n, k)
 	one, err := humming.ConvertLayer(humming.SchemeGPTQ, tensors, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -443,12 +449,7 @@ func TestGPTQConversionIsExact(t *testing.T) {
 		t.Fatal(s, err)
 	}
 	n, k := 64, 256
-	qweight, qzeros, scales, w := gptq(n, k, 128)
-	tensors := []humming.CheckpointTensor{
-		{Name: "qweight", DType: "I32", Shape: []int64{int64(k / 8), int64(n)}, Data: qweight},
-		{Name: "qzeros", DType: "I32", Shape: []int64{2, int64(n / 8)}, Data: qzeros},
-		{Name: "scales", DType: "F16", Shape: []int64{2, int64(n)}, Data: scales},
-	}
+	tensors, w := gptqTensors(n, k)
 	layer, err := humming.ConvertLayer(humming.SchemeGPTQ, tensors, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -330,20 +330,33 @@ func TestMockQuantizeActivationDeviceMatchesHost(t *testing.T) {
 	}
 }
 
-func TestMockMoePlan(t *testing.T) {
-	ctx := mockContext(t, 0)
-	e, n, k, m, topK := 4, 128, 256, 5, 2
-	f, _ := humming.ParseFormat("w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4")
-	q, _ := f.Quantize(make([]float32, e*n*k))
+// mockMoePlan is a prepared plan of `format` (a MoE format of 4 experts, N = 128, K = 256),
+// closed when the test ends, with its packed weight and scales uploaded.
+func mockMoePlan(t *testing.T, ctx *humming.Context, format string) (*humming.Plan, *humming.DeviceBuffer, *humming.DeviceBuffer) {
+	t.Helper()
+	f, err := humming.ParseFormat(format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := f.Quantize(make([]float32, 4*128*256))
 	packed, _ := f.Pack(q)
 	plan, err := ctx.NewPlan(f, humming.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer plan.Close()
+	t.Cleanup(plan.Close)
 	if err := plan.Prepare(); err != nil {
 		t.Fatal(err)
 	}
+	w, _ := humming.Upload(ctx, packed.Weight)
+	s, _ := humming.Upload(ctx, packed.Scales)
+	return plan, w, s
+}
+
+func TestMockMoePlan(t *testing.T) {
+	ctx := mockContext(t, 0)
+	e, n, k, m, topK := 4, 128, 256, 5, 2
+	plan, w, s := mockMoePlan(t, ctx, "w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4")
 	block, err := plan.MoeBlockSize(int64(m))
 	if err != nil {
 		t.Fatal(err)
@@ -353,8 +366,6 @@ func TestMockMoePlan(t *testing.T) {
 		t.Fatal(rows, block, err)
 	}
 	a, _ := ctx.Alloc(m * k * 2)
-	w, _ := humming.Upload(ctx, packed.Weight)
-	s, _ := humming.Upload(ctx, packed.Scales)
 	c, _ := ctx.Alloc(m * topK * n * 2)
 	sorted, _ := ctx.Alloc(int(rows) * 4)
 	experts, _ := ctx.Alloc(int(rows) / int(block) * 4)
@@ -382,23 +393,11 @@ func TestMockMoePlan(t *testing.T) {
 func TestMockMoeGroupedModes(t *testing.T) {
 	ctx := mockContext(t, 0)
 	e, n, k := 4, 128, 256
-	f, _ := humming.ParseFormat("w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4")
-	q, _ := f.Quantize(make([]float32, e*n*k))
-	packed, _ := f.Pack(q)
-	plan, err := ctx.NewPlan(f, humming.PlanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plan.Close()
-	if err := plan.Prepare(); err != nil {
-		t.Fatal(err)
-	}
+	plan, w, s := mockMoePlan(t, ctx, "w=uint4b8 a=f16 c=f16 s=f16:g128 n=128 k=256 e=4")
 	if humming.ArgExpertOffsets != 12 || humming.ArgMaskedM != 13 || humming.ArgMoeMode != 21 ||
 		humming.MoeModeContiguous != 1 || humming.MoeModeMasked != 2 {
 		t.Fatal("slot or mode values differ from humming.h")
 	}
-	w, _ := humming.Upload(ctx, packed.Weight)
-	s, _ := humming.Upload(ctx, packed.Scales)
 	params, _ := humming.NewLaunchParams()
 	defer params.Close()
 
@@ -541,22 +540,7 @@ func TestMockGemmTakesActScalesWith8BitActivationsOnly(t *testing.T) {
 func TestMockMoeMaskedActScalesCoverEverySlabRow(t *testing.T) {
 	ctx := mockContext(t, 0)
 	e, n, k, tMax := 4, 128, 256, 9
-	f, err := humming.ParseFormat("w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=128 k=256 e=4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, _ := f.Quantize(make([]float32, e*n*k))
-	packed, _ := f.Pack(q)
-	plan, err := ctx.NewPlan(f, humming.PlanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plan.Close()
-	if err := plan.Prepare(); err != nil {
-		t.Fatal(err)
-	}
-	w, _ := humming.Upload(ctx, packed.Weight)
-	s, _ := humming.Upload(ctx, packed.Scales)
+	plan, w, s := mockMoePlan(t, ctx, "w=uint4b8 a=e4m3 c=f16 s=f16:g128 n=128 k=256 e=4")
 	params, _ := humming.NewLaunchParams()
 	defer params.Close()
 	a, _ := ctx.Alloc(e * tMax * k)

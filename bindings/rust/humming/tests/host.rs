@@ -230,27 +230,44 @@ fn gptq(n: usize, k: usize, group: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<f32
     (qweight, qzeros, scales, w)
 }
 
+/// gptq()'s buffers (groups of 128) as the checkpoint tensors of one layer.
+fn gptq_tensors<'a>(
+    n: usize,
+    k: usize,
+    qweight: &'a [u8],
+    qzeros: &'a [u8],
+    scales: &'a [u8],
+) -> [CheckpointTensor<'a>; 3] {
+    let groups = (k / 128) as i64;
+    [
+        CheckpointTensor {
+            name: "qweight",
+            dtype: "I32",
+            shape: vec![(k / 8) as i64, n as i64],
+            data: qweight,
+        },
+        CheckpointTensor {
+            name: "qzeros",
+            dtype: "I32",
+            shape: vec![groups, (n / 8) as i64],
+            data: qzeros,
+        },
+        CheckpointTensor {
+            name: "scales",
+            dtype: "F16",
+            shape: vec![groups, n as i64],
+            data: scales,
+        },
+    ]
+}
+
 #[test]
 fn gptq_conversion_is_exact() {
     assert_eq!(humming::scheme_parse("gptq").unwrap(), sys::HM_SCHEME_GPTQ);
     assert_eq!(humming::scheme_parse("nope").unwrap_err().status(), sys::HM_ERROR_PARSE);
     let (n, k) = (64usize, 256usize);
     let (qweight, qzeros, scales, w) = gptq(n, k, 128);
-    let tensors = [
-        CheckpointTensor {
-            name: "qweight",
-            dtype: "I32",
-            shape: vec![(k / 8) as i64, n as i64],
-            data: &qweight,
-        },
-        CheckpointTensor {
-            name: "qzeros",
-            dtype: "I32",
-            shape: vec![2, (n / 8) as i64],
-            data: &qzeros,
-        },
-        CheckpointTensor { name: "scales", dtype: "F16", shape: vec![2, n as i64], data: &scales },
-    ];
+    let tensors = gptq_tensors(n, k, &qweight, &qzeros, &scales);
     let layer =
         humming::convert_layer(sys::HM_SCHEME_GPTQ, &tensors, &ConvertOptions::default()).unwrap();
     let format = layer.format().unwrap();
@@ -276,21 +293,7 @@ fn gptq_conversion_is_exact() {
 fn experts_stack_into_one_moe_layer_and_rows_into_gate_up() {
     let (n, k) = (64usize, 256usize);
     let (qweight, qzeros, scales, w) = gptq(n, k, 128);
-    let tensors = [
-        CheckpointTensor {
-            name: "qweight",
-            dtype: "I32",
-            shape: vec![(k / 8) as i64, n as i64],
-            data: &qweight,
-        },
-        CheckpointTensor {
-            name: "qzeros",
-            dtype: "I32",
-            shape: vec![2, (n / 8) as i64],
-            data: &qzeros,
-        },
-        CheckpointTensor { name: "scales", dtype: "F16", shape: vec![2, n as i64], data: &scales },
-    ];
+    let tensors = gptq_tensors(n, k, &qweight, &qzeros, &scales);
     let one =
         humming::convert_layer(sys::HM_SCHEME_GPTQ, &tensors, &ConvertOptions::default()).unwrap();
     // Three experts: E = 3, each expert's canonical weight the layer's own.
