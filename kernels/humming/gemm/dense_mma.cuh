@@ -139,25 +139,9 @@ struct DenseMma {
     }
   }
 
-  // MoE with activation scales per K group: the rows of A of this thread's columns (element q
-  // of token group j is column j * 8 + 2 * (lane % 4) + q % 2), resolved once per tile rather
-  // than at every fold (a_row reads HM_ARG_SORTED_IDS); padding reads row 0's scales.
-  static constexpr bool kCachedActRows = Fold::kAct && C::kMoe;
-  struct ActRows {
-    int32_t row[kCachedActRows ? kTokenGroups : 1][2];
-  };
-  static __device__ __forceinline__ ActRows act_rows_of(const DenseParams& p, int64_t m0,
-                                                        int lane) {
-    ActRows r;
-#pragma unroll
-    for (int j = 0; j < (kCachedActRows ? kTokenGroups : 1); ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = a_row<C>(p, m0 + 2 * (lane & 3) + j * 8 + h);
-        r.row[j][h] = row < 0 ? 0 : static_cast<int32_t>(row);
-      }
-    return r;
-  }
+  // The rows of A of a thread's columns, for the activation scales of each fold (Fold::kAct):
+  // for MoE resolved once per tile, not at every fold.
+  using ActRows = ColumnRows<C, kTokenGroups, Fold::kAct && C::kMoe>;
 
   // ---- the kernel ----------------------------------------------------------------------------
 
@@ -191,7 +175,7 @@ struct DenseMma {
     int64_t kc_end = C::kMoe ? work.kc_end : kc_begin + p.k_chunks_per_split;
     if (kc_end > k_steps) kc_end = k_steps;
     const GatheredRows rows = C::kMoe ? gathered_rows(p, m0) : GatheredRows{};
-    const ActRows act_rows = kCachedActRows ? act_rows_of(p, m0, lane) : ActRows{};
+    const ActRows act_rows(p, m0, lane);
 
     Acc acc{};
     Part part{};  // unused without folds (the compiler drops it)
@@ -420,14 +404,7 @@ struct DenseMma {
       for (int j = 0; j < kTokenGroups; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          int64_t row;
-          if constexpr (kCachedActRows) {
-            row = act_rows.row[j][h];
-          } else {
-            row = a_row<C>(p, col0 + j * 8 + h);
-            row = row < 0 ? 0 : row;
-          }
-          col[j][h] = scales[row * p.act_groups];
+          col[j][h] = scales[act_rows(p, col0, j, h) * p.act_groups];
         }
     }
 #pragma unroll

@@ -182,20 +182,9 @@ struct DenseWgmma {
     const uint32 row = warp * 16 + g;
     const uint32 scales_at = pinned(base_offset + kScaleOffset + row * kScaleBytes);
     const uint32 zeros_at = pinned(base_offset + kZeroOffset + row * kZeroBytes);
-    // MoE with activation scales per K group: the rows of A of this thread's columns, resolved
-    // once per tile (a_row reads HM_ARG_SORTED_IDS), not at every fold; -1 reads row 0's scales
-    // for columns that are never stored. Dense tiles compute them in the fold (a compare).
-    constexpr bool kCachedActRows = kActFold && C::kMoe;
-    int32_t act_rows[kCachedActRows ? kTokenGroups : 1][2];
-    if constexpr (kCachedActRows) {
-#pragma unroll
-      for (int j = 0; j < kTokenGroups; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t r = a_row<C>(p, m0 + 2 * (lane & 3) + j * 8 + h);
-          act_rows[j][h] = r < 0 ? 0 : static_cast<int32_t>(r);
-        }
-    }
+    // The rows of A of this thread's columns, for the activation scales of each fold: for MoE
+    // resolved once per tile, not at every fold.
+    const ColumnRows<C, kTokenGroups, kActFold && C::kMoe> act_rows(p, m0, lane);
     // Dequantizes the weights of the step in stage s into the warp's 16 A registers.
     auto dequantize = [&](int s, uint32 (&a)[16]) {
       const uint32 stage = s * kStageBytes;
@@ -325,14 +314,7 @@ struct DenseWgmma {
             float col[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              int64_t row;
-              if constexpr (kCachedActRows) {
-                row = act_rows[j][h];
-              } else {
-                row = a_row<C>(p, col0 + j * 8 + h);
-                row = row < 0 ? 0 : row;
-              }
-              col[h] = scales[row * p.act_groups];
+              col[h] = scales[act_rows(p, col0, j, h) * p.act_groups];
             }
 #pragma unroll
             for (int q = 0; q < 4; ++q) {

@@ -148,6 +148,37 @@ __device__ __forceinline__ int64_t c_row(const DenseParams& p, int64_t row) {
     return row < p.m ? row : -1;
   }
 }
+// The rows of A behind a thread's accumulator columns, for per-column data such as activation
+// scales: column 2 * (lane % 4) + h of token group j is tile row j * 8 + that (the MMA D
+// fragment). kCached resolves them once per tile (for MoE, whose a_row reads HM_ARG_SORTED_IDS);
+// otherwise each lookup asks a_row (for dense tiles, a compare). Padding and rows past M read
+// row 0, for outputs that are never stored.
+template <class C, int kTokenGroups, bool kCached>
+struct ColumnRows {
+  int32_t cached[kCached ? kTokenGroups : 1][2];
+  __device__ __forceinline__ ColumnRows(const DenseParams& p, int64_t m0, int lane) {
+    if constexpr (kCached) {
+#pragma unroll
+      for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = a_row<C>(p, m0 + 2 * (lane & 3) + j * 8 + h);
+          cached[j][h] = r < 0 ? 0 : static_cast<int32_t>(r);
+        }
+    }
+  }
+  // The row of A of column h of token group j, the thread's first column being tile row col0.
+  __device__ __forceinline__ int64_t operator()(const DenseParams& p, int64_t col0, int j,
+                                                int h) const {
+    if constexpr (kCached) {
+      return cached[j][h];
+    } else {
+      const int64_t r = a_row<C>(p, col0 + j * 8 + h);
+      return r < 0 ? 0 : r;
+    }
+  }
+};
+
 // Tile rows that may hold a row of C (the epilogue's loops stop there; c_row says which do).
 template <class C>
 __device__ __forceinline__ int tile_rows(const DenseParams& p, int64_t m0) {

@@ -74,26 +74,47 @@ def test_moe_reduce_matches_torch_and_captures(dtype):
     assert torch.equal(out, want.to(dtype))
 
 
+def quantized_moe(text, experts, hidden, inter, g):
+    """humming.torch.MoE of random experts in the format `text` (gate_up [E, 2I, H], down
+    [E, H, I]), with the host-dequantized experts (float64) the reference multiplies."""
+    from humming import Format
+    w13 = torch.randn(experts, 2 * inter, hidden, generator=g) * 0.05
+    w2 = torch.randn(experts, hidden, inter, generator=g) * 0.05
+    gu, dn = Format(text), Format(text)
+    gu.set_shape(2 * inter, hidden, experts)
+    dn.set_shape(hidden, inter, experts)
+    gu_q, dn_q = gu.quantize(w13.numpy()), dn.quantize(w2.numpy())
+    layer = hmt.MoE(gu, gu.pack(gu_q), dn, dn.pack(dn_q))
+    return (layer, torch.from_numpy(gu.dequantize(gu_q)).double(),
+            torch.from_numpy(dn.dequantize(dn_q)).double())
+
+
+def moe_reference(x, ids, weights, deq13, deq2, inter, down_input=lambda a: a):
+    """sum_j weights[t, j] * down_e(down_input(silu(gate_e(x[t])) * up_e(x[t]))) in float64,
+    e = ids[t, j], dropped assignments (e < 0) adding nothing."""
+    want = torch.zeros(x.shape[0], deq2.shape[1], dtype=torch.float64)
+    for t in range(x.shape[0]):
+        for j in range(ids.shape[1]):
+            e = int(ids[t, j])
+            if e < 0:
+                continue
+            h = deq13[e] @ x[t]
+            want[t] += float(weights[t, j]) * (deq2[e] @ down_input(
+                torch.nn.functional.silu(h[:inter]) * h[inter:]))
+    return want
+
+
 @pytest.mark.parametrize("tokens,top_k,dtype", [(1, 2, torch.float16), (37, 2, torch.float16),
                                                  (300, 3, torch.bfloat16)])
 def test_moe_layer_matches_torch(tokens, top_k, dtype):
     """humming.torch.MoE (align -> gate_up GEMM -> SiLU * up -> down GEMM -> reduce) against the
     same computation in float64 on the host-dequantized experts, with some assignments dropped."""
     import numpy as np
-    from humming import Format
     experts, hidden, inter = 8, 256, 128
     g = torch.Generator().manual_seed(tokens)
-    w13 = torch.randn(experts, 2 * inter, hidden, generator=g) * 0.05
-    w2 = torch.randn(experts, hidden, inter, generator=g) * 0.05
     name = "f16" if dtype == torch.float16 else "bf16"
-    text = f"w=uint4b8 a={name} c={name} s={name}:g64"
-    gu, dn = Format(text), Format(text)
-    gu.set_shape(2 * inter, hidden, experts)
-    dn.set_shape(hidden, inter, experts)
-    gu_q, dn_q = gu.quantize(w13.numpy()), dn.quantize(w2.numpy())
-    layer = hmt.MoE(gu, gu.pack(gu_q), dn, dn.pack(dn_q))
-    deq13 = torch.from_numpy(gu.dequantize(gu_q)).double()
-    deq2 = torch.from_numpy(dn.dequantize(dn_q)).double()
+    layer, deq13, deq2 = quantized_moe(f"w=uint4b8 a={name} c={name} s={name}:g64", experts,
+                                       hidden, inter, g)
     x = torch.randn(tokens, hidden, generator=g).to(dtype)
     ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
     ids = ids.to(torch.int32)
@@ -101,16 +122,7 @@ def test_moe_layer_matches_torch(tokens, top_k, dtype):
     weights = torch.rand(tokens, top_k, generator=g)
     y = layer(x.cuda(), ids.cuda(), weights.cuda())
     torch.cuda.synchronize()
-    want = torch.zeros(tokens, hidden, dtype=torch.float64)
-    xd = x.double()
-    for t in range(tokens):
-        for j in range(top_k):
-            e = int(ids[t, j])
-            if e < 0:
-                continue
-            h = deq13[e] @ xd[t]
-            act = torch.nn.functional.silu(h[:inter]) * h[inter:]
-            want[t] += float(weights[t, j]) * (deq2[e] @ act)
+    want = moe_reference(x.double(), ids, weights, deq13, deq2, inter)
     got = y.double().cpu()
     assert torch.isfinite(got).all()
     err = float((got - want).norm() / want.norm())
@@ -127,19 +139,10 @@ def test_moe_layer_with_8_bit_activations(act, weight, scales):
     quantizes its own f64 SiLU * up with the host quantizer (the GPU's rule): the kernel's
     product went through bf16 first, so a few codes differ by one step."""
     import humming
-    from humming import Format
     experts, hidden, inter, tokens, top_k = 8, 256, 128, 45, 3
     g = torch.Generator().manual_seed(5)
-    w13 = torch.randn(experts, 2 * inter, hidden, generator=g) * 0.05
-    w2 = torch.randn(experts, hidden, inter, generator=g) * 0.05
-    text = f"w={weight} a={act} c=bf16 s={scales}"
-    gu, dn = Format(text), Format(text)
-    gu.set_shape(2 * inter, hidden, experts)
-    dn.set_shape(hidden, inter, experts)
-    gu_q, dn_q = gu.quantize(w13.numpy()), dn.quantize(w2.numpy())
-    layer = hmt.MoE(gu, gu.pack(gu_q), dn, dn.pack(dn_q))
-    deq13 = torch.from_numpy(gu.dequantize(gu_q)).double()
-    deq2 = torch.from_numpy(dn.dequantize(dn_q)).double()
+    layer, deq13, deq2 = quantized_moe(f"w={weight} a={act} c=bf16 s={scales}", experts, hidden,
+                                       inter, g)
     x = torch.randn(tokens, hidden, generator=g).to(torch.bfloat16).cuda()
     ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
     ids = ids.to(torch.int32)
@@ -151,17 +154,11 @@ def test_moe_layer_with_8_bit_activations(act, weight, scales):
     xq = torch.from_numpy(humming.dequantize_activation(
         act, codes.view(torch.uint8).cpu().numpy(), x_scales.reshape(-1, 1).cpu().numpy(),
         hidden)).double()
-    want = torch.zeros(tokens, hidden, dtype=torch.float64)
-    for t in range(tokens):
-        for j in range(top_k):
-            e = int(ids[t, j])
-            if e < 0:
-                continue
-            h = deq13[e] @ xq[t]
-            prod = (torch.nn.functional.silu(h[:inter]) * h[inter:]).float().numpy()[None]
-            c, s = humming.quantize_activation(act, prod)
-            pq = torch.from_numpy(humming.dequantize_activation(act, c, s, inter)).double()[0]
-            want[t] += float(weights[t, j]) * (deq2[e] @ pq)
+    def quantized(prod):  # the host quantizer's rule, as the GPU's quantizer applies it
+        c, s = humming.quantize_activation(act, prod.float().numpy()[None])
+        return torch.from_numpy(humming.dequantize_activation(act, c, s, inter)).double()[0]
+
+    want = moe_reference(xq, ids, weights, deq13, deq2, inter, quantized)
     got = y.double().cpu()
     assert torch.isfinite(got).all()
     err = float((got - want).norm() / want.norm())
