@@ -75,12 +75,6 @@ tune::DenseTile moe_mma_tile(int block_m, int warps, int strips) {
   return t;
 }
 
-// The K steps of a layer: 64 k with 16-bit activations, 128 with 8-bit (gemm/params.h).
-int64_t k_steps(const Layer& layer) {
-  const int64_t step = tune::dense_k_step(layer.format);
-  return (layer.shape.k_padded + step - 1) / step;
-}
-
 class MoeFamily final : public DenseFamily {
  public:
   explicit MoeFamily(tune::DenseKernel kernel) : DenseFamily(kernel) {}
@@ -107,7 +101,8 @@ class MoeFamily final : public DenseFamily {
   // at ~64 (M = 8E: 178 against 301 us for 32) and at ~256 (M = 32E: 505 against 548 us for 128
   // rows); 32 rows in between is not measured.
   // mma.sync: the same ranges with the dense mma.sync kernel's tile shapes (tune/dense.cpp: 64
-  // or 128 channels per block, one or two strips per warp), not measured on any GPU yet.
+  // or 128 channels per block, one or two strips per warp), measured only forced on the H200
+  // (NOTES v25), not tuned.
   std::vector<std::pair<int64_t, std::shared_ptr<const Tile>>> default_tiles(
       const Layer& layer) const override {
     auto tile = [](const tune::DenseTile& t) { return std::make_shared<DenseTileOf>(t); };
@@ -160,9 +155,9 @@ class MoeFamily final : public DenseFamily {
     if (!tile.cluster_split || layer.device == nullptr) return;
     // The largest cluster any call can ask for (launch() picks splits by the expected rows).
     tune::DenseLaunch widest = launch_shape(tile, layer, 1, 1);
-    widest.splits = std::min<int>(
-        kDenseMaxClusterSplits,
-        static_cast<int>(std::max<int64_t>(1, k_steps(layer) / 4)));  // plan_dense_launch's by_k
+    const int64_t k_steps = tune::dense_k_steps(layer.format, layer.shape.k_padded);
+    widest.splits = std::min<int>(kDenseMaxClusterSplits,  // plan_dense_launch's by_k
+                                  static_cast<int>(std::max<int64_t>(1, k_steps / 4)));
     if (widest.splits > 1)
       check_cluster_fits(tile, layer, function, entry, widest, "a MoE call at small M",
                          "use a tile without \"split\": \"cluster\" for this range");
@@ -253,7 +248,8 @@ class MoeFamily final : public DenseFamily {
       l.grid_y = std::min(moe_rows(m, top_k, e, bm) / bm, assignments);
     if (!l.cluster) {  // no global split-K for MoE
       l.splits = 1;
-      l.k_chunks_per_split = static_cast<int>(k_steps(layer));
+      l.k_chunks_per_split =
+          static_cast<int>(tune::dense_k_steps(layer.format, layer.shape.k_padded));
     }
     return l;
   }

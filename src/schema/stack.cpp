@@ -4,8 +4,6 @@
 // E experts, with gate and up as one N = 2 * I layer. Both joins work on the canonical buffers,
 // which hold every tensor expert-major and row-major ([E][N][...]), so they are copies of whole
 // rows: nothing is re-quantized, and what cannot be joined exactly is refused.
-#include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 

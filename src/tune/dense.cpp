@@ -343,6 +343,11 @@ int dense_k_step(const core::Format& f) {
   return gemm::dense_step_k(f.activation.bits());
 }
 
+int64_t dense_k_steps(const core::Format& f, int64_t k_padded) {
+  const int64_t step = dense_k_step(f);
+  return (k_padded + step - 1) / step;
+}
+
 DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int64_t m,
                               int64_t n_padded, int64_t k_padded, int multiprocessors) {
   DenseLaunch l{};
@@ -364,8 +369,7 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
         gemm::dense_mma_steps_in_flight(tile.warp_strips, bits, f.activation.bits())));
   }
   // K steps: 64-wide chunks, or 128 k per step with 8-bit activations.
-  const int64_t k_step = dense_k_step(f);
-  const int64_t k_chunks = (k_padded + k_step - 1) / k_step;
+  const int64_t k_chunks = dense_k_steps(f, k_padded);
   const int64_t blocks = l.grid_x * l.grid_y;
   // Small grids split K so that about one wave of blocks (blocks_per_sm on every SM) streams
   // the weights, with at least 4 chunks per split and the f32 partials within 16 MiB.

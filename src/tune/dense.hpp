@@ -114,6 +114,9 @@ struct DenseLaunch {
 // The k of one K step of either dense kernel (DenseParams::k_chunks_per_split counts steps): 64,
 // or 128 with 8-bit activations (one 128-byte row of activations, gemm/params.h).
 int dense_k_step(const core::Format& format);
+// The K steps of a layer whose K is padded to k_padded (the last may be half full with 8-bit
+// activations: an odd number of 64-wide chunks).
+int64_t dense_k_steps(const core::Format& format, int64_t k_padded);
 // Grid, block and split-K for one call (see dense.cpp for the rule).
 DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& format, int64_t m,
                               int64_t n_padded, int64_t k_padded, int multiprocessors);

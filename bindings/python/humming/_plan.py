@@ -1,4 +1,5 @@
 """Plans: one layer (a Format) on one context, prepared once and then run many times."""
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -242,10 +243,7 @@ class Plan(Handle):
         params.set(a=ta.ptr, c=tc.ptr, m=m)
         params.set_int(raw.HM_ARG_MOE_MODE, mode)
         params.set_pointer(slot, tr.ptr)
-        rows = 1
-        for d in a_shape[:-1]:
-            rows *= d
-        self._set_act_scales(params, act_scales, rows, stream)
+        self._set_act_scales(params, act_scales, math.prod(a_shape[:-1]), stream)
         self._set_weights(params, weight, bias, stream)
         check(raw.hm_plan_gemm(self.handle, params.handle, int(stream)))
 

@@ -57,6 +57,26 @@ def _safetensors_dtype(t):
             torch.float8_e5m2: "F8_E5M2"}.get(t.dtype)
 
 
+def _activation_codes(fmt):
+    """(codes, group_k) of a format's activations: codes "e4m3" / "e5m2" / "int8" when its GEMM
+    reads 8-bit activations quantized on the device from the layer's 16-bit input, with group_k
+    the format's activation groups (0: one scale per token); (None, 0) for 16-bit ones."""
+    act = fmt.activation.name
+    if act not in ("e4m3", "e5m2", "int8"):
+        return None, 0
+    return act, fmt.activation_groups
+
+
+def _quantized_input(a, codes, group_k):
+    """A GEMM's input as its plan reads it: `a` itself (codes None), or its 8-bit codes and
+    float32 scales ([rows], or [rows, ceil(K / group_k)] with activation groups), quantized on
+    the current stream."""
+    if codes is None:
+        return a, None
+    q, scales = quantize_activation(a, codes, group_k=group_k)
+    return q, scales if group_k else scales.view(-1)
+
+
 class Linear(torch.nn.Module):
     """y = x @ dequant(W)^T (+ bias) for x of shape [..., in_features]."""
 
@@ -79,10 +99,9 @@ class Linear(torch.nn.Module):
         # dtype (f16 or bf16) and quantizes it per token on the device, into the codes and scales
         # the kernels read.
         act = fmt.activation.name
-        self.activation_codes = act if act in ("e4m3", "e5m2", "int8") else None
-        # Activation groups (a=e4m3:g128): one scale per token and group of this many inputs
-        # ([M, ceil(K / group_k)]); 0: one per token.
-        self.activation_group_k = fmt.activation_groups if self.activation_codes else 0
+        # Activation groups (a=e4m3:g128): one scale per token and group of activation_group_k
+        # inputs ([M, ceil(K / group_k)]); 0: one per token.
+        self.activation_codes, self.activation_group_k = _activation_codes(fmt)
         if self.activation_codes is None:
             self.input_dtype = _HM_TO_TORCH.get(act)
         elif self.output_dtype in (torch.float16, torch.bfloat16):
@@ -166,14 +185,7 @@ class Linear(torch.nn.Module):
         if a.shape[0] == 0:
             return out.reshape(*lead, self.out_features)
         stream = torch.cuda.current_stream(x.device).cuda_stream
-        act_scales = None
-        if self.activation_codes is not None:
-            # The form the kernels read, on the same stream: one scale per token (group_k=0,
-            # [M]) or, with activation groups, per token and K group ([M, ceil(K / group_k)]).
-            a, act_scales = quantize_activation(a, self.activation_codes,
-                                                group_k=self.activation_group_k)
-            if not self.activation_group_k:
-                act_scales = act_scales.view(-1)
+        a, act_scales = _quantized_input(a, self.activation_codes, self.activation_group_k)
         weight = DevicePackedWeight(self.weight, self.scales, self.zero_points, self.global_scale)
         self.plan.gemm(a, weight, out, bias=self.bias, workspace=self.workspace,
                        act_scales=act_scales, stream=stream)
@@ -291,20 +303,17 @@ class MoE(torch.nn.Module):
         # that dtype too, or an 8-bit activation (e4m3 / e5m2 / int8, with or without activation
         # groups) quantized from it on the device before the GEMM, as Linear does.
         self.dtype = _HM_TO_TORCH.get(gu.output.name)
-        codes = {}
-        for role, fmt in (("gate_up", gu), ("down", dn)):
-            act = fmt.activation.name
-            codes[role] = act if act in ("e4m3", "e5m2", "int8") else None
+        self.gate_up_activation = _activation_codes(gu)
+        self.down_activation = _activation_codes(dn)
+        for fmt, (codes, _) in ((gu, self.gate_up_activation), (dn, self.down_activation)):
             if self.dtype not in (torch.float16, torch.bfloat16) or \
                     _HM_TO_TORCH.get(fmt.output.name) != self.dtype or \
-                    (codes[role] is None and _HM_TO_TORCH.get(act) != self.dtype):
+                    (codes is None and _HM_TO_TORCH.get(fmt.activation.name) != self.dtype):
                 raise argument_error(
                     "humming.torch.MoE runs f16 or bf16 outputs, the same in both formats, with "
                     "activations of that dtype or e4m3 / e5m2 / int8 (quantized from it); got "
                     f"gate_up a={gu.activation.name} c={gu.output.name}, down "
                     f"a={dn.activation.name} c={dn.output.name}")
-        self.gate_up_activation = (codes["gate_up"], gu.activation_groups if codes["gate_up"] else 0)
-        self.down_activation = (codes["down"], dn.activation_groups if codes["down"] else 0)
 
         def up(value):
             if value is None:
@@ -367,12 +376,12 @@ class MoE(torch.nn.Module):
         block_up = self.gate_up_plan.moe_block_size(tokens)
         block_down = self.down_plan.moe_block_size(tokens * top_k)
         first = routed(ids, block_up)
-        a, scales = self._quantized(x, self.gate_up_activation)
+        a, scales = _quantized_input(x, *self.gate_up_activation)
         self.gate_up_plan.moe_gemm(a, gate_up, h, top_k=top_k, act_scales=scales, stream=stream,
                                    **first)
         act = (torch.nn.functional.silu(h[:, :self.intermediate]) *
                h[:, self.intermediate:]).contiguous()
-        act, act_scales = self._quantized(act, self.down_activation)
+        act, act_scales = _quantized_input(act, *self.down_activation)
         # The down GEMM's rows are the assignments themselves (top_k = 1 over the flat routing).
         if block_down == block_up:
             second = first  # same ids, same padding: row f of act is flat id f
@@ -383,16 +392,6 @@ class MoE(torch.nn.Module):
                                 **second)
         return moe_reduce(out, topk_weights.float().contiguous(), ids, global_experts,
                           expert_map, num_local_experts=local)
-
-    @staticmethod
-    def _quantized(a, activation):
-        """A GEMM's input as its plan reads it: `a` itself (16-bit activations), or its 8-bit
-        codes and float32 scales ([rows], or [rows, groups] with activation groups)."""
-        codes, group_k = activation
-        if codes is None:
-            return a, None
-        q, scales = quantize_activation(a, codes, group_k=group_k)
-        return q, scales if group_k else scales.view(-1)
 
     def extra_repr(self):
         return f"gate_up {self.gate_up_format}, down {self.down_format}"
