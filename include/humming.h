@@ -996,6 +996,14 @@ HM_API hm_status_t hm_convert_file(const char *scheme, const char *in_path, cons
 /* hm_convert_model_options_t.flags */
 #define HM_CONVERT_MODEL_FORCE 1u   /* replace an existing out_dir (atomically where possible) */
 #define HM_CONVERT_MODEL_DRY_RUN 2u /* plan and report every item; write nothing */
+/* Experts stored one layer each (<base>.experts.<i>.<proj>, i = 0 .. E-1: GPTQ, AWQ,
+ * compressed-tensors MoE checkpoints) written as one layer of E experts, <base>.experts.<proj>,
+ * as hm_converted_layer_stack(HM_STACK_EXPERTS) joins them (docs/convert.md "Stacking experts"). */
+#define HM_CONVERT_MODEL_STACK_EXPERTS 4u
+/* With STACK_EXPERTS: gate_proj and up_proj (w1 and w3) of each stacked base joined by rows into
+ * <base>.experts.gate_up_proj (w13), gate rows first, as the MoE GEMM and humming.torch.MoE take
+ * them. Alone: refused (HM_ERROR_INVALID_ARGUMENT). */
+#define HM_CONVERT_MODEL_JOIN_GATE_UP 8u
 
 /* What a progress call is about (its `kind`). */
 #define HM_CONVERT_EVENT_LAYER 1  /* a converted layer: name = its prefix, detail = scheme and

@@ -131,6 +131,8 @@ const (
 	GlobalScaleDivide              = C.HM_GLOBAL_SCALE_DIVIDE
 	ConvertModelForce              = C.HM_CONVERT_MODEL_FORCE
 	ConvertModelDryRun             = C.HM_CONVERT_MODEL_DRY_RUN
+	ConvertModelStackExperts       = C.HM_CONVERT_MODEL_STACK_EXPERTS
+	ConvertModelJoinGateUp         = C.HM_CONVERT_MODEL_JOIN_GATE_UP
 	ConvertEventLayer              = C.HM_CONVERT_EVENT_LAYER
 	ConvertEventTensor             = C.HM_CONVERT_EVENT_TENSOR
 	ConvertEventFile               = C.HM_CONVERT_EVENT_FILE

@@ -42,8 +42,8 @@ type ConvertModelOptions struct {
 // ConvertModelSummary is hm_convert_model_summary_t: what ConvertModel did.
 type ConvertModelSummary struct {
 	Layers, Tensors, Files, Shards int32
-	BytesIn, BytesOut             uint64
-	Seconds                       float64
+	BytesIn, BytesOut              uint64
+	Seconds                        float64
 }
 
 var (

@@ -34,7 +34,9 @@ constexpr size_t kOptionsSize = sizeof(hm_convert_options_t);
 constexpr size_t kInfoSize = offsetof(hm_converted_layer_info_t, note);  // before `note`
 constexpr size_t kModelOptionsSize = sizeof(hm_convert_model_options_t);
 constexpr size_t kModelSummarySize = sizeof(hm_convert_model_summary_t);
-constexpr uint32_t kKnownModelFlags = HM_CONVERT_MODEL_FORCE | HM_CONVERT_MODEL_DRY_RUN;
+constexpr uint32_t kKnownModelFlags = HM_CONVERT_MODEL_FORCE | HM_CONVERT_MODEL_DRY_RUN |
+                                      HM_CONVERT_MODEL_STACK_EXPERTS |
+                                      HM_CONVERT_MODEL_JOIN_GATE_UP;
 
 constexpr uint32_t kKnownFlags = HM_CONVERT_GPTQ_V2 | HM_CONVERT_SPLIT_GATE_UP |
                                   HM_CONVERT_KEEP_K_ORDER | HM_CONVERT_GPTQ_V1_AUTOGPTQ |
@@ -289,6 +291,8 @@ HM_API hm_status_t hm_convert_model(const char* in_dir, const char* out_dir,
       r.overrides = options_of(options->layer_options);
       r.force = (options->flags & HM_CONVERT_MODEL_FORCE) != 0;
       r.dry_run = (options->flags & HM_CONVERT_MODEL_DRY_RUN) != 0;
+      r.stack_experts = (options->flags & HM_CONVERT_MODEL_STACK_EXPERTS) != 0;
+      r.join_gate_up = (options->flags & HM_CONVERT_MODEL_JOIN_GATE_UP) != 0;
       r.threads = options->threads;
       r.progress = options->progress;
       r.user = options->progress_user_data;

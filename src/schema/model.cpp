@@ -1,7 +1,7 @@
 // Model-folder conversion (model.hpp): plan every shard (which layers, which scheme and options
-// from the config), then convert shard by shard into a staging directory, layers on a pool of
-// threads while the calling thread writes them in file order, copy the other files, write the
-// index and config, and publish the directory atomically.
+// from the config), group the experts to stack when asked, then convert shard by shard into a
+// staging directory, layers on a pool of threads while the calling thread writes them in file
+// order, copy the other files, write the index and config, and publish the directory atomically.
 #include "schema/model.hpp"
 
 #include <algorithm>
@@ -41,6 +41,25 @@ const std::set<std::string> kSourceConfigs = {"config.json", "quantize_config.js
 struct PlannedLayer {
   FoundLayer found;
   const LayerRule* rule = nullptr;
+  // With stacking: the StackGroup this layer is a part of (-1: written as itself) and its place
+  // in the group's order.
+  int group = -1;
+  size_t slot = 0;
+};
+
+// Layers joined into one output layer (docs/convert.md "Stacking experts"): the experts
+// <base>.experts.<i>.<proj>, i = 0 .. E-1, as <base>.experts.<proj>; with gate and up joined,
+// the E gate experts then the E up experts as <base>.experts.gate_up_proj (w1 and w3: w13).
+struct StackGroup {
+  std::string prefix;                // the output layer
+  std::vector<std::string> members;  // the layers, in stacking order
+  int64_t experts = 0;
+  bool gate_up = false;  // members hold E gate experts, then E up experts, joined by rows
+  size_t shard = 0;      // written into the shard of its last member (where it completes)
+  // Filled while writing.
+  std::vector<std::optional<Layer>> parts;
+  size_t taken = 0;
+  uint64_t bytes = 0;  // input bytes of the members
 };
 
 struct ShardPlan {
@@ -146,6 +165,124 @@ ShardPlan plan_shard(const std::string& dir, const std::string& name, const Mode
   return sp;
 }
 
+// "<base>.experts.<i>.<proj>" (i decimal, no leading zero; proj one name component) as
+// {"<base>.experts", proj, i}; nullopt for any other prefix (a shared expert, a stacked layer).
+struct ExpertName {
+  std::string base, proj;
+  int64_t index = 0;
+};
+std::optional<ExpertName> expert_name(const std::string& prefix) {
+  static const std::string kMark = ".experts.";
+  const size_t at = prefix.rfind(kMark);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t first = at + kMark.size(), dot = prefix.find('.', first);
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string digits = prefix.substr(first, dot - first), proj = prefix.substr(dot + 1);
+  if (digits.empty() || digits.size() > 9 || (digits.size() > 1 && digits[0] == '0') ||
+      digits.find_first_not_of("0123456789") != std::string::npos || proj.empty() ||
+      proj.find('.') != std::string::npos)
+    return std::nullopt;
+  return ExpertName{prefix.substr(0, at + kMark.size() - 1), proj, std::stoll(digits)};
+}
+
+// The groups to stack (ModelRequest::stack_experts), their members marked in the plans. Every
+// <base>.experts.<i>.<proj> layer of the model belongs to one; a group must hold experts
+// 0 .. E-1, E >= 2, and with join_gate_up, gate_proj and up_proj (w1 and w3) of one base as many.
+std::vector<StackGroup> plan_groups(std::vector<ShardPlan>& plans, bool join_gate_up) {
+  struct Place {
+    size_t shard, layer;
+  };
+  std::map<std::pair<std::string, std::string>, std::map<int64_t, Place>> found;
+  std::set<std::string> outputs;  // output names that are not the groups'
+  for (size_t si = 0; si < plans.size(); ++si) {
+    for (size_t li = 0; li < plans[si].layers.size(); ++li) {
+      const std::string& prefix = plans[si].layers[li].found.prefix;
+      const std::optional<ExpertName> e = expert_name(prefix);
+      if (!e) {
+        for (const char* suffix : kOutputSuffixes) outputs.insert(prefix + suffix);
+        continue;
+      }
+      if (!found[{e->base, e->proj}].emplace(e->index, Place{si, li}).second)
+        fail(HM_ERROR_UNSUPPORTED, "layer " + core::quoted(prefix, 120) +
+                                       " appears in two shards; its experts cannot be stacked");
+    }
+    for (const io::TensorView& t : plans[si].file->tensors())
+      if (!plans[si].layer_of.count(&t)) outputs.insert(t.name);
+  }
+  if (found.empty())
+    fail(HM_ERROR_UNSUPPORTED,
+         "stacking experts was asked for, but no converted layer is named "
+         "<...>.experts.<i>.<proj> (experts stored one layer each); convert without it");
+  std::vector<StackGroup> groups;
+  auto member = [&](const std::string& base, const std::string& proj, int64_t i) {
+    return base + "." + std::to_string(i) + "." + proj;
+  };
+  auto add = [&](const std::string& prefix, const std::string& base,
+                 const std::vector<std::string>& projs) {
+    StackGroup g;
+    g.prefix = prefix;
+    g.experts = static_cast<int64_t>(found[{base, projs[0]}].size());
+    g.gate_up = projs.size() == 2;
+    for (const std::string& proj : projs) {
+      for (const auto& [i, place] : found[{base, proj}]) {
+        PlannedLayer& l = plans[place.shard].layers[place.layer];
+        l.group = static_cast<int>(groups.size());
+        l.slot = g.members.size();
+        g.members.push_back(l.found.prefix);
+        g.shard = std::max(g.shard, place.shard);
+      }
+      found.erase({base, proj});
+    }
+    g.parts.resize(g.members.size());
+    for (const char* suffix : kOutputSuffixes)
+      if (outputs.count(g.prefix + suffix))
+        fail(HM_ERROR_UNSUPPORTED, "the stacked layer " + core::quoted(g.prefix, 120) +
+                                       " would write " + core::quoted(g.prefix + suffix, 120) +
+                                       ", which the model already has");
+    groups.push_back(std::move(g));
+  };
+  for (const auto& [key, experts] : found) {
+    const int64_t count = static_cast<int64_t>(experts.size());
+    const std::string name = member(key.first, key.second, 0);
+    if (count < 2)
+      fail(HM_ERROR_UNSUPPORTED, core::quoted(name, 120) + " is the only expert of its kind; "
+                                 "stacking needs at least two");
+    for (int64_t i = 0; i < count; ++i)
+      if (!experts.count(i))
+        fail(HM_ERROR_UNSUPPORTED,
+             core::quoted(member(key.first, key.second, i), 120) + " is missing: " +
+                 std::to_string(count) + " experts were found, numbered up to " +
+                 std::to_string(experts.rbegin()->first) +
+                 "; stacking needs experts 0 .. E-1 (a model split by expert is not joined)");
+  }
+  static const std::pair<const char*, const char*> kGateUp[] = {{"gate_proj", "up_proj"},
+                                                               {"w1", "w3"}};
+  static const char* const kJoined[] = {"gate_up_proj", "w13"};
+  if (join_gate_up) {
+    for (size_t j = 0; j < 2; ++j) {
+      std::set<std::string> bases;
+      for (const auto& [key, experts] : found)
+        if (key.second == kGateUp[j].first && found.count({key.first, kGateUp[j].second}))
+          bases.insert(key.first);
+      for (const std::string& base : bases) {
+        const size_t gate = found[{base, kGateUp[j].first}].size(),
+                     up = found[{base, kGateUp[j].second}].size();
+        if (gate != up)
+          fail(HM_ERROR_UNSUPPORTED, core::quoted(base, 120) + " has " + std::to_string(gate) +
+                                         " " + kGateUp[j].first + " experts but " +
+                                         std::to_string(up) + " " + kGateUp[j].second +
+                                         " experts; they cannot be joined");
+        add(base + "." + kJoined[j], base, {kGateUp[j].first, kGateUp[j].second});
+      }
+    }
+  }
+  while (!found.empty()) {
+    const auto [base, proj] = found.begin()->first;
+    add(base + "." + proj, base, {proj});
+  }
+  return groups;
+}
+
 class Reporter {
  public:
   Reporter(const ModelRequest& r, uint64_t total) : r_(r), total_(total) {}
@@ -172,11 +309,23 @@ Options layer_options(const PlannedLayer& l) {
   return o;
 }
 
-PackedLayer convert_planned(const PlannedLayer& l, int pack_threads) {
+// A converted layer as the writer takes it: packed when written as itself, canonical (to be
+// stacked with the rest of its group) otherwise.
+struct Converted {
+  std::optional<PackedLayer> packed;
+  std::optional<Layer> layer;
+};
+
+Converted convert_planned(const PlannedLayer& l, int pack_threads) {
   std::vector<io::TensorView> members;
   for (const io::TensorView* m : l.found.members) members.push_back(*m);
-  return pack_layer(l.found.prefix, convert_layer(l.rule->scheme, members, layer_options(l)),
-                    pack_threads);
+  Layer layer = convert_layer(l.rule->scheme, members, layer_options(l));
+  Converted c;
+  if (l.group >= 0)
+    c.layer = std::move(layer);
+  else
+    c.packed = pack_layer(l.found.prefix, layer, pack_threads);
+  return c;
 }
 
 // Converts layers on `workers` threads, at most `window` ahead of the writer, and hands them
@@ -200,12 +349,12 @@ class LayerPipeline {
     for (std::thread& t : pool_) t.join();
   }
 
-  PackedLayer take(size_t i) {
+  Converted take(size_t i) {
     if (pool_.empty()) return convert_planned(sp_.layers[i], inner_);
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [&] { return slots_[i].has_value() || errors_[i]; });
     if (errors_[i]) std::rethrow_exception(errors_[i]);
-    PackedLayer p = std::move(*slots_[i]);
+    Converted p = std::move(*slots_[i]);
     slots_[i].reset();
     ++taken_;
     lock.unlock();
@@ -224,7 +373,7 @@ class LayerPipeline {
         if (stop_ || next_ >= slots_.size()) return;
         i = next_++;
       }
-      std::optional<PackedLayer> p;
+      std::optional<Converted> p;
       std::exception_ptr error;
       try {
         p = convert_planned(sp_.layers[i], inner_);
@@ -244,16 +393,64 @@ class LayerPipeline {
   int inner_ = 1;
   size_t window_ = 2, next_ = 0, taken_ = 0;
   bool stop_ = false;
-  std::vector<std::optional<PackedLayer>> slots_;
+  std::vector<std::optional<Converted>> slots_;
   std::vector<std::exception_ptr> errors_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::thread> pool_;
 };
 
-void write_shard(const ShardPlan& sp, const std::string& out_path, const ModelRequest& r,
-                 int threads, Reporter& report, ModelResult& result, json& weight_map,
-                 json& formats) {
+// What the writer of every shard shares: the request, the progress, the summary, the index and
+// config being built, and the stack groups, whose parts can come from several shards.
+struct Output {
+  const ModelRequest& request;
+  int threads;
+  Reporter& report;
+  ModelResult& result;
+  json& weight_map;
+  json& formats;
+  std::vector<StackGroup>& groups;
+};
+
+// Joins a complete group's parts (experts, then gate and up by rows), freeing each part once it
+// is copied: a group holds at most its parts' bytes twice (three times when joining gate and up).
+Layer stack_group(StackGroup& g) {
+  auto stack = [&](size_t first, size_t count) {
+    std::vector<const Layer*> parts;
+    for (size_t i = first; i < first + count; ++i) parts.push_back(&*g.parts[i]);
+    Layer joined = stack_layers(parts, StackAxis::kExperts);
+    for (size_t i = first; i < first + count; ++i) g.parts[i].reset();
+    return joined;
+  };
+  try {
+    Layer out;
+    if (g.gate_up) {
+      const Layer gate = stack(0, g.experts), up = stack(g.experts, g.experts);
+      out = stack_layers({&gate, &up}, StackAxis::kRows);
+    } else {
+      out = stack(0, g.members.size());
+    }
+    return out;
+  } catch (const Error& e) {
+    // The parts are numbered; say which layers they are.
+    fail(e.status(), "stacking " + core::quoted(g.members.front(), 120) + " ... " +
+                         core::quoted(g.members.back(), 120) + " into " +
+                         core::quoted(g.prefix, 120) + ": " + e.what());
+  }
+}
+
+void write_layer(io::SafetensorsStreamWriter& writer, const PackedLayer& p, const ShardPlan& sp,
+                 Output& o, std::string& detail, const char* scheme) {
+  write_packed(writer, p);
+  for (const PackedLayer::Tensor& pt : p.tensors) o.weight_map[pt.name] = sp.name;
+  o.formats[p.prefix] = p.format;
+  o.result.bytes_out += p.bytes();
+  detail = std::string(scheme) + ": " + p.format;
+  if (!p.note.empty()) detail += "; " + p.note;
+}
+
+void write_shard(const ShardPlan& sp, size_t shard, const std::string& out_path, Output& o) {
+  const ModelRequest& r = o.request;
   const io::SafetensorsFile& file = *sp.file;
   std::map<std::string, std::string> metadata;
   for (const auto& [k, v] : file.metadata())
@@ -266,7 +463,10 @@ void write_shard(const ShardPlan& sp, const std::string& out_path, const ModelRe
   metadata["humming.layout"] = "1";
   uint64_t reserve = 64;
   for (const auto& [k, v] : metadata) reserve += io::SafetensorsStreamWriter::metadata_bound(k, v);
-  for (const PlannedLayer& l : sp.layers) reserve += packed_header_bound(l.found.prefix);
+  for (const PlannedLayer& l : sp.layers)
+    if (l.group < 0) reserve += packed_header_bound(l.found.prefix);
+  for (const StackGroup& g : o.groups)
+    if (g.shard == shard) reserve += packed_header_bound(g.prefix);
   for (const io::TensorView& t : file.tensors())
     if (!sp.layer_of.count(&t))
       reserve += io::SafetensorsStreamWriter::entry_bound(t.name, t.shape.size());
@@ -276,17 +476,17 @@ void write_shard(const ShardPlan& sp, const std::string& out_path, const ModelRe
   if (!r.dry_run) {
     writer.emplace(out_path, reserve);
     for (const auto& [k, v] : metadata) writer->set_metadata(k, v);
-    pipeline.emplace(sp, threads);
+    pipeline.emplace(sp, o.threads);
   }
   std::vector<bool> written(sp.layers.size(), false);
   for (const io::TensorView& t : file.tensors()) {
     auto it = sp.layer_of.find(&t);
     if (it == sp.layer_of.end()) {
       if (writer) writer->append(t.name, t.dtype, t.shape, t.data, t.bytes);
-      weight_map[t.name] = sp.name;
-      ++result.tensors;
-      result.bytes_out += t.bytes;
-      report(ModelEvent::kTensor, t.name, "", t.bytes);
+      o.weight_map[t.name] = sp.name;
+      ++o.result.tensors;
+      o.result.bytes_out += t.bytes;
+      o.report(ModelEvent::kTensor, t.name, "", t.bytes);
       continue;
     }
     if (written[it->second]) continue;
@@ -294,18 +494,25 @@ void write_shard(const ShardPlan& sp, const std::string& out_path, const ModelRe
     const PlannedLayer& l = sp.layers[it->second];
     uint64_t bytes = 0;
     for (const io::TensorView* m : l.found.members) bytes += m->bytes;
+    const char* scheme = scheme_name(l.rule->scheme);
     std::string detail = l.rule->description;
-    if (writer) {
-      const PackedLayer p = pipeline->take(it->second);
-      write_packed(*writer, p);
-      for (const PackedLayer::Tensor& pt : p.tensors) weight_map[pt.name] = sp.name;
-      formats[l.found.prefix] = p.format;
-      result.bytes_out += p.bytes();
-      detail = std::string(scheme_name(l.rule->scheme)) + ": " + p.format;
-      if (!p.note.empty()) detail += "; " + p.note;
+    if (l.group < 0) {
+      if (writer) write_layer(*writer, *pipeline->take(it->second).packed, sp, o, detail, scheme);
+      ++o.result.layers;
+      o.report(ModelEvent::kLayer, l.found.prefix, detail, bytes);
+      continue;
     }
-    ++result.layers;
-    report(ModelEvent::kLayer, l.found.prefix, detail, bytes);
+    // A part of a stack group: kept until the group's last part, then written as one layer.
+    StackGroup& g = o.groups[l.group];
+    g.bytes += bytes;
+    if (writer) g.parts[l.slot] = std::move(pipeline->take(it->second).layer);
+    if (++g.taken < g.members.size()) continue;
+    if (writer) write_layer(*writer, pack_layer(g.prefix, stack_group(g), o.threads), sp, o,
+                            detail, scheme);
+    else
+      detail += "; " + std::to_string(g.members.size()) + " layers stacked";
+    ++o.result.layers;
+    o.report(ModelEvent::kLayer, g.prefix, detail, g.bytes);
   }
   if (writer) writer->finish();
 }
@@ -381,6 +588,11 @@ ModelResult convert_model(const ModelRequest& r) {
   if (layers == 0)
     fail(HM_ERROR_UNSUPPORTED, core::quoted(in, 200) + " holds no layer that the config (" +
                                    quant.source + ") describes; check the config or --scheme");
+  if (r.join_gate_up && !r.stack_experts)
+    fail(HM_ERROR_INVALID_ARGUMENT, "joining gate and up works on stacked experts; ask for "
+                                    "stacking experts too (--stack-experts)");
+  std::vector<StackGroup> groups;
+  if (r.stack_experts) groups = plan_groups(plans, r.join_gate_up);
 
   const std::vector<fs::path> others =
       other_entries(in, std::set<std::string>(names.begin(), names.end()));
@@ -396,9 +608,10 @@ ModelResult convert_model(const ModelRequest& r) {
   if (!r.dry_run) staging.emplace(out);
   const std::string stage = staging ? staging->path() : std::string();
   json weight_map = json::object(), formats = json::object();
-  for (const ShardPlan& sp : plans) {
-    write_shard(sp, stage + "/" + sp.name, r, threads, report, result, weight_map, formats);
-    result.bytes_in += sp.bytes;
+  Output output{r, threads, report, result, weight_map, formats, groups};
+  for (size_t i = 0; i < plans.size(); ++i) {
+    write_shard(plans[i], i, stage + "/" + plans[i].name, output);
+    result.bytes_in += plans[i].bytes;
   }
   for (const fs::path& p : others) {
     const std::string name = p.filename().string();
@@ -425,6 +638,10 @@ ModelResult convert_model(const ModelRequest& r) {
     q["source_file"] = quant.source;
     q["source"] = quant.config;
     q["layers"] = formats;
+    if (r.stack_experts) {
+      q["stacked_experts"] = true;
+      q["joined_gate_up"] = r.join_gate_up;
+    }
     config["quantization_config"] = q;
     io::write_file_synced(stage + "/config.json", config.dump(2) + "\n");
     staging->publish(r.force);

@@ -21,6 +21,9 @@ struct ModelRequest {
   const Scheme* scheme = nullptr;  // forces every layer's scheme
   Options overrides;               // over the config (fields at their defaults leave it)
   bool force = false, dry_run = false;
+  // Experts stored one layer each (<base>.experts.<i>.<proj>) written as one layer of E experts
+  // (<base>.experts.<proj>); with join_gate_up, gate and up as one <base>.experts.gate_up_proj.
+  bool stack_experts = false, join_gate_up = false;
   int threads = 0;  // 0: usable_threads()
   ModelProgress progress = nullptr;
   void* user = nullptr;

@@ -338,6 +338,135 @@ TEST(ConvertModel, DryRunFailuresAndCancellationWriteNothing) {
   EXPECT_EQ(s.entries(), (std::vector<std::string>{"in"}));
 }
 
+// ---- MoE experts stored one layer each, stacked (HM_CONVERT_MODEL_STACK_EXPERTS) ------------
+
+// A Qwen3-MoE-like GPTQ model: a dense q_proj and four experts of gate/up (64 x 128) and down
+// (128 x 64), experts 0-1 in the first shard and 2-3 in the second, so every group is completed
+// in another shard than it starts in. refs get each expert as its own layer.
+References gptq_moe_model(const fs::path& dir, bool act_order = false, int skip_expert = -1) {
+  References refs;
+  std::vector<Tensor> a, b;
+  add_gptq_layer(a, refs, "model.layers.0.self_attn.q_proj", 64, 128, 32, false, 1);
+  for (int e = 0; e < 4; ++e) {
+    if (e == skip_expert) continue;
+    const std::string x = "model.layers.0.mlp.experts." + std::to_string(e);
+    std::vector<Tensor>& shard = e < 2 ? a : b;
+    add_gptq_layer(shard, refs, x + ".gate_proj", 64, 128, 32, act_order, 10 + e);
+    add_gptq_layer(shard, refs, x + ".up_proj", 64, 128, 32, act_order, 20 + e);
+    add_gptq_layer(shard, refs, x + ".down_proj", 128, 64, 32, act_order, 30 + e);
+  }
+  b.push_back(make_tensor("model.norm.weight", "F32", {64}, std::vector<float>(64, 1.0f)));
+  write_shards(dir, {a, b});
+  write_text(dir / "config.json", kGptqConfig);
+  return refs;
+}
+
+// refs[base + ".<e>." + proj] for e = 0 .. 3, one after the other (the [E][N][K] of a stacked
+// layer); with two projs, expert by expert the first's rows then the second's (gate_up).
+std::vector<float> stacked(const References& refs, const std::string& base,
+                           const std::vector<std::string>& projs) {
+  std::vector<float> out;
+  for (int e = 0; e < 4; ++e)
+    for (const std::string& proj : projs) {
+      const std::vector<float>& r = refs.at(base + "." + std::to_string(e) + "." + proj);
+      out.insert(out.end(), r.begin(), r.end());
+    }
+  return out;
+}
+
+TEST(ConvertModel, MoeExpertsStackedAndGateUpJoinedAcrossShards) {
+  Scratch s("moe");
+  const References experts = gptq_moe_model(s.in());
+  const std::string base = "model.layers.0.mlp.experts";
+  for (bool join : {true, false}) {
+    SCOPED_TRACE(join ? "gate and up joined" : "experts stacked");
+    References refs = {{"model.layers.0.self_attn.q_proj",
+                        experts.at("model.layers.0.self_attn.q_proj")},
+                       {base + ".down_proj", stacked(experts, base, {"down_proj"})}};
+    if (join) {
+      refs[base + ".gate_up_proj"] = stacked(experts, base, {"gate_proj", "up_proj"});
+    } else {
+      refs[base + ".gate_proj"] = stacked(experts, base, {"gate_proj"});
+      refs[base + ".up_proj"] = stacked(experts, base, {"up_proj"});
+    }
+    const uint32_t flags = HM_CONVERT_MODEL_FORCE | HM_CONVERT_MODEL_STACK_EXPERTS |
+                           (join ? HM_CONVERT_MODEL_JOIN_GATE_UP : 0u);
+    Log dry;
+    hm_convert_model_options_t o = model_options(&dry, flags | HM_CONVERT_MODEL_DRY_RUN);
+    ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_SUCCESS)
+        << last_error();
+    EXPECT_EQ(dry.layers, static_cast<int>(refs.size()));
+    Log log;
+    o = model_options(&log, flags);
+    hm_convert_model_summary_t sum;
+    hm_convert_model_summary_init(&sum);
+    ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, &sum), HM_SUCCESS)
+        << last_error();
+    EXPECT_EQ(sum.layers, static_cast<int>(refs.size()));
+    EXPECT_EQ(log.layers, sum.layers);
+    EXPECT_EQ(log.last_done, log.total);
+    check_layers(s.out(), refs);
+    const json config = json::parse(slurp(s.out() / "config.json"));
+    const json& q = config["quantization_config"];
+    EXPECT_EQ(q["stacked_experts"], true);
+    EXPECT_EQ(q["joined_gate_up"], join);
+    const std::string down = q["layers"][base + ".down_proj"];
+    EXPECT_NE(down.find("e=4"), std::string::npos) << down;
+    if (join) {
+      const std::string gate_up = q["layers"][base + ".gate_up_proj"];
+      EXPECT_NE(gate_up.find("n=128"), std::string::npos) << gate_up;
+    }
+    // Written into the second shard, where its last experts are; no expert layer is left.
+    const json index = json::parse(slurp(s.out() / "model.safetensors.index.json"));
+    EXPECT_EQ(index["weight_map"][base + ".down_proj.weight"], "model-00002-of-00002.safetensors");
+    for (const auto& [name, file] : index["weight_map"].items())
+      EXPECT_EQ(name.find(".experts.0."), std::string::npos) << name;
+  }
+  // The command line takes the flags (a dry run lists the stacked layers).
+  const std::string log_path = (s.root / "cli.log").string();
+  const std::string cmd = std::string(HM_CLI_PATH) + " convert " + s.in().string() + " " +
+                          s.out().string() + " --stack-experts --join-gate-up --dry-run > " +
+                          log_path + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(log_path);
+  EXPECT_NE(slurp(log_path).find(base + ".gate_up_proj"), std::string::npos) << slurp(log_path);
+  fs::remove(log_path);
+}
+
+TEST(ConvertModel, StackingExpertsRefusesWhatItCannotJoin) {
+  Scratch s("moe_refused");
+  auto convert = [&](uint32_t flags) {
+    hm_convert_model_options_t o;
+    hm_convert_model_options_init(&o);
+    o.flags = flags | HM_CONVERT_MODEL_FORCE;
+    return hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr);
+  };
+  auto expect_refused = [&](uint32_t flags, hm_status_t status, const std::string& needle) {
+    EXPECT_EQ(convert(flags), status);
+    EXPECT_NE(last_error().find(needle), std::string::npos) << last_error();
+    EXPECT_EQ(s.entries(), (std::vector<std::string>{"in"}));
+  };
+  // Joining gate and up needs stacked experts; a dense model has none to stack.
+  gptq_model(s.in());
+  expect_refused(HM_CONVERT_MODEL_JOIN_GATE_UP, HM_ERROR_INVALID_ARGUMENT, "--stack-experts");
+  expect_refused(HM_CONVERT_MODEL_STACK_EXPERTS, HM_ERROR_UNSUPPORTED, "<...>.experts.<i>.<proj>");
+  // An expert missing (a model split by expert).
+  fs::remove_all(s.in());
+  fs::create_directories(s.in());
+  gptq_moe_model(s.in(), false, 2);
+  expect_refused(HM_CONVERT_MODEL_STACK_EXPERTS, HM_ERROR_UNSUPPORTED,
+                 "'model.layers.0.mlp.experts.2.down_proj' is missing");
+  // Act-order experts each reorder K their own way: refused when the group is joined, and the
+  // output is left as it was (here: not there).
+  fs::remove_all(s.in());
+  fs::create_directories(s.in());
+  gptq_moe_model(s.in(), true);
+  expect_refused(HM_CONVERT_MODEL_STACK_EXPERTS, HM_ERROR_UNSUPPORTED, "reorders K");
+  EXPECT_NE(last_error().find("into 'model.layers.0.mlp.experts."), std::string::npos)
+      << last_error();
+  // Unstacked, the same model converts.
+  EXPECT_EQ(convert(0), HM_SUCCESS) << last_error();
+}
+
 // ---- AWQ --------------------------------------------------------------------------------------
 
 TEST(ConvertModel, AwqFolder) {

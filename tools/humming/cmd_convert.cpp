@@ -134,6 +134,8 @@ int cmd_convert(Args& args) {
   const bool model = !dirs.empty();
   const bool force = model && args.flag("force");
   const bool dry_run = model && args.flag("dry-run");
+  const bool stack = model && args.flag("stack-experts");
+  const bool join = model && args.flag("join-gate-up");
   const std::string threads = model ? args.get("threads", "0") : "0";
   args.finish();
   if (model && (dirs.size() != 2 || !in.empty() || !out.empty()))
@@ -178,7 +180,9 @@ int cmd_convert(Args& args) {
     hm_convert_model_options_init(&mo);
     mo.scheme = scheme.empty() ? nullptr : scheme.c_str();
     mo.layer_options = &options;
-    mo.flags = (force ? HM_CONVERT_MODEL_FORCE : 0u) | (dry_run ? HM_CONVERT_MODEL_DRY_RUN : 0u);
+    mo.flags = (force ? HM_CONVERT_MODEL_FORCE : 0u) | (dry_run ? HM_CONVERT_MODEL_DRY_RUN : 0u) |
+               (stack ? HM_CONVERT_MODEL_STACK_EXPERTS : 0u) |
+               (join ? HM_CONVERT_MODEL_JOIN_GATE_UP : 0u);
     mo.threads = static_cast<int32_t>(parse_integer(threads, "threads", 0, 1024));
     mo.progress = on_model_progress;
     mo.progress_user_data = &mp;

@@ -89,6 +89,8 @@ static void usage(FILE* out) {
                "                             quantize, pack, compile, run and check a layer\n"
                "  convert IN_DIR OUT_DIR [--dry-run] [--force] [--threads N] ...\n"
                "                             a Hugging Face model folder into the standard layout\n"
+               "                             (--stack-experts [--join-gate-up]: MoE experts\n"
+               "                             stored one layer each written as one layer)\n"
                "  convert --scheme S --in F --out F [--act DTYPE] ...\n"
                "                             one safetensors file into the standard layout\n"
                "  version                    the library version\n");

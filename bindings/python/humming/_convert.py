@@ -210,10 +210,13 @@ def convert_file(scheme, in_path, out_path, progress=None, **options):
 
 
 def convert_model(in_dir, out_dir, scheme=None, force=False, dry_run=False, threads=0,
-                  progress=None, **options):
+                  progress=None, stack_experts=False, join_gate_up=False, **options):
     """Converts a Hugging Face model folder (docs/convert.md): the scheme and parameters come
     from its quantization config; options (as for convert_layer, plus asymmetric, gptq_writer
-    "autogptq"/"gptqmodel", ct_packing "dense"/"aligned") override it. progress, if given, is
+    "autogptq"/"gptqmodel", ct_packing "dense"/"aligned") override it. stack_experts writes
+    experts stored one layer each (<base>.experts.<i>.<proj>) as one layer of E experts
+    (<base>.experts.<proj>); join_gate_up (with it) joins gate and up into
+    <base>.experts.gate_up_proj, as humming.torch.MoE takes them. progress, if given, is
     called as progress(kind, name, detail, done_bytes, total_bytes) with kind "layer", "tensor"
     or "file"; returning True cancels, and an exception it raises cancels and is re-raised.
     Returns the summary as a dict (layers, tensors, files, shards, bytes_in, bytes_out,
@@ -225,7 +228,9 @@ def convert_model(in_dir, out_dir, scheme=None, force=False, dry_run=False, thre
         opts.scheme = str(scheme)
     opts.layer_options = layer_opts
     opts.flags = ((raw.HM_CONVERT_MODEL_FORCE if force else 0)
-                  | (raw.HM_CONVERT_MODEL_DRY_RUN if dry_run else 0))
+                  | (raw.HM_CONVERT_MODEL_DRY_RUN if dry_run else 0)
+                  | (raw.HM_CONVERT_MODEL_STACK_EXPERTS if stack_experts else 0)
+                  | (raw.HM_CONVERT_MODEL_JOIN_GATE_UP if join_gate_up else 0))
     opts.threads = int(threads)
     raised = []
     if progress is not None:

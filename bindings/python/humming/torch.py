@@ -11,6 +11,7 @@ stream with no host synchronization and no allocation besides the output tensor 
 the graph pool under capture), so it works under CUDA graph capture.
 Importing humming does not import torch; importing humming.torch does.
 """
+import os
 import threading
 
 import numpy as np
@@ -21,6 +22,7 @@ from ._format import Format
 from ._plan import DevicePackedWeight, Plan
 from ._runtime import Context
 from ._errors import argument_error
+from ._stored import converted_layers, read_converted
 
 _HM_TO_TORCH = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
@@ -166,6 +168,18 @@ class Linear(torch.nn.Module):
             bias = None if layer.bias is None else torch.from_numpy(layer.bias)
             perm = None if layer.k_permutation is None else torch.from_numpy(layer.k_permutation)
         return cls(fmt, packed, bias=bias, device=device, max_m=max_m, k_permutation=perm)
+
+    @classmethod
+    def from_converted(cls, path, prefix, *, max_m=0, device=None):
+        """The layer `prefix` of a converted folder or file (humming convert, convert_model,
+        convert_file), read with humming.read_converted: its format, packed weight, bias and K
+        permutation, uploaded."""
+        stored = read_converted(path, [prefix])[prefix]
+        return cls(stored.format, stored.packed,
+                   bias=None if stored.bias is None else torch.from_numpy(stored.bias),
+                   device=device, max_m=max_m,
+                   k_permutation=None if stored.k_permutation is None
+                   else torch.from_numpy(stored.k_permutation))
 
     # ---- running ---------------------------------------------------------------------------
     def forward(self, x):
@@ -344,6 +358,28 @@ class MoE(torch.nn.Module):
         gu.set_shape(gu_w.shape[1], gu_w.shape[2], gu_w.shape[0])
         dn.set_shape(dn_w.shape[1], dn_w.shape[2], dn_w.shape[0])
         return cls(gu, gu.pack(gu.quantize(gu_w)), dn, dn.pack(dn.quantize(dn_w)), device=device)
+
+    @classmethod
+    def from_converted(cls, path, experts, *, device=None):
+        """The MoE layer whose stacked experts are `experts` + ".gate_up_proj" and ".down_proj"
+        (Mixtral's ".w13" and ".w2") in a folder converted with stacked experts and gate and up
+        joined (humming convert --stack-experts --join-gate-up), e.g.
+        experts="model.layers.3.mlp.experts"."""
+        present = set(converted_layers(path))
+        for gate_up, down in (("gate_up_proj", "down_proj"), ("w13", "w2")):
+            names = [f"{experts}.{gate_up}", f"{experts}.{down}"]
+            if not present.issuperset(names):
+                continue
+            stored = read_converted(path, names)
+            gu, dn = stored[names[0]], stored[names[1]]
+            for name, layer in zip(names, (gu, dn)):
+                if layer.k_permutation is not None or layer.bias is not None:
+                    raise argument_error(f"{name} has a K permutation or a bias, which "
+                                         f"humming.torch.MoE does not take")
+            return cls(gu.format, gu.packed, dn.format, dn.packed, device=device)
+        raise argument_error(f"{os.fspath(path)!r} has no {experts}.gate_up_proj and "
+                             f"{experts}.down_proj (nor .w13 and .w2): convert the model with "
+                             f"--stack-experts --join-gate-up")
 
     def forward(self, x, topk_ids, topk_weights, expert_map=None):
         """x [T, H] (the layer's dtype), topk_ids int32 [T, top_k], topk_weights float32

@@ -191,3 +191,54 @@ def test_convert_model_folder(tmp_path):
         humming.convert_model(src, tmp_path / "cancelled", progress=lambda *a: True)
     assert not (tmp_path / "cancelled").exists()
     humming.convert_model(src, dst, force=True, gptq_writer="autogptq")
+
+
+def test_convert_model_stacks_moe_experts(tmp_path):
+    """Experts stored one layer each come out as one layer of E experts, gate and up joined,
+    byte for byte what convert_layer + stack_layers + pack make of them, and read back with
+    read_converted."""
+    base = "model.layers.0.mlp.experts"
+    shapes = {"gate_proj": (64, 256, 128), "up_proj": (64, 256, 128), "down_proj": (256, 64, 64)}
+    tensors, layers = {}, {}
+    for e in range(2):
+        for proj, (n, k, group) in shapes.items():
+            layer, _ = gptq_layer(n, k, group)
+            tensors |= {f"{base}.{e}.{proj}.{name}": v for name, v in layer.items()}
+            layers[(e, proj)] = layer
+    src, dst = tmp_path / "model", tmp_path / "converted"
+    src.mkdir()
+    write_safetensors(src / "model.safetensors", tensors)
+    (src / "config.json").write_text(
+        '{"quantization_config": {"quant_method": "gptq", "bits": 4, "checkpoint_format": "gptq"}}')
+    with pytest.raises(humming.InvalidArgumentError):  # joining needs stacking
+        humming.convert_model(src, dst, join_gate_up=True)
+    summary = humming.convert_model(src, dst, stack_experts=True, join_gate_up=True)
+    assert summary["layers"] == 2
+    names = [f"{base}.down_proj", f"{base}.gate_up_proj"]
+    assert humming.converted_layers(dst) == names
+    stored = humming.read_converted(dst)
+    assert sorted(stored) == names
+    assert stored[names[1]].format.shape == (128, 256, 2)
+    assert stored[names[0]].format.shape == (256, 64, 2)
+
+    def stacked(projs):
+        per_expert = []
+        for e in range(2):
+            parts = [humming.convert_layer("gptq", layers[(e, p)]) for p in projs]
+            per_expert.append(parts[0] if len(parts) == 1 else humming.stack_layers(parts, "rows"))
+        return humming.stack_layers(per_expert, "experts")
+    for name, projs in ((names[0], ["down_proj"]), (names[1], ["gate_proj", "up_proj"])):
+        want = stacked(projs)
+        got = stored[name]
+        assert str(got.format) == str(want.format)
+        packed = want.pack()
+        for field in ("weight", "scales", "zero_points", "global_scale"):
+            a, b = getattr(got.packed, field), getattr(packed, field)
+            assert (a is None) == (b is None), field
+            if a is not None:
+                assert np.array_equal(a, b), f"{name} {field}"
+        assert got.bias is None and got.k_permutation is None
+    # One layer alone; a layer the folder lacks is named.
+    assert list(humming.read_converted(dst, [names[0]])) == [names[0]]
+    with pytest.raises(humming.InvalidArgumentError, match="up_proj"):
+        humming.read_converted(dst, [f"{base}.up_proj"])

@@ -163,3 +163,44 @@ def test_moe_layer_with_8_bit_activations(act, weight, scales):
     assert torch.isfinite(got).all()
     err = float((got - want).norm() / want.norm())
     assert err < (5e-2 if act == "e4m3" else 3e-2), err
+
+
+def test_moe_from_a_converted_folder(tmp_path):
+    """A GPTQ MoE checkpoint with experts stored one layer each, converted with stacked experts
+    and gate and up joined (humming.convert_model), loaded with MoE.from_converted and run
+    against the checkpoint's own dequantization in float64."""
+    import humming
+    from test_convert_and_threads import gptq_layer, write_safetensors
+    experts, hidden, inter, tokens, top_k = 4, 256, 128, 29, 2
+    base = "model.layers.0.mlp.experts"
+    tensors, deq13, deq2 = {}, [], []
+    for e in range(experts):
+        ws = {}
+        for proj, (n, k) in {"gate_proj": (inter, hidden), "up_proj": (inter, hidden),
+                             "down_proj": (hidden, inter)}.items():
+            layer, ws[proj] = gptq_layer(n, k, 128)
+            tensors |= {f"{base}.{e}.{proj}.{name}": v for name, v in layer.items()}
+        deq13.append(torch.cat([torch.from_numpy(ws["gate_proj"]),
+                                torch.from_numpy(ws["up_proj"])]).double())
+        deq2.append(torch.from_numpy(ws["down_proj"]).double())
+    src, dst = tmp_path / "model", tmp_path / "converted"
+    src.mkdir()
+    write_safetensors(src / "model.safetensors", tensors)
+    (src / "config.json").write_text(
+        '{"quantization_config": {"quant_method": "gptq", "bits": 4, "checkpoint_format": "gptq"}}')
+    humming.convert_model(src, dst, stack_experts=True, join_gate_up=True)
+    layer = hmt.MoE.from_converted(dst, base)
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(tokens, hidden, generator=g) * 0.1).half()
+    ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
+    ids = ids.to(torch.int32)
+    weights = torch.rand(tokens, top_k, generator=g)
+    y = layer(x.cuda(), ids.cuda(), weights.cuda())
+    torch.cuda.synchronize()
+    want = moe_reference(x.double(), ids, weights, torch.stack(deq13), torch.stack(deq2), inter)
+    got = y.double().cpu()
+    assert torch.isfinite(got).all()
+    err = float((got - want).norm() / want.norm())
+    assert err < 2e-2, err
+    with pytest.raises(humming.InvalidArgumentError, match="--stack-experts"):
+        hmt.MoE.from_converted(dst, "model.layers.1.mlp.experts")
