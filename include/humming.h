@@ -1060,6 +1060,47 @@ HM_API hm_status_t hm_convert_model(const char *in_dir, const char *out_dir,
                                     const hm_convert_model_options_t *options,
                                     hm_convert_model_summary_t *summary);
 
+/* ---- Reading converted layers back -------------------------------------------------------- */
+
+/* A folder written by hm_convert_model, or a file written by hm_convert_file, opened to read its
+ * converted layers (docs/convert.md "Reading it back"): the shards (as hm_convert_model finds an
+ * input's) are memory-mapped read-only and their headers listed; no tensor is read until a layer
+ * is. Refused (HM_ERROR_INVALID_ARGUMENT) when it holds no converted layer or one layer twice;
+ * HM_ERROR_IO / HM_ERROR_PARSE for what cannot be read. A model may be read from several
+ * threads at once. */
+typedef struct hm_stored_model hm_stored_model_t;
+HM_API hm_status_t hm_stored_model_open(const char *path, hm_stored_model_t **out);
+HM_API void hm_stored_model_destroy(hm_stored_model_t *model);
+/* The converted layers, by name (their prefix, e.g. "model.layers.0.mlp.experts.gate_up_proj")
+ * in sorted order; a name lives as long as the model. */
+HM_API hm_status_t hm_stored_model_layer_count(const hm_stored_model_t *model, size_t *count);
+HM_API hm_status_t hm_stored_model_layer_name(const hm_stored_model_t *model, size_t index,
+                                              const char **name);
+
+/* One converted layer, read: its buffers copied out of the file and checked against its format
+ * (a missing, unexpected or wrongly sized tensor, or a K permutation that is none, is refused
+ * with HM_ERROR_INVALID_ARGUMENT naming it). Owns its buffers. */
+typedef struct hm_stored_layer hm_stored_layer_t;
+HM_API hm_status_t hm_stored_model_read(const hm_stored_model_t *model, const char *name,
+                                        hm_stored_layer_t **out);
+HM_API void hm_stored_layer_destroy(hm_stored_layer_t *layer);
+/* A new copy of the layer's format; destroy it yourself. */
+HM_API hm_status_t hm_stored_layer_format(const hm_stored_layer_t *layer, hm_format_t **out);
+
+/* Pointers into the layer's own buffers, valid until hm_stored_layer_destroy(). */
+typedef struct hm_stored_layer_info {
+  uint32_t struct_size;
+  /* The standard layout (sizes from hm_format_packed_sizes of the layer's format): pass it
+   * straight to hm_unpack, or upload it for hm_plan_gemm. */
+  hm_packed_weight_t packed;
+  const float *bias;            /* f32 [E][N], or NULL when the format has no bias */
+  const int32_t *k_permutation; /* int32 [K], or NULL (as hm_converted_layer_info_t says) */
+  const char *note;             /* what the conversion lost (NUL-terminated), or NULL */
+} hm_stored_layer_info_t;
+HM_API void hm_stored_layer_info_init(hm_stored_layer_info_t *info);
+HM_API hm_status_t hm_stored_layer_info(const hm_stored_layer_t *layer,
+                                        hm_stored_layer_info_t *info);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -114,6 +114,15 @@ func (l *ConvertedLayer) Format() (*Format, error) {
 	return adoptFormat(h), nil
 }
 
+// copyBytes copies n bytes from C memory (C.GoBytes takes a C int: a layer of 2 GiB or more,
+// such as a stacked FP8 MoE layer, would not fit it).
+func copyBytes(p unsafe.Pointer, n int) []byte {
+	if p == nil || n == 0 {
+		return nil
+	}
+	return append([]byte(nil), unsafe.Slice((*byte)(p), n)...)
+}
+
 func copyFloats(p *C.float, n int) []float32 {
 	if p == nil || n == 0 {
 		return nil
@@ -187,9 +196,7 @@ func adoptConvertedLayer(h *C.hm_converted_layer_t) (*ConvertedLayer, error) {
 		layer.Close()
 		return nil, err
 	}
-	if info.weight.codes != nil {
-		layer.Canonical.Codes = C.GoBytes(unsafe.Pointer(info.weight.codes), C.int(sizes.Codes))
-	}
+	layer.Canonical.Codes = copyBytes(unsafe.Pointer(info.weight.codes), sizes.Codes)
 	layer.Canonical.Scales = copyFloats(info.weight.scales, sizes.Scales)
 	layer.Canonical.ZeroPoints = copyFloats(info.weight.zero_points, sizes.ZeroPoints)
 	layer.Canonical.GlobalScale = copyFloats(info.weight.global_scale, sizes.GlobalScale)

@@ -1,6 +1,7 @@
 package humming_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -574,6 +575,43 @@ func TestConvertModelFolder(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "tokenizer.json")); err != nil {
 		t.Fatal(err)
+	}
+	// Read back: the layer ConvertLayer makes of the same tensors, byte for byte.
+	stored, err := humming.OpenStoredModel(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stored.Close()
+	if len(stored.Layers) != 1 || stored.Layers[0] != "model.layers.0.mlp.down_proj" {
+		t.Fatalf("layers %v", stored.Layers)
+	}
+	layer, err := stored.Read(stored.Layers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer layer.Format.Close()
+	converted, err := humming.ConvertLayer(humming.SchemeGPTQ, []humming.CheckpointTensor{
+		{Name: "qweight", DType: "I32", Shape: []int64{int64(k / 8), int64(n)}, Data: qweight},
+		{Name: "qzeros", DType: "I32", Shape: []int64{2, int64(n / 8)}, Data: qzeros},
+		{Name: "scales", DType: "F16", Shape: []int64{2, int64(n)}, Data: scales}},
+		// As the folder's config says: AutoGPTQ's v1 zeros, sym: false.
+		&humming.ConvertOptions{Flags: humming.ConvertGPTQV1Autogptq | humming.ConvertAsymmetric})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer converted.Close()
+	format, _ := converted.Format()
+	defer format.Close()
+	want, err := format.Pack(&converted.Canonical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if layer.Format.String() != format.String() || !bytes.Equal(layer.Packed.Weight, want.Weight) ||
+		!bytes.Equal(layer.Packed.Scales, want.Scales) || !bytes.Equal(layer.Packed.ZeroPoints, want.ZeroPoints) {
+		t.Fatalf("read back %v, converted %v", layer.Format, format)
+	}
+	if _, err := stored.Read("model.layers.9.mlp.down_proj"); err == nil {
+		t.Fatal("a layer the folder lacks was read")
 	}
 	if _, err := humming.ConvertModel(in, out, nil); err == nil {
 		t.Fatal("an existing output folder was replaced without ConvertModelForce")

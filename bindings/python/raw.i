@@ -40,6 +40,17 @@
                                                            $*1_descriptor, 0));
 }
 
+/* ---- strings written through const char **name (owned by a handle): returned as str ------ */
+%typemap(in, numinputs=0) const char **name (const char *temp = NULL) {
+  $1 = ($1_ltype)&temp; /* SWIG declares the argument without its const */
+}
+%typemap(argout) const char **name {
+  PyObject *text = temp$argnum ? PyUnicode_DecodeUTF8(temp$argnum, (Py_ssize_t)strlen(temp$argnum),
+                                                      "replace")
+                               : (Py_INCREF(Py_None), Py_None);
+  $result = SWIG_AppendOutput($result, text);
+}
+
 /* ---- scalar outputs ---------------------------------------------------------------------- */
 %apply int32_t *OUTPUT { int32_t * };
 %apply int64_t *OUTPUT { int64_t * };

@@ -116,13 +116,14 @@ std::string safetensors_dtype(core::Dtype d) {
   }
 }
 
+// The bias in the output dtype (f16, bf16 or f32), little-endian.
 std::vector<uint8_t> encode_bias(const Layer& layer) {
   const core::Dtype out = layer.format.output;
-  std::vector<uint8_t> bytes(layer.bias.size() * 2);
+  const size_t width = static_cast<size_t>(out.bits() / 8);
+  std::vector<uint8_t> bytes(layer.bias.size() * width);
   for (size_t i = 0; i < layer.bias.size(); ++i) {
     const uint32_t code = out.encode(layer.bias[i]);
-    bytes[2 * i] = static_cast<uint8_t>(code);
-    bytes[2 * i + 1] = static_cast<uint8_t>(code >> 8);
+    for (size_t b = 0; b < width; ++b) bytes[width * i + b] = static_cast<uint8_t>(code >> (8 * b));
   }
   return bytes;
 }
@@ -192,15 +193,15 @@ void write_packed(io::SafetensorsStreamWriter& w, const PackedLayer& p) {
              "space reserved for it");
   for (const PackedLayer::Tensor& t : p.tensors)
     w.append(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
-  w.set_metadata("humming.format." + p.prefix, p.format);
-  if (!p.note.empty()) w.set_metadata("humming.note." + p.prefix, p.note);
+  w.set_metadata(kFormatKey + p.prefix, p.format);
+  if (!p.note.empty()) w.set_metadata(kNoteKey + p.prefix, p.note);
 }
 
 uint64_t packed_header_bound(const std::string& prefix) {
   uint64_t bound =
-      io::SafetensorsStreamWriter::metadata_bound("humming.format." + prefix,
+      io::SafetensorsStreamWriter::metadata_bound(kFormatKey + prefix,
                                                   std::string(kFormatBound, 'x')) +
-      io::SafetensorsStreamWriter::metadata_bound("humming.note." + prefix,
+      io::SafetensorsStreamWriter::metadata_bound(kNoteKey + prefix,
                                                   std::string(kNoteBound, 'x'));
   for (const char* s : kOutputSuffixes)
     bound += io::SafetensorsStreamWriter::entry_bound(prefix + s, 3);
@@ -209,6 +210,8 @@ uint64_t packed_header_bound(const std::string& prefix) {
 
 const char* const kOutputSuffixes[6] = {".weight",       ".weight_scale", ".weight_zero_point",
                                        ".global_scale", ".bias",         ".k_permutation"};
+const char* const kFormatKey = "humming.format.";
+const char* const kNoteKey = "humming.note.";
 
 FileResult convert_file(Scheme scheme, const std::string& in_path, const std::string& out_path,
                         const Options& options, FileProgress progress, void* user) {

@@ -33,6 +33,9 @@ std::string unclaimed_quantized(const io::SafetensorsFile& file,
 
 // The output tensor names of a layer are its prefix plus these.
 extern const char* const kOutputSuffixes[6];
+// The header metadata keys of a layer's format string and note are these plus its prefix.
+extern const char* const kFormatKey;  // "humming.format."
+extern const char* const kNoteKey;    // "humming.note."
 
 // A converted layer in its written form: the standard layout's tensors and its format string.
 struct PackedLayer {

@@ -413,7 +413,7 @@ struct Output {
 };
 
 // Joins a complete group's parts (experts, then gate and up by rows), freeing each part once it
-// is copied: a group holds at most its parts' bytes twice (three times when joining gate and up).
+// is copied: a group holds at most twice its parts' canonical bytes (joining gate and up too).
 Layer stack_group(StackGroup& g) {
   auto stack = [&](size_t first, size_t count) {
     std::vector<const Layer*> parts;
@@ -572,6 +572,11 @@ void check_paths(const ModelRequest& r, std::string& in, std::string& out) {
 }
 
 }  // namespace
+
+std::vector<std::string> shard_files(const std::string& dir) {
+  json index;
+  return shard_names(dir, index);
+}
 
 ModelResult convert_model(const ModelRequest& r) {
   const auto start = std::chrono::steady_clock::now();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "schema/convert.hpp"
 
@@ -36,5 +37,10 @@ struct ModelResult {
 };
 
 ModelResult convert_model(const ModelRequest& request);
+
+// The safetensors shards of a model folder, by the rule convert_model reads an input with: the
+// files model.safetensors.index.json names, else model.safetensors, else every *.safetensors
+// (names inside dir, sorted). Throws hm::Error for a bad index or a folder without weights.
+std::vector<std::string> shard_files(const std::string& dir);
 
 }  // namespace hm::schema

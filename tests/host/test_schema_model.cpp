@@ -78,51 +78,42 @@ void write_shards(const fs::path& dir, const std::vector<std::vector<Tensor>>& s
 // The checkpoint's own dequantization of each layer, [N][K] in checkpoint column order.
 using References = std::map<std::string, std::vector<float>>;
 
-// Reads every converted layer of an output folder back (format from the config, tensors from
-// the shards via the index), unpacks and dequantizes it, undoes the K permutation, and compares
-// with the reference.
+// Reads every converted layer of an output folder back through the library's reader
+// (hm_stored_model_*: shards from the index, format from each shard's header), unpacks and
+// dequantizes it, undoes the K permutation, and compares with the reference; the config names
+// the same layers with the same formats.
 void check_layers(const fs::path& out, const References& refs) {
   const json config = json::parse(slurp(out / "config.json"));
   ASSERT_EQ(config["quantization_config"]["quant_method"], "humming");
   const json& layers = config["quantization_config"]["layers"];
   EXPECT_EQ(layers.size(), refs.size());
-  std::map<std::string, std::unique_ptr<hm::io::SafetensorsFile>> files;
-  auto find = [&](const std::string& name) -> const hm::io::TensorView* {
-    std::string file;  // the one shard, unless an index says which
-    for (const auto& e : fs::directory_iterator(out))
-      if (e.path().extension() == ".safetensors") file = e.path().filename();
-    if (fs::exists(out / "model.safetensors.index.json")) {
-      const json index = json::parse(slurp(out / "model.safetensors.index.json"));
-      if (!index["weight_map"].contains(name)) return nullptr;
-      file = index["weight_map"][name];
-    }
-    if (!files.count(file))
-      files[file] = std::make_unique<hm::io::SafetensorsFile>((out / file).string());
-    return files[file]->find(name);
-  };
+  hm_stored_model_t* model = nullptr;
+  ASSERT_EQ(hm_stored_model_open(out.c_str(), &model), HM_SUCCESS) << last_error();
+  size_t count = 0;
+  ASSERT_EQ(hm_stored_model_layer_count(model, &count), HM_SUCCESS);
+  EXPECT_EQ(count, refs.size());
+  for (size_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    ASSERT_EQ(hm_stored_model_layer_name(model, i, &name), HM_SUCCESS);
+    EXPECT_TRUE(refs.count(name)) << name;
+  }
   for (const auto& [prefix, want] : refs) {
     SCOPED_TRACE(prefix);
     ASSERT_TRUE(layers.contains(prefix));
     const std::string text = layers[prefix];
+    hm_stored_layer_t* layer = nullptr;
+    ASSERT_EQ(hm_stored_model_read(model, prefix.c_str(), &layer), HM_SUCCESS) << last_error();
     hm_format_t* format = nullptr;
-    ASSERT_EQ(hm_format_parse(text.c_str(), &format), HM_SUCCESS) << last_error();
+    ASSERT_EQ(hm_stored_layer_format(layer, &format), HM_SUCCESS) << last_error();
+    char buf[512];
+    ASSERT_EQ(hm_format_to_string(format, buf, sizeof buf, nullptr), HM_SUCCESS);
+    EXPECT_EQ(std::string(buf), text);
+    hm_stored_layer_info_t info;
+    hm_stored_layer_info_init(&info);
+    ASSERT_EQ(hm_stored_layer_info(layer, &info), HM_SUCCESS) << last_error();
     hm_canonical_sizes_t cs;
     hm_canonical_sizes_init(&cs);
     hm_format_canonical_sizes(format, &cs);
-    hm_packed_weight_t packed;
-    hm_packed_weight_init(&packed);
-    const hm::io::TensorView* w = find(prefix + ".weight");
-    ASSERT_NE(w, nullptr);
-    packed.weight = const_cast<uint8_t*>(w->data);
-    if (const auto* s = find(prefix + ".weight_scale")) packed.scales = const_cast<uint8_t*>(s->data);
-    if (const auto* z = find(prefix + ".weight_zero_point"))
-      packed.zero_points = const_cast<uint8_t*>(z->data);
-    std::vector<float> global;
-    if (const auto* g = find(prefix + ".global_scale")) {
-      global.resize(g->bytes / 4);
-      std::memcpy(global.data(), g->data, g->bytes);
-      packed.global_scale = global.data();
-    }
     std::vector<uint8_t> codes(cs.codes);
     std::vector<float> scales(cs.scales), zeros(cs.zero_points), gs(cs.global_scale);
     hm_canonical_weight_t c;
@@ -131,21 +122,23 @@ void check_layers(const fs::path& out, const References& refs) {
     c.scales = scales.empty() ? nullptr : scales.data();
     c.zero_points = zeros.empty() ? nullptr : zeros.data();
     c.global_scale = gs.empty() ? nullptr : gs.data();
-    ASSERT_EQ(hm_unpack(format, &packed, &c), HM_SUCCESS) << last_error();
+    ASSERT_EQ(hm_unpack(format, &info.packed, &c), HM_SUCCESS) << last_error();
     std::vector<float> got(cs.codes);
     ASSERT_EQ(hm_dequantize(format, &c, got.data()), HM_SUCCESS) << last_error();
-    if (const auto* perm = find(prefix + ".k_permutation")) {
-      const int64_t k = perm->shape[0], n = static_cast<int64_t>(got.size()) / k;
-      std::vector<int32_t> p(k);
-      std::memcpy(p.data(), perm->data, perm->bytes);
+    if (info.k_permutation != nullptr) {
+      int64_t n = 0, k = 0;
+      int32_t e = 0;
+      hm_format_get_shape(format, &n, &k, &e);
       std::vector<float> ordered(got.size());
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t i = 0; i < k; ++i) ordered[r * k + p[i]] = got[r * k + i];
+      for (int64_t r = 0; r < n * e; ++r)
+        for (int64_t i = 0; i < k; ++i) ordered[r * k + info.k_permutation[i]] = got[r * k + i];
       got = ordered;
     }
     expect_bitwise(got, want, prefix + " (" + text + ")");
     hm_format_destroy(format);
+    hm_stored_layer_destroy(layer);
   }
+  hm_stored_model_destroy(model);
 }
 
 // ---- GPTQ as GPTQModel writes it: v1 qzeros by whole-word subtraction --------------------------
@@ -465,6 +458,102 @@ TEST(ConvertModel, StackingExpertsRefusesWhatItCannotJoin) {
       << last_error();
   // Unstacked, the same model converts.
   EXPECT_EQ(convert(0), HM_SUCCESS) << last_error();
+}
+
+// ---- Reading converted layers back (hm_stored_model_*) ---------------------------------------
+
+TEST(StoredModel, AFileWithBiasReadsBackAndBrokenFilesAreRefused) {
+  Scratch s("stored");
+  // One converted file (hm_convert_file): a GPTQ layer with an f16 bias, read back as f32.
+  std::vector<Tensor> t;
+  References refs;
+  const std::string p = "model.layers.0.mlp.down_proj";
+  add_gptq_layer(t, refs, p, 64, 128, 32, true, 5);
+  std::vector<double> bias(64);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = (static_cast<double>(i) - 20.0) / 8.0;
+  t.push_back(f16_tensor(p + ".bias", {64}, bias));
+  write_shards(s.in(), {t});
+  const std::string file = (s.root / "converted.safetensors").string();
+  hm_convert_options_t gptqmodel;  // add_gptq_layer writes zeros as GPTQModel does
+  hm_convert_options_init(&gptqmodel);
+  gptqmodel.flags = HM_CONVERT_GPTQ_V1_GPTQMODEL;
+  ASSERT_EQ(hm_convert_file("gptq", (s.in() / "model-00001-of-00001.safetensors").c_str(),
+                            file.c_str(), &gptqmodel),
+            HM_SUCCESS)
+      << last_error();
+  hm_stored_model_t* model = nullptr;
+  ASSERT_EQ(hm_stored_model_open(file.c_str(), &model), HM_SUCCESS) << last_error();
+  const char* name = nullptr;
+  ASSERT_EQ(hm_stored_model_layer_name(model, 0, &name), HM_SUCCESS);
+  EXPECT_EQ(std::string(name), p);
+  EXPECT_EQ(hm_stored_model_layer_name(model, 1, &name), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(name, nullptr);
+  hm_stored_layer_t* layer = nullptr;
+  ASSERT_EQ(hm_stored_model_read(model, p.c_str(), &layer), HM_SUCCESS) << last_error();
+  hm_stored_layer_info_t info;
+  hm_stored_layer_info_init(&info);
+  ASSERT_EQ(hm_stored_layer_info(layer, &info), HM_SUCCESS) << last_error();
+  ASSERT_NE(info.bias, nullptr);
+  for (size_t i = 0; i < bias.size(); ++i) EXPECT_EQ(info.bias[i], bias[i]) << i;
+  ASSERT_NE(info.k_permutation, nullptr);  // act-order
+  EXPECT_EQ(info.note, nullptr);
+  hm_stored_layer_destroy(layer);
+  EXPECT_EQ(hm_stored_model_read(model, "model.layers.9.mlp.down_proj", &layer),
+            HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("no converted layer 'model.layers.9.mlp.down_proj'"),
+            std::string::npos)
+      << last_error();
+  EXPECT_EQ(layer, nullptr);
+  EXPECT_EQ(hm_stored_model_read(model, nullptr, &layer), HM_ERROR_INVALID_ARGUMENT);
+  hm_stored_model_destroy(model);
+  hm_stored_model_destroy(nullptr);
+  hm_stored_layer_destroy(nullptr);
+  EXPECT_EQ(hm_stored_model_open(nullptr, &model), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(hm_stored_model_open((s.root / "missing").c_str(), &model), HM_ERROR_IO);
+  // A checkpoint that was never converted.
+  EXPECT_EQ(hm_stored_model_open((s.in() / "model-00001-of-00001.safetensors").c_str(), &model),
+            HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("holds no converted layer"), std::string::npos) << last_error();
+
+  // Hand-made files: a format key with tensors that do not fit it.
+  const std::string fmt = "w=uint4b8 a=f16 c=f16 s=f16:g32 n=64 k=64";
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse(fmt.c_str(), &f), HM_SUCCESS);
+  hm_packed_sizes_t sizes;
+  hm_packed_sizes_init(&sizes);
+  ASSERT_EQ(hm_format_packed_sizes(f, &sizes), HM_SUCCESS);
+  hm_format_destroy(f);
+  auto refused = [&](std::vector<Tensor> tensors, const std::string& needle) {
+    hm::io::SafetensorsWriter w;
+    for (const Tensor& x : tensors)
+      w.add_borrowed(x.name, x.dtype, x.shape, x.bytes.data(), x.bytes.size());
+    w.set_metadata("humming.format.x", fmt);
+    const std::string path = (s.root / "broken.safetensors").string();
+    w.write(path);
+    hm_stored_model_t* m = nullptr;
+    ASSERT_EQ(hm_stored_model_open(path.c_str(), &m), HM_SUCCESS) << last_error();
+    hm_stored_layer_t* l = nullptr;
+    EXPECT_EQ(hm_stored_model_read(m, "x", &l), HM_ERROR_INVALID_ARGUMENT) << needle;
+    EXPECT_NE(last_error().find(needle), std::string::npos) << last_error();
+    EXPECT_EQ(l, nullptr);
+    hm_stored_model_destroy(m);
+  };
+  const Tensor weight = make_tensor("x.weight", "U8", {int64_t(sizes.weight)},
+                                    std::vector<uint8_t>(sizes.weight, 0x11));
+  const Tensor scale = make_tensor("x.weight_scale", "U8", {int64_t(sizes.scales)},
+                                   std::vector<uint8_t>(sizes.scales, 0));
+  refused({scale}, "'x.weight' must hold " + std::to_string(sizes.weight) + " bytes");
+  refused({make_tensor("x.weight", "U8", {8}, std::vector<uint8_t>(8, 0)), scale},
+          "it holds 8");
+  refused({weight, scale, make_tensor("x.weight_zero_point", "U8", {4}, std::vector<uint8_t>(4))},
+          "'x.weight_zero_point', which the layer's format");
+  std::vector<int32_t> perm(64);
+  for (int32_t i = 0; i < 64; ++i) perm[i] = 63 - i;
+  perm[5] = perm[6];
+  refused({weight, scale, make_tensor("x.k_permutation", "I32", {64}, perm)},
+          "is no permutation of [0, 64)");
+  perm[5] = 64;
+  refused({weight, scale, make_tensor("x.k_permutation", "I32", {64}, perm)}, "holds 64");
 }
 
 // ---- AWQ --------------------------------------------------------------------------------------

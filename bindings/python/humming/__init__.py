@@ -23,7 +23,7 @@ from ._quant import dequantize_activation, quantize_activation, reference_gemm
 from ._quant_device import activation_scale_groups, quantize_activation_device
 from ._runtime import (NO_DEVICE, Context, DeviceInfo, Kernel, LaunchParams, RuntimeInfo,
                        runtime_info)
-from ._stored import StoredLayer, converted_layers, read_converted
+from ._stored import StoredLayer, StoredModel, converted_layers, read_converted
 
 __version__ = raw.hm_version_string()
 

@@ -951,3 +951,72 @@ extern "C" {
         summary: *mut hm_convert_model_summary_t,
     ) -> hm_status_t;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_stored_model {
+    _unused: [u8; 0],
+}
+pub type hm_stored_model_t = hm_stored_model;
+extern "C" {
+    pub fn hm_stored_model_open(
+        path: *const ::std::os::raw::c_char,
+        out: *mut *mut hm_stored_model_t,
+    ) -> hm_status_t;
+}
+extern "C" {
+    pub fn hm_stored_model_destroy(model: *mut hm_stored_model_t);
+}
+extern "C" {
+    pub fn hm_stored_model_layer_count(
+        model: *const hm_stored_model_t,
+        count: *mut usize,
+    ) -> hm_status_t;
+}
+extern "C" {
+    pub fn hm_stored_model_layer_name(
+        model: *const hm_stored_model_t,
+        index: usize,
+        name: *mut *const ::std::os::raw::c_char,
+    ) -> hm_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_stored_layer {
+    _unused: [u8; 0],
+}
+pub type hm_stored_layer_t = hm_stored_layer;
+extern "C" {
+    pub fn hm_stored_model_read(
+        model: *const hm_stored_model_t,
+        name: *const ::std::os::raw::c_char,
+        out: *mut *mut hm_stored_layer_t,
+    ) -> hm_status_t;
+}
+extern "C" {
+    pub fn hm_stored_layer_destroy(layer: *mut hm_stored_layer_t);
+}
+extern "C" {
+    pub fn hm_stored_layer_format(
+        layer: *const hm_stored_layer_t,
+        out: *mut *mut hm_format_t,
+    ) -> hm_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hm_stored_layer_info {
+    pub struct_size: u32,
+    pub packed: hm_packed_weight_t,
+    pub bias: *const f32,
+    pub k_permutation: *const i32,
+    pub note: *const ::std::os::raw::c_char,
+}
+pub type hm_stored_layer_info_t = hm_stored_layer_info;
+extern "C" {
+    pub fn hm_stored_layer_info_init(info: *mut hm_stored_layer_info_t);
+}
+extern "C" {
+    pub fn hm_stored_layer_info(
+        layer: *const hm_stored_layer_t,
+        info: *mut hm_stored_layer_info_t,
+    ) -> hm_status_t;
+}

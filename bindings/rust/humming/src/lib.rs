@@ -29,6 +29,7 @@ mod moe;
 mod pack;
 mod plan;
 mod quant;
+mod stored;
 
 pub use context::{
     runtime_info, Compiler, Context, ContextOptions, DeviceBuffer, DeviceInfo, DeviceMemory,
@@ -52,6 +53,7 @@ pub use quant::{
     activation_scale_groups, dequantize_activation, quantize_activation,
     quantize_activation_device, reference_gemm_f32, DeviceActivation, QuantizedActivation,
 };
+pub use stored::{StoredLayer, StoredModel};
 
 /// The loaded library's version as (major, minor, patch); compare with the header's.
 pub fn version() -> (u32, u32, u32) {

@@ -412,6 +412,45 @@ fn convert_model_folder() {
     assert!(output.join("tokenizer.json").exists());
     let config = std::fs::read_to_string(output.join("config.json")).unwrap();
     assert!(config.contains("\"quant_method\": \"humming\""), "{config}");
+    // Read back: the layer the converter made, byte for byte.
+    let stored = humming::StoredModel::open(&output).unwrap();
+    assert_eq!(stored.layers(), &[p.to_string()]);
+    let layer = stored.read(p).unwrap();
+    let converted = humming::convert_layer(
+        humming::scheme_parse("gptq").unwrap(),
+        &[
+            humming::CheckpointTensor {
+                name: "qweight",
+                dtype: "I32",
+                shape: vec![(k / 8) as i64, n as i64],
+                data: &qweight,
+            },
+            humming::CheckpointTensor {
+                name: "qzeros",
+                dtype: "I32",
+                shape: vec![2, (n / 8) as i64],
+                data: &qzeros,
+            },
+            humming::CheckpointTensor {
+                name: "scales",
+                dtype: "F16",
+                shape: vec![2, n as i64],
+                data: &scales,
+            },
+        ],
+        &humming::ConvertOptions {
+            // As the folder's config says: AutoGPTQ's v1 zeros, sym: false.
+            flags: (humming::sys::HM_CONVERT_GPTQ_V1_AUTOGPTQ | humming::sys::HM_CONVERT_ASYMMETRIC)
+                as u32,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let format = converted.format().unwrap();
+    assert_eq!(layer.format.to_string(), format.to_string());
+    assert_eq!(layer.packed, format.pack(&converted.canonical).unwrap());
+    assert!(layer.bias.is_empty() && layer.k_permutation.is_empty() && layer.note.is_none());
+    assert!(stored.read("model.layers.9.mlp.down_proj").is_err());
     // The output exists now: refused without the force flag; cancelling writes nothing.
     assert!(humming::convert_model(&input, &output, &options, None).is_err());
     let mut cancel = |_: humming::ModelEvent, _: &str, _: Option<&str>, _: u64, _: u64| true;
