@@ -18,19 +18,19 @@ namespace fs = std::filesystem;
 
 // The bytes of tensor `name`, which must hold `bytes` bytes (0: must be absent), as T values.
 template <class T>
-std::vector<T> tensor(const io::SafetensorsFile& file, const std::string& name, uint64_t bytes,
-                      const std::string& format) {
-  const io::TensorView* t = file.find(name);
+std::vector<T> tensor(const TensorLookup& find, const std::string& where, const std::string& name,
+                      uint64_t bytes, const std::string& format) {
+  const io::TensorView* t = find(name);
   if (bytes == 0) {
     if (t != nullptr)
-      fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(file.path(), 200) + " has tensor " +
+      fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(where, 200) + " has tensor " +
                                           core::quoted(name, 160) + ", which the layer's format " +
                                           format + " does not have");
     return {};
   }
   if (t == nullptr || t->bytes != bytes)
     fail(HM_ERROR_INVALID_ARGUMENT,
-         core::quoted(file.path(), 200) + ": tensor " + core::quoted(name, 160) + " must hold " +
+         core::quoted(where, 200) + ": tensor " + core::quoted(name, 160) + " must hold " +
              std::to_string(bytes) + " bytes for the format " + format + "; " +
              (t == nullptr ? std::string("there is no such tensor")
                            : "it holds " + std::to_string(t->bytes)));
@@ -68,48 +68,60 @@ StoredModel::StoredModel(const std::string& path) : path_(path) {
   for (const auto& [name, file] : file_of_) names_.push_back(name);
 }
 
-StoredLayer StoredModel::read(const std::string& name) const {
-  const auto it = file_of_.find(name);
-  if (it == file_of_.end())
-    fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(path_, 200) + " has no converted layer " +
+StoredLayer read_stored_layer(const std::map<std::string, std::string>& metadata,
+                              const TensorLookup& find, const std::string& where,
+                              const std::string& name) {
+  const auto text = metadata.find(kFormatKey + name);
+  if (text == metadata.end())
+    fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(where, 200) + " has no converted layer " +
                                         core::quoted(name, 160));
-  const io::SafetensorsFile& file = *files_[it->second];
   StoredLayer l;
-  l.format_text = file.metadata().at(kFormatKey + name);
+  l.format_text = text->second;
   l.format = core::Format::parse(l.format_text);
-  if (const auto note = file.metadata().find(kNoteKey + name); note != file.metadata().end())
+  if (const auto note = metadata.find(kNoteKey + name); note != metadata.end())
     l.note = note->second;
   const core::Format& f = l.format;
   const quant::PackedShape ps = quant::packed_shape(f);
-  const std::string& text = l.format_text;
-  l.weight = tensor<uint8_t>(file, name + ".weight", ps.weight_bytes, text);
-  l.scales = tensor<uint8_t>(file, name + ".weight_scale", ps.scale_bytes, text);
-  l.zero_points = tensor<uint8_t>(file, name + ".weight_zero_point", ps.zero_point_bytes, text);
-  l.global_scale = tensor<float>(file, name + ".global_scale", ps.global_scale_bytes, text);
+  const std::string& fmt = l.format_text;
+  l.weight = tensor<uint8_t>(find, where, name + ".weight", ps.weight_bytes, fmt);
+  l.scales = tensor<uint8_t>(find, where, name + ".weight_scale", ps.scale_bytes, fmt);
+  l.zero_points =
+      tensor<uint8_t>(find, where, name + ".weight_zero_point", ps.zero_point_bytes, fmt);
+  l.global_scale = tensor<float>(find, where, name + ".global_scale", ps.global_scale_bytes, fmt);
   const uint64_t width = static_cast<uint64_t>(f.output.bits() / 8);
   const uint64_t bias_count = static_cast<uint64_t>(f.experts * f.n);
   const std::vector<uint8_t> bias =
-      tensor<uint8_t>(file, name + ".bias", f.has_bias ? bias_count * width : 0, text);
+      tensor<uint8_t>(find, where, name + ".bias", f.has_bias ? bias_count * width : 0, fmt);
   for (uint64_t i = 0; i < bias.size() / width; ++i) {
     uint32_t code = 0;
     for (uint64_t b = 0; b < width; ++b) code |= uint32_t{bias[i * width + b]} << (8 * b);
     l.bias.push_back(static_cast<float>(f.output.decode(code)));
   }
   const std::string perm = name + ".k_permutation";
-  if (file.find(perm) != nullptr) {
+  if (find(perm) != nullptr) {
     // A gather index read from a file: each column once, or the GEMM reads the wrong inputs.
-    l.k_permutation = tensor<int32_t>(file, perm, 4 * uint64_t(f.k), text);
+    l.k_permutation = tensor<int32_t>(find, where, perm, 4 * uint64_t(f.k), fmt);
     std::vector<bool> seen(static_cast<size_t>(f.k), false);
     for (int32_t v : l.k_permutation) {
       if (v < 0 || v >= f.k || seen[static_cast<size_t>(v)])
         fail(HM_ERROR_INVALID_ARGUMENT,
-             core::quoted(file.path(), 200) + ": " + core::quoted(perm, 160) +
+             core::quoted(where, 200) + ": " + core::quoted(perm, 160) +
                  " is no permutation of [0, " + std::to_string(f.k) + "): it holds " +
                  std::to_string(v) + (v >= 0 && v < f.k ? " twice" : ""));
       seen[static_cast<size_t>(v)] = true;
     }
   }
   return l;
+}
+
+StoredLayer StoredModel::read(const std::string& name) const {
+  const auto it = file_of_.find(name);
+  if (it == file_of_.end())
+    fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(path_, 200) + " has no converted layer " +
+                                        core::quoted(name, 160));
+  const io::SafetensorsFile& file = *files_[it->second];
+  return read_stored_layer(
+      file.metadata(), [&](const std::string& n) { return file.find(n); }, file.path(), name);
 }
 
 }  // namespace hm::schema

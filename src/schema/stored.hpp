@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +25,14 @@ struct StoredLayer {
   std::vector<float> global_scale, bias;
   std::vector<int32_t> k_permutation;
 };
+
+// Reads layer `name` from a file's header metadata and its tensors (`find`: a tensor by name,
+// nullptr when absent; the views must be valid); `where` names the file in messages.
+// StoredModel::read's checks on any image (the fuzz target feeds it hostile ones).
+using TensorLookup = std::function<const io::TensorView*(const std::string&)>;
+StoredLayer read_stored_layer(const std::map<std::string, std::string>& metadata,
+                              const TensorLookup& find, const std::string& where,
+                              const std::string& name);
 
 class StoredModel {
  public:

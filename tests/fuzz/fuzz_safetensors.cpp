@@ -1,14 +1,18 @@
-// Fuzz target: the safetensors header parser and every converter. The input is a safetensors
-// image; when it parses, its tensors are handed to each scheme's converter as one layer (as
-// hm_convert_file would), which must return or throw hm::Error, never crash, and never allocate
-// more than a small multiple of the input (each converter's buffers are bounded by the bytes of
-// the tensors it reads; the check below runs in a process capped by the fuzzer's -rss_limit_mb).
+// Fuzz target: the safetensors header parser, every converter and the reader of converted
+// layers. The input is a safetensors image; when it parses, its tensors are handed to each
+// scheme's converter as one layer (as hm_convert_file would), and each "humming.format.<name>"
+// key of its metadata is read as a converted layer (as hm_stored_model_read would). Both must
+// return or throw hm::Error, never crash, and never allocate more than a small multiple of the
+// input (their buffers are bounded by the bytes of the tensors they read; the check below runs
+// in a process capped by the fuzzer's -rss_limit_mb).
 #include <vector>
 
 #include "core/error.hpp"
 #include "fuzz_target.hpp"
 #include "io/safetensors.hpp"
 #include "schema/convert.hpp"
+#include "schema/file.hpp"
+#include "schema/stored.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hm::io::Header header;
@@ -27,6 +31,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     hm::schema::Options options;
     try {
       hm::schema::convert_layer(hm::schema::scheme_from_int(s), header.tensors, options);
+    } catch (const hm::Error&) {
+    }
+  }
+  const std::string key = hm::schema::kFormatKey;
+  auto find = [&](const std::string& name) -> const hm::io::TensorView* {
+    for (const hm::io::TensorView& t : header.tensors)
+      if (t.name == name) return &t;
+    return nullptr;
+  };
+  for (const auto& [k, v] : header.metadata) {
+    if (k.rfind(key, 0) != 0) continue;
+    try {
+      const hm::schema::StoredLayer l =
+          hm::schema::read_stored_layer(header.metadata, find, "fuzz input", k.substr(key.size()));
+      HM_FUZZ_CHECK(l.weight.size() <= size && l.scales.size() <= size,
+                    "a layer's buffers come from the input");
     } catch (const hm::Error&) {
     }
   }
