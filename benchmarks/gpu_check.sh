@@ -50,6 +50,11 @@ if want all tests quick gpu; then
   # The demo first: one kernel, a quick sign of a hang before the long suites start.
   echo "== demo"; timeout 120 ./build-gpu/humming demo
   if [ $? -eq 124 ]; then echo "demo timed out: stopping"; exit 1; fi
+  # A converted layer as stored (humming convert of the GPTQ fuzz seed, n = 16, k = 64).
+  ./build-gpu/humming convert --scheme gptq --in tests/fuzz/corpus/safetensors/gptq.safetensors \
+    --out /tmp/demo_converted.safetensors >/dev/null &&
+    timeout 120 ./build-gpu/humming demo --converted /tmp/demo_converted.safetensors --layer l |
+    grep -E "layer:|check:"
   echo "== gpu tests"
   ctest --test-dir build-gpu -L gpu --output-on-failure -j 8 --timeout 240 > "$OUT/ctest.txt" 2>&1
   grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|\*\*\*Skipped|Failure|Expected|Which is|rel err|tuning" "$OUT/ctest.txt" | head -60

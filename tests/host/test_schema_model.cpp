@@ -498,6 +498,15 @@ TEST(StoredModel, AFileWithBiasReadsBackAndBrokenFilesAreRefused) {
   ASSERT_NE(info.k_permutation, nullptr);  // act-order
   EXPECT_EQ(info.note, nullptr);
   hm_stored_layer_destroy(layer);
+  // `humming demo` runs a converted layer (here its host half: the reference with the bias, and
+  // the plan compiled for sm_90a; on a GPU it also runs and checks the kernel).
+  const std::string log_path = (s.root / "demo.log").string();
+  const std::string demo = std::string(HM_CLI_PATH) + " demo --arch sm_90a --m 3 --converted " +
+                           file + " --layer " + p + " > " + log_path + " 2>&1";
+  EXPECT_EQ(std::system(demo.c_str()), 0) << slurp(log_path);
+  EXPECT_NE(slurp(log_path).find("layer:       " + p), std::string::npos) << slurp(log_path);
+  EXPECT_NE(slurp(log_path).find("bias=1"), std::string::npos) << slurp(log_path);
+  fs::remove(log_path);
   EXPECT_EQ(hm_stored_model_read(model, "model.layers.9.mlp.down_proj", &layer),
             HM_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("no converted layer 'model.layers.9.mlp.down_proj'"),

@@ -1,7 +1,9 @@
 // `humming demo`: the main job end to end — quantize a weight to a format, pack it into the
 // standard layout (and check the packing is lossless), compile a kernel through the JIT cache, run
 // it on the GPU when there is one and check the result against the f64 host reference, then time
-// it and cuBLAS on the dequantized weight the way bench_gemm does (tools/gpu_timing).
+// it and cuBLAS on the dequantized weight the way bench_gemm does (tools/gpu_timing). With
+// --converted PATH --layer NAME the layer is a converted checkpoint's (hm_stored_model_read)
+// instead of a random weight quantized here: its packed buffers and bias run as stored.
 //
 #include <algorithm>
 #include <chrono>
@@ -200,18 +202,162 @@ struct ContextHandle {
   ~ContextHandle() { hm_context_destroy(c); }
 };
 
+// The layer the demo runs: the standard layout's buffers, the dequantized weight [E][N][K] the
+// host reference multiplies, and the bias (f32 [N]; empty without one).
+struct DemoLayer {
+  std::vector<uint8_t> weight, scales, zero_points;
+  std::vector<float> global, deq, bias;
+};
+
+// Unpacks the packed buffers (the format's canonical sizes) and dequantizes them into layer.deq;
+// returns whether packing those canonical buffers again gives the same bytes.
+bool dequantize_packed(const hm_format_t* f, DemoLayer& layer, const hm_canonical_weight_t* q) {
+  hm_packed_weight_t packed;
+  hm_packed_weight_init(&packed);
+  packed.weight = layer.weight.data();
+  packed.scales = layer.scales.empty() ? nullptr : layer.scales.data();
+  packed.zero_points = layer.zero_points.empty() ? nullptr : layer.zero_points.data();
+  packed.global_scale = layer.global.empty() ? nullptr : layer.global.data();
+  hm_canonical_sizes_t cs;
+  hm_canonical_sizes_init(&cs);
+  check(hm_format_canonical_sizes(f, &cs), "querying canonical sizes");
+  std::vector<uint8_t> codes(cs.codes);
+  std::vector<float> scales(cs.scales), zps(cs.zero_points), global(cs.global_scale);
+  hm_canonical_weight_t back;
+  hm_canonical_weight_init(&back);
+  back.codes = codes.data();
+  back.scales = cs.scales ? scales.data() : nullptr;
+  back.zero_points = cs.zero_points ? zps.data() : nullptr;
+  back.global_scale = cs.global_scale ? global.data() : nullptr;
+  check(hm_unpack(f, &packed, &back), "unpacking");
+  layer.deq.assign(cs.codes, 0.0f);
+  check(hm_dequantize(f, &back, layer.deq.data()), "dequantizing");
+  if (q == nullptr) return true;
+  return std::memcmp(q->codes, codes.data(), codes.size()) == 0 &&
+         (!cs.scales || std::memcmp(q->scales, scales.data(), scales.size() * 4) == 0) &&
+         (!cs.zero_points || std::memcmp(q->zero_points, zps.data(), zps.size() * 4) == 0) &&
+         (!cs.global_scale || std::memcmp(q->global_scale, global.data(), global.size() * 4) == 0);
+}
+
+// A random weight (N(0, 0.02)), quantized to the format and packed; pack -> unpack must be exact.
+DemoLayer random_layer(const hm_format_t* f, int64_t n, int64_t k, uint64_t nk, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> weight(nk);
+  for (auto& w : weight) w = normal(rng) * 0.02f;
+  hm_canonical_sizes_t cs;
+  hm_canonical_sizes_init(&cs);
+  check(hm_format_canonical_sizes(f, &cs), "querying canonical sizes");
+  std::vector<uint8_t> codes(cs.codes);
+  std::vector<float> scales(cs.scales), zps(cs.zero_points), global(cs.global_scale);
+  hm_canonical_weight_t q;
+  hm_canonical_weight_init(&q);
+  q.codes = codes.data();
+  q.scales = cs.scales ? scales.data() : nullptr;
+  q.zero_points = cs.zero_points ? zps.data() : nullptr;
+  q.global_scale = cs.global_scale ? global.data() : nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  check(hm_quantize(f, weight.data(), HM_DTYPE_F32, &q), "quantizing");
+  auto t1 = std::chrono::steady_clock::now();
+  hm_packed_sizes_t ps;
+  hm_packed_sizes_init(&ps);
+  check(hm_format_packed_sizes(f, &ps), "querying packed sizes");
+  DemoLayer layer;
+  layer.weight.resize(ps.weight);
+  layer.scales.resize(ps.scales);
+  layer.zero_points.resize(ps.zero_points);
+  layer.global.resize(ps.global_scale / sizeof(float));
+  hm_packed_weight_t packed;
+  hm_packed_weight_init(&packed);
+  packed.weight = layer.weight.data();
+  packed.scales = ps.scales ? layer.scales.data() : nullptr;
+  packed.zero_points = ps.zero_points ? layer.zero_points.data() : nullptr;
+  packed.global_scale = ps.global_scale ? layer.global.data() : nullptr;
+  check(hm_pack(f, &q, &packed), "packing");
+  auto t2 = std::chrono::steady_clock::now();
+  const bool lossless = dequantize_packed(f, layer, &q);
+  double qnum = 0, qden = 0;
+  for (uint64_t i = 0; i < nk; ++i) {
+    qnum += (layer.deq[i] - weight[i]) * static_cast<double>(layer.deq[i] - weight[i]);
+    qden += static_cast<double>(weight[i]) * weight[i];
+  }
+  std::printf("quantize:    %.1f ms, weight rel. error %.4f\n",
+              std::chrono::duration<double, std::milli>(t1 - t0).count(), std::sqrt(qnum / qden));
+  std::printf("pack:        %.1f ms, %.2f MiB of weights (N %lld -> %lld, K %lld -> %lld), unpack %s\n",
+              std::chrono::duration<double, std::milli>(t2 - t1).count(),
+              static_cast<double>(ps.weight) / (1024.0 * 1024.0), static_cast<long long>(n),
+              static_cast<long long>(ps.n_padded), static_cast<long long>(k),
+              static_cast<long long>(ps.k_padded),
+              lossless ? "exact" : "MISMATCH");
+  if (!lossless) throw Failure{"pack -> unpack did not give back the canonical buffers"};
+  return layer;
+}
+
+// Layer `name` of a converted folder or file, as stored; its format replaces format.f.
+DemoLayer stored_layer(const std::string& path, const std::string& name, hm_format_t** format) {
+  struct Model {
+    hm_stored_model_t* m = nullptr;
+    ~Model() { hm_stored_model_destroy(m); }
+  } model;
+  check(hm_stored_model_open(path.c_str(), &model.m), "opening --converted");
+  struct Layer {
+    hm_stored_layer_t* l = nullptr;
+    ~Layer() { hm_stored_layer_destroy(l); }
+  } stored;
+  check(hm_stored_model_read(model.m, name.c_str(), &stored.l), "reading --layer");
+  check(hm_stored_layer_format(stored.l, format), "reading the layer's format");
+  hm_stored_layer_info_t info;
+  hm_stored_layer_info_init(&info);
+  check(hm_stored_layer_info(stored.l, &info), "reading the layer");
+  hm_packed_sizes_t ps;
+  hm_packed_sizes_init(&ps);
+  check(hm_format_packed_sizes(*format, &ps), "querying packed sizes");
+  auto bytes = [](const void* p, uint64_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return p ? std::vector<uint8_t>(b, b + n) : std::vector<uint8_t>();
+  };
+  DemoLayer layer;
+  layer.weight = bytes(info.packed.weight, ps.weight);
+  layer.scales = bytes(info.packed.scales, ps.scales);
+  layer.zero_points = bytes(info.packed.zero_points, ps.zero_points);
+  if (info.packed.global_scale)
+    layer.global.assign(info.packed.global_scale, info.packed.global_scale + ps.global_scale / 4);
+  int64_t n = 0, k = 0;
+  int32_t e = 0;
+  check(hm_format_get_shape(*format, &n, &k, &e), "reading the shape");
+  if (info.bias) layer.bias.assign(info.bias, info.bias + e * n);
+  dequantize_packed(*format, layer, nullptr);
+  std::printf("layer:       %s of %s, %.2f MiB of weights%s%s\n", name.c_str(), path.c_str(),
+              static_cast<double>(ps.weight) / (1024.0 * 1024.0),
+              info.k_permutation ? " (K reordered: random activations need no gather)" : "",
+              info.note ? (std::string("; ") + info.note).c_str() : "");
+  return layer;
+}
+
 }  // namespace
 
 int cmd_demo(Args& args) {
-  const std::string text =
-      args.get("format", "w=uint4b8 a=f16 c=f16 s=f16:g128 zp=none n=4096 k=4096");
+  const std::string text = args.get("format", "");
+  const std::string converted = args.get("converted", "");
+  const std::string layer_name = args.get("layer", "");
   const std::string arch = args.get("arch", "sm_90a");
   const int64_t m = parse_integer(args.get("m", "16"), "m", 1, HM_MAX_M);
   const auto seed = static_cast<unsigned>(parse_integer(args.get("seed", "1"), "seed", 0, UINT32_MAX));
   args.finish();
+  if (converted.empty() != layer_name.empty())
+    throw Failure{"--converted PATH and --layer NAME go together (a layer of a converted folder "
+                  "or file; humming convert writes them)"};
+  if (!converted.empty() && !text.empty())
+    throw Failure{"--format and --converted exclude each other: a converted layer has its format"};
 
   FormatHandle format;
-  check(hm_format_parse(text.c_str(), &format.f), "parsing --format");
+  DemoLayer layer;
+  if (!converted.empty())
+    layer = stored_layer(converted, layer_name, &format.f);
+  else
+    check(hm_format_parse(text.empty() ? "w=uint4b8 a=f16 c=f16 s=f16:g128 zp=none n=4096 k=4096"
+                                       : text.c_str(),
+                          &format.f),
+          "parsing --format");
   char canonical[512];
   check(hm_format_to_string(format.f, canonical, sizeof canonical, nullptr), "printing the format");
   int64_t n = 0, k = 0;
@@ -226,67 +372,20 @@ int cmd_demo(Args& args) {
   check(hm_format_get_activation_groups(format.f, &act_group_k), "reading the activation groups");
   int32_t has_bias = 0;
   check(hm_format_get_bias(format.f, &has_bias), "reading the bias flag");
-  if (has_bias) throw Failure{"the demo does not make up a bias: use a format with bias=0"};
+  if (has_bias && converted.empty())
+    throw Failure{"the demo does not make up a bias: use a format with bias=0"};
   std::printf("format:      %s\n", canonical);
 
-  // 1. A random weight, quantized, packed, unpacked (must be lossless), dequantized.
+  // 1. A random weight, quantized, packed, unpacked (must be lossless), dequantized; or the
+  //    converted layer, unpacked and dequantized.
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const uint64_t nk = static_cast<uint64_t>(experts) * n * k;
-  std::vector<float> weight(nk);
-  for (auto& w : weight) w = normal(rng) * 0.02f;
-
-  hm_canonical_sizes_t cs;
-  hm_canonical_sizes_init(&cs);
-  check(hm_format_canonical_sizes(format.f, &cs), "querying canonical sizes");
-  std::vector<uint8_t> codes(cs.codes), codes2(cs.codes);
-  std::vector<float> scales(cs.scales), zps(cs.zero_points), global(cs.global_scale);
-  std::vector<float> scales2(cs.scales), zps2(cs.zero_points), global2(cs.global_scale);
-  hm_canonical_weight_t q, q2;
-  hm_canonical_weight_init(&q);
-  hm_canonical_weight_init(&q2);
-  q.codes = codes.data();
-  q.scales = cs.scales ? scales.data() : nullptr;
-  q.zero_points = cs.zero_points ? zps.data() : nullptr;
-  q.global_scale = cs.global_scale ? global.data() : nullptr;
-  q2.codes = codes2.data();
-  q2.scales = cs.scales ? scales2.data() : nullptr;
-  q2.zero_points = cs.zero_points ? zps2.data() : nullptr;
-  q2.global_scale = cs.global_scale ? global2.data() : nullptr;
-
-  auto t0 = std::chrono::steady_clock::now();
-  check(hm_quantize(format.f, weight.data(), HM_DTYPE_F32, &q), "quantizing");
-  auto t1 = std::chrono::steady_clock::now();
+  if (converted.empty()) layer = random_layer(format.f, n, k, nk, rng);
   hm_packed_sizes_t ps;
   hm_packed_sizes_init(&ps);
   check(hm_format_packed_sizes(format.f, &ps), "querying packed sizes");
-  std::vector<uint8_t> pw(ps.weight), pscales(ps.scales), pzps(ps.zero_points);  // packed
-  std::vector<float> pglobal(ps.global_scale / sizeof(float));
-  hm_packed_weight_t packed;
-  hm_packed_weight_init(&packed);
-  packed.weight = pw.data();
-  packed.scales = ps.scales ? pscales.data() : nullptr;
-  packed.zero_points = ps.zero_points ? pzps.data() : nullptr;
-  packed.global_scale = ps.global_scale ? pglobal.data() : nullptr;
-  check(hm_pack(format.f, &q, &packed), "packing");
-  auto t2 = std::chrono::steady_clock::now();
-  check(hm_unpack(format.f, &packed, &q2), "unpacking");
-  const bool lossless = codes == codes2 && scales == scales2 && zps == zps2 && global == global2;
-  std::vector<float> deq(nk);
-  check(hm_dequantize(format.f, &q, deq.data()), "dequantizing");
-  double qnum = 0, qden = 0;
-  for (uint64_t i = 0; i < nk; ++i) {
-    qnum += (deq[i] - weight[i]) * static_cast<double>(deq[i] - weight[i]);
-    qden += static_cast<double>(weight[i]) * weight[i];
-  }
-  std::printf("quantize:    %.1f ms, weight rel. error %.4f\n",
-              std::chrono::duration<double, std::milli>(t1 - t0).count(), std::sqrt(qnum / qden));
-  std::printf("pack:        %.1f ms, %.2f MiB of weights (N %lld -> %lld, K %lld -> %lld), unpack %s\n",
-              std::chrono::duration<double, std::milli>(t2 - t1).count(),
-              static_cast<double>(ps.weight) / (1024.0 * 1024.0), static_cast<long long>(n),
-              static_cast<long long>(ps.n_padded), static_cast<long long>(k),
-              static_cast<long long>(ps.k_padded), lossless ? "exact" : "MISMATCH");
-  if (!lossless) throw Failure{"pack -> unpack did not give back the canonical buffers"};
+  const std::vector<float>& deq = layer.deq;
   if (experts != 1) {
     std::printf("(MoE formats: the demo stops after packing)\n");
     return 0;
@@ -323,7 +422,8 @@ int cmd_demo(Args& args) {
   }
   std::vector<float> ref_f(static_cast<size_t>(m * n));
   auto t3 = std::chrono::steady_clock::now();
-  check(hm_reference_gemm_f32(a.data(), deq.data(), nullptr, ref_f.data(), m, n, k),
+  check(hm_reference_gemm_f32(a.data(), deq.data(), layer.bias.empty() ? nullptr : layer.bias.data(),
+                              ref_f.data(), m, n, k),
         "running the host reference GEMM");
   auto t4 = std::chrono::steady_clock::now();
   std::vector<double> ref(ref_f.begin(), ref_f.end());
@@ -395,12 +495,21 @@ int cmd_demo(Args& args) {
   } else {
     hm_launch_params_set_pointer(params, HM_ARG_A, d_a);
   }
-  hm_launch_params_set_pointer(params, HM_ARG_B, upload(pw.data(), pw.size()));
+  hm_launch_params_set_pointer(params, HM_ARG_B, upload(layer.weight.data(), layer.weight.size()));
   const uint64_t d_c = upload(zeros.data(), c_bytes);
   hm_launch_params_set_pointer(params, HM_ARG_C, d_c);
-  if (ps.scales) hm_launch_params_set_pointer(params, HM_ARG_SCALES, upload(pscales.data(), pscales.size()));
-  if (ps.zero_points) hm_launch_params_set_pointer(params, HM_ARG_ZEROS, upload(pzps.data(), pzps.size()));
-  if (ps.global_scale) hm_launch_params_set_pointer(params, HM_ARG_GLOBAL, upload(pglobal.data(), ps.global_scale));
+  if (ps.scales)
+    hm_launch_params_set_pointer(params, HM_ARG_SCALES, upload(layer.scales.data(), ps.scales));
+  if (ps.zero_points)
+    hm_launch_params_set_pointer(params, HM_ARG_ZEROS,
+                                 upload(layer.zero_points.data(), ps.zero_points));
+  if (ps.global_scale)
+    hm_launch_params_set_pointer(params, HM_ARG_GLOBAL,
+                                 upload(layer.global.data(), ps.global_scale));
+  if (!layer.bias.empty()) {  // [N] in the output dtype
+    const std::vector<uint16_t> bias = encode16(out_dtype, layer.bias);
+    hm_launch_params_set_pointer(params, HM_ARG_BIAS, upload(bias.data(), bias.size() * 2));
+  }
   if (ws_bytes) {
     hm_launch_params_set_pointer(params, HM_ARG_WORKSPACE, upload(zeros.data(), ws_bytes));
     hm_launch_params_set_int(params, HM_ARG_WORKSPACE_BYTES, static_cast<int64_t>(ws_bytes));

@@ -87,6 +87,8 @@ static void usage(FILE* out) {
                "                             reference GEMMs, and every kernel of F's plan)\n"
                "  demo [--format F] [--arch A] [--m M]\n"
                "                             quantize, pack, compile, run and check a layer\n"
+               "  demo --converted PATH --layer NAME [--arch A] [--m M]\n"
+               "                             the same for a layer humming convert wrote\n"
                "  convert IN_DIR OUT_DIR [--dry-run] [--force] [--threads N] ...\n"
                "                             a Hugging Face model folder into the standard layout\n"
                "                             (--stack-experts [--join-gate-up]: MoE experts\n"
