@@ -97,8 +97,6 @@ std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& fi
   return layers;
 }
 
-namespace {
-
 std::string safetensors_dtype(core::Dtype d) {
   switch (d.code()) {
     case HM_DTYPE_F16:
@@ -115,6 +113,8 @@ std::string safetensors_dtype(core::Dtype d) {
       return "U8";
   }
 }
+
+namespace {
 
 // The bias in the output dtype (f16, bf16 or f32), little-endian.
 std::vector<uint8_t> encode_bias(const Layer& layer) {

@@ -31,6 +31,10 @@ bool looks_quantized(const io::TensorView& t);
 std::string unclaimed_quantized(const io::SafetensorsFile& file,
                                 const std::set<const io::TensorView*>& claimed);
 
+// The safetensors dtype a buffer of dtype d is stored as ("F16", "BF16", "F32", "F8_E4M3", ...;
+// "U8" for dtypes safetensors has no name for).
+std::string safetensors_dtype(core::Dtype d);
+
 // The output tensor names of a layer are its prefix plus these.
 extern const char* const kOutputSuffixes[6];
 // The header metadata keys of a layer's format string and note are these plus its prefix.

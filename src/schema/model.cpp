@@ -193,7 +193,8 @@ std::vector<StackGroup> plan_groups(std::vector<ShardPlan>& plans, bool join_gat
     size_t shard, layer;
   };
   std::map<std::pair<std::string, std::string>, std::map<int64_t, Place>> found;
-  std::set<std::string> outputs;  // output names that are not the groups'
+  std::set<std::string> outputs;   // output names that are not the groups'
+  std::set<std::string> prefixes;  // the groups' output layers
   for (size_t si = 0; si < plans.size(); ++si) {
     for (size_t li = 0; li < plans[si].layers.size(); ++li) {
       const std::string& prefix = plans[si].layers[li].found.prefix;
@@ -223,9 +224,20 @@ std::vector<StackGroup> plan_groups(std::vector<ShardPlan>& plans, bool join_gat
     g.prefix = prefix;
     g.experts = static_cast<int64_t>(found[{base, projs[0]}].size());
     g.gate_up = projs.size() == 2;
+    // What can be known before converting (a dry run stops here): one rule (scheme and
+    // parameters) for every part, and a size the format can hold. Formats and K orders that
+    // differ after conversion are refused when the group is joined.
+    const PlannedLayer* first = nullptr;
     for (const std::string& proj : projs) {
       for (const auto& [i, place] : found[{base, proj}]) {
         PlannedLayer& l = plans[place.shard].layers[place.layer];
+        if (first == nullptr) first = &l;
+        if (l.rule != first->rule)
+          fail(HM_ERROR_UNSUPPORTED,
+               core::quoted(l.found.prefix, 120) + " is converted with " + l.rule->description +
+                   ", but " + core::quoted(first->found.prefix, 120) + " with " +
+                   first->rule->description + "; the layers stacked into " +
+                   core::quoted(prefix, 120) + " need one scheme and one set of parameters");
         l.group = static_cast<int>(groups.size());
         l.slot = g.members.size();
         g.members.push_back(l.found.prefix);
@@ -234,6 +246,14 @@ std::vector<StackGroup> plan_groups(std::vector<ShardPlan>& plans, bool join_gat
       found.erase({base, proj});
     }
     g.parts.resize(g.members.size());
+    if (g.experts > HM_MAX_EXPERTS)
+      fail(HM_ERROR_UNSUPPORTED, core::quoted(g.prefix, 120) + " would hold " +
+                                     std::to_string(g.experts) + " experts; a layer holds at "
+                                     "most HM_MAX_EXPERTS = " + std::to_string(HM_MAX_EXPERTS));
+    if (!prefixes.insert(g.prefix).second)
+      fail(HM_ERROR_UNSUPPORTED, "two groups of experts would both be written as " +
+                                     core::quoted(g.prefix, 120) +
+                                     " (a model with both fused and separate projections?)");
     for (const char* suffix : kOutputSuffixes)
       if (outputs.count(g.prefix + suffix))
         fail(HM_ERROR_UNSUPPORTED, "the stacked layer " + core::quoted(g.prefix, 120) +
@@ -580,6 +600,9 @@ std::vector<std::string> shard_files(const std::string& dir) {
 
 ModelResult convert_model(const ModelRequest& r) {
   const auto start = std::chrono::steady_clock::now();
+  if (r.join_gate_up && !r.stack_experts)
+    fail(HM_ERROR_INVALID_ARGUMENT, "joining gate and up works on stacked experts; ask for "
+                                    "stacking experts too (--stack-experts)");
   std::string in, out;
   check_paths(r, in, out);
   ModelQuant quant = read_model_quant(in, r.scheme);
@@ -593,9 +616,6 @@ ModelResult convert_model(const ModelRequest& r) {
   if (layers == 0)
     fail(HM_ERROR_UNSUPPORTED, core::quoted(in, 200) + " holds no layer that the config (" +
                                    quant.source + ") describes; check the config or --scheme");
-  if (r.join_gate_up && !r.stack_experts)
-    fail(HM_ERROR_INVALID_ARGUMENT, "joining gate and up works on stacked experts; ask for "
-                                    "stacking experts too (--stack-experts)");
   std::vector<StackGroup> groups;
   if (r.stack_experts) groups = plan_groups(plans, r.join_gate_up);
 

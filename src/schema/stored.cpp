@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/quote.hpp"
+#include "core/support.hpp"
 #include "quant/layout.hpp"
 #include "schema/file.hpp"
 #include "schema/model.hpp"
@@ -16,11 +17,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The bytes of tensor `name`, which must hold `bytes` bytes (0: must be absent), as T values.
+// The bytes of tensor `name`, which must hold `bytes` bytes (0: must be absent) and, when
+// `dtype` is not null, be of that safetensors dtype, as T values.
 template <class T>
 std::vector<T> tensor(const TensorLookup& find, const std::string& where, const std::string& name,
-                      uint64_t bytes, const std::string& format) {
+                      uint64_t bytes, const std::string& format, const char* dtype = nullptr) {
   const io::TensorView* t = find(name);
+  if (t != nullptr && bytes != 0 && dtype != nullptr && t->dtype != dtype)
+    fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(where, 200) + ": tensor " +
+                                        core::quoted(name, 160) + " is " + t->dtype + ", not " +
+                                        dtype + " as the standard layout stores it");
   if (bytes == 0) {
     if (t != nullptr)
       fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(where, 200) + " has tensor " +
@@ -43,10 +49,14 @@ std::vector<T> tensor(const TensorLookup& find, const std::string& where, const 
 
 StoredModel::StoredModel(const std::string& path) : path_(path) {
   std::vector<std::string> paths;
-  if (fs::is_directory(path)) {
-    for (const std::string& name : shard_files(path)) paths.push_back(path + "/" + name);
-  } else {
-    paths.push_back(path);  // SafetensorsFile refuses what is not a regular file
+  try {
+    if (fs::is_directory(path)) {
+      for (const std::string& name : shard_files(path)) paths.push_back(path + "/" + name);
+    } else {
+      paths.push_back(path);  // SafetensorsFile refuses what is not a regular file
+    }
+  } catch (const fs::filesystem_error& e) {  // a name too long, no permission, a link loop
+    fail(HM_ERROR_IO, "cannot read " + core::quoted(path, 200) + ": " + e.code().message());
   }
   const std::string key = kFormatKey;
   for (const std::string& p : paths) {
@@ -78,20 +88,27 @@ StoredLayer read_stored_layer(const std::map<std::string, std::string>& metadata
   StoredLayer l;
   l.format_text = text->second;
   l.format = core::Format::parse(l.format_text);
+  // A format the writer would not have written (e.g. an output dtype of 4 bits) is refused
+  // here, before its sizes are trusted.
+  core::validate(l.format, std::nullopt);
   if (const auto note = metadata.find(kNoteKey + name); note != metadata.end())
     l.note = note->second;
   const core::Format& f = l.format;
   const quant::PackedShape ps = quant::packed_shape(f);
   const std::string& fmt = l.format_text;
-  l.weight = tensor<uint8_t>(find, where, name + ".weight", ps.weight_bytes, fmt);
+  l.weight = tensor<uint8_t>(find, where, name + ".weight", ps.weight_bytes, fmt, "U8");
   l.scales = tensor<uint8_t>(find, where, name + ".weight_scale", ps.scale_bytes, fmt);
   l.zero_points =
-      tensor<uint8_t>(find, where, name + ".weight_zero_point", ps.zero_point_bytes, fmt);
-  l.global_scale = tensor<float>(find, where, name + ".global_scale", ps.global_scale_bytes, fmt);
+      tensor<uint8_t>(find, where, name + ".weight_zero_point", ps.zero_point_bytes, fmt, "U8");
+  l.global_scale =
+      tensor<float>(find, where, name + ".global_scale", ps.global_scale_bytes, fmt, "F32");
+  // The bias is stored in the output dtype, f16 or bf16 (validate's rule R4).
   const uint64_t width = static_cast<uint64_t>(f.output.bits() / 8);
+  HM_REQUIRE(width == 2, HM_ERROR_INTERNAL, "a validated format's output is 16 bits wide");
   const uint64_t bias_count = static_cast<uint64_t>(f.experts * f.n);
   const std::vector<uint8_t> bias =
-      tensor<uint8_t>(find, where, name + ".bias", f.has_bias ? bias_count * width : 0, fmt);
+      tensor<uint8_t>(find, where, name + ".bias", f.has_bias ? bias_count * width : 0, fmt,
+                      safetensors_dtype(f.output).c_str());
   for (uint64_t i = 0; i < bias.size() / width; ++i) {
     uint32_t code = 0;
     for (uint64_t b = 0; b < width; ++b) code |= uint32_t{bias[i * width + b]} << (8 * b);
@@ -100,7 +117,7 @@ StoredLayer read_stored_layer(const std::map<std::string, std::string>& metadata
   const std::string perm = name + ".k_permutation";
   if (find(perm) != nullptr) {
     // A gather index read from a file: each column once, or the GEMM reads the wrong inputs.
-    l.k_permutation = tensor<int32_t>(find, where, perm, 4 * uint64_t(f.k), fmt);
+    l.k_permutation = tensor<int32_t>(find, where, perm, 4 * uint64_t(f.k), fmt, "I32");
     std::vector<bool> seen(static_cast<size_t>(f.k), false);
     for (int32_t v : l.k_permutation) {
       if (v < 0 || v >= f.k || seen[static_cast<size_t>(v)])

@@ -563,6 +563,23 @@ TEST(StoredModel, AFileWithBiasReadsBackAndBrokenFilesAreRefused) {
           "is no permutation of [0, 64)");
   perm[5] = 64;
   refused({weight, scale, make_tensor("x.k_permutation", "I32", {64}, perm)}, "holds 64");
+  std::vector<int32_t> ok(64);
+  for (int32_t i = 0; i < 64; ++i) ok[i] = i;
+  refused({weight, scale, make_tensor("x.k_permutation", "F32", {64}, ok)}, "is F32, not I32");
+  // A format the writer never writes: a 4-bit output (its bias would be 0 bytes per value).
+  hm::io::SafetensorsWriter w;
+  w.add_borrowed(weight.name, weight.dtype, weight.shape, weight.bytes.data(), weight.bytes.size());
+  w.set_metadata("humming.format.x", "w=uint4b8 a=f16 c=e2m1 s=f16:channel bias=1 n=64 k=64");
+  const std::string odd = (s.root / "odd.safetensors").string();
+  w.write(odd);
+  hm_stored_model_t* m = nullptr;
+  ASSERT_EQ(hm_stored_model_open(odd.c_str(), &m), HM_SUCCESS) << last_error();
+  hm_stored_layer_t* l = nullptr;
+  EXPECT_EQ(hm_stored_model_read(m, "x", &l), HM_ERROR_UNSUPPORTED_FORMAT) << last_error();
+  EXPECT_NE(last_error().find("R4"), std::string::npos) << last_error();
+  hm_stored_model_destroy(m);
+  // A path the file system cannot even look at is an I/O error.
+  EXPECT_EQ(hm_stored_model_open(std::string(5000, 'x').c_str(), &m), HM_ERROR_IO);
 }
 
 // ---- AWQ --------------------------------------------------------------------------------------
