@@ -448,6 +448,27 @@ TEST(ConvertModel, StackingExpertsRefusesWhatItCannotJoin) {
   gptq_moe_model(s.in(), false, 2);
   expect_refused(HM_CONVERT_MODEL_STACK_EXPERTS, HM_ERROR_UNSUPPORTED,
                  "'model.layers.0.mlp.experts.2.down_proj' is missing");
+  // A model with per-expert gate_up_proj layers besides gate_proj and up_proj: joining would
+  // write two layers named experts.gate_up_proj.
+  {
+    std::vector<Tensor> extra;
+    References unused;
+    for (int e = 0; e < 2; ++e)
+      add_gptq_layer(extra, unused,
+                     "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_up_proj", 128, 128,
+                     32, false, 40 + e);
+    fs::remove_all(s.in());
+    fs::create_directories(s.in());
+    gptq_moe_model(s.in());
+    hm::io::SafetensorsWriter w;
+    for (const Tensor& t : extra) w.add_borrowed(t.name, t.dtype, t.shape, t.bytes.data(), t.bytes.size());
+    w.write((s.in() / "extra.safetensors").string());
+    json index = json::parse(slurp(s.in() / "model.safetensors.index.json"));
+    for (const Tensor& t : extra) index["weight_map"][t.name] = "extra.safetensors";
+    write_text(s.in() / "model.safetensors.index.json", index.dump());
+    expect_refused(HM_CONVERT_MODEL_STACK_EXPERTS | HM_CONVERT_MODEL_JOIN_GATE_UP,
+                   HM_ERROR_UNSUPPORTED, "would both be written as");
+  }
   // Act-order experts each reorder K their own way: refused when the group is joined, and the
   // output is left as it was (here: not there).
   fs::remove_all(s.in());
@@ -631,57 +652,65 @@ TEST(ConvertModel, AwqFolder) {
 
 // ---- compressed-tensors, a scheme per layer group ---------------------------------------------
 
+// compressed-tensors int-quantized (W8A8): int8 weights with channel scales.
+void add_ct_int8_layer(std::vector<Tensor>& shard, References& refs, const std::string& p,
+                       int64_t n, int64_t k, std::mt19937& rng) {
+  std::vector<int8_t> w(n * k);
+  for (auto& v : w) v = static_cast<int8_t>(rng());
+  std::vector<double> sc(n);
+  for (auto& v : sc) v = round_to(HM_DTYPE_BF16, std::uniform_real_distribution<double>(0.001, 0.1)(rng));
+  shard.push_back(make_tensor(p + ".weight", "I8", {n, k}, w));
+  shard.push_back(f16_tensor(p + ".weight_scale", {n, 1}, sc, HM_DTYPE_BF16));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i) refs[p].push_back(f32(double(w[r * k + i]) * sc[r]));
+}
+
+// compressed-tensors pack-quantized, g32, `bits` wide (dense packing: version 0.20), with zero
+// points when asymmetric.
+void add_ct_pack_layer(std::vector<Tensor>& shard, References& refs, const std::string& p,
+                       int64_t n, int64_t k, int bits, bool asym, std::mt19937& rng) {
+  const int64_t groups = k / 32, mid = 1 << (bits - 1);
+  std::vector<uint32_t> q(n * k), z(n * groups, mid);
+  for (auto& v : q) v = rng() & ((1u << bits) - 1);
+  if (asym)
+    for (auto& v : z) v = rng() & ((1u << bits) - 1);
+  std::vector<double> sc(n * groups);
+  for (auto& v : sc) v = round_to(HM_DTYPE_BF16, std::uniform_real_distribution<double>(0.01, 1)(rng));
+  std::vector<uint32_t> packed;
+  for (int64_t r = 0; r < n; ++r) {
+    const auto w = pack_stream(std::vector<uint32_t>(q.begin() + r * k, q.begin() + (r + 1) * k), bits);
+    packed.insert(packed.end(), w.begin(), w.end());
+  }
+  shard.push_back(make_tensor(p + ".weight_packed", "I32", {n, (k * bits + 31) / 32}, packed));
+  shard.push_back(f16_tensor(p + ".weight_scale", {n, groups}, sc, HM_DTYPE_BF16));
+  shard.push_back(make_tensor(p + ".weight_shape", "I64", {2}, std::vector<int64_t>{n, k}));
+  if (asym) {
+    std::vector<uint32_t> zp(((n * bits + 31) / 32) * groups);
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      std::vector<uint32_t> col(n);
+      for (int64_t r = 0; r < n; ++r) col[r] = z[r * groups + gi];
+      const auto w = pack_stream(col, bits);
+      for (size_t i = 0; i < w.size(); ++i) zp[i * groups + gi] = w[i];
+    }
+    shard.push_back(make_tensor(p + ".weight_zero_point", "I32", {(n * bits + 31) / 32, groups}, zp));
+  }
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i)
+      refs[p].push_back(f32((double(q[r * k + i]) - z[r * groups + i / 32]) * sc[r * groups + i / 32]));
+}
+
 TEST(ConvertModel, CompressedTensorsMixedSchemes) {
   Scratch s("ct");
   std::mt19937 rng(7);
   References refs;
   std::vector<Tensor> shard;
   const int64_t n = 32, k = 128;
-  // down_proj: int-quantized W8A8, channel scales.
-  {
-    const std::string p = "model.layers.0.mlp.down_proj";
-    std::vector<int8_t> w(n * k);
-    for (auto& v : w) v = static_cast<int8_t>(rng());
-    std::vector<double> sc(n);
-    for (auto& v : sc) v = round_to(HM_DTYPE_BF16, std::uniform_real_distribution<double>(0.001, 0.1)(rng));
-    shard.push_back(make_tensor(p + ".weight", "I8", {n, k}, w));
-    shard.push_back(f16_tensor(p + ".weight_scale", {n, 1}, sc, HM_DTYPE_BF16));
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t i = 0; i < k; ++i) refs[p].push_back(f32(double(w[r * k + i]) * sc[r]));
-  }
-  // o_proj: pack-quantized 3-bit asymmetric g32, dense (the config's version is 0.20).
-  // q_proj: pack-quantized 4-bit symmetric g32 (class-name target "Linear").
-  for (const auto& [p, bits, asym] : {std::tuple<std::string, int, bool>{"model.layers.0.self_attn.o_proj", 3, true},
-                                      {"model.layers.0.self_attn.q_proj", 4, false}}) {
-    const int64_t groups = k / 32, mid = 1 << (bits - 1);
-    std::vector<uint32_t> q(n * k), z(n * groups, mid);
-    for (auto& v : q) v = rng() & ((1u << bits) - 1);
-    if (asym)
-      for (auto& v : z) v = rng() & ((1u << bits) - 1);
-    std::vector<double> sc(n * groups);
-    for (auto& v : sc) v = round_to(HM_DTYPE_BF16, std::uniform_real_distribution<double>(0.01, 1)(rng));
-    std::vector<uint32_t> packed;
-    for (int64_t r = 0; r < n; ++r) {
-      const auto w = pack_stream(std::vector<uint32_t>(q.begin() + r * k, q.begin() + (r + 1) * k), bits);
-      packed.insert(packed.end(), w.begin(), w.end());
-    }
-    shard.push_back(make_tensor(p + ".weight_packed", "I32", {n, (k * bits + 31) / 32}, packed));
-    shard.push_back(f16_tensor(p + ".weight_scale", {n, groups}, sc, HM_DTYPE_BF16));
-    shard.push_back(make_tensor(p + ".weight_shape", "I64", {2}, std::vector<int64_t>{n, k}));
-    if (asym) {
-      std::vector<uint32_t> zp(((n * bits + 31) / 32) * groups);
-      for (int64_t gi = 0; gi < groups; ++gi) {
-        std::vector<uint32_t> col(n);
-        for (int64_t r = 0; r < n; ++r) col[r] = z[r * groups + gi];
-        const auto w = pack_stream(col, bits);
-        for (size_t i = 0; i < w.size(); ++i) zp[i * groups + gi] = w[i];
-      }
-      shard.push_back(make_tensor(p + ".weight_zero_point", "I32", {(n * bits + 31) / 32, groups}, zp));
-    }
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t i = 0; i < k; ++i)
-        refs[p].push_back(f32((double(q[r * k + i]) - z[r * groups + i / 32]) * sc[r * groups + i / 32]));
-  }
+  // down_proj: int-quantized W8A8, channel scales; o_proj: pack-quantized 3-bit asymmetric g32,
+  // dense (the config's version is 0.20); q_proj: pack-quantized 4-bit symmetric g32 (class-name
+  // target "Linear").
+  add_ct_int8_layer(shard, refs, "model.layers.0.mlp.down_proj", n, k, rng);
+  add_ct_pack_layer(shard, refs, "model.layers.0.self_attn.o_proj", n, k, 3, true, rng);
+  add_ct_pack_layer(shard, refs, "model.layers.0.self_attn.q_proj", n, k, 4, false, rng);
   std::vector<uint16_t> head(16 * 32, 0x3f80);
   shard.push_back(make_tensor("lm_head.weight", "BF16", {16, 32}, head));
   write_shards(s.in(), {shard});
@@ -703,6 +732,39 @@ TEST(ConvertModel, CompressedTensorsMixedSchemes) {
   const std::string all = log.details[0] + log.details[1] + log.details[2];
   EXPECT_NE(all.find("ct-int8"), std::string::npos) << all;
   EXPECT_NE(all.find("ct-pack"), std::string::npos) << all;
+}
+
+// Experts that the config converts by different rules cannot be one layer: refused up front, so
+// a dry run says so too.
+TEST(ConvertModel, StackingRefusesExpertsOfDifferentRules) {
+  Scratch s("ct_experts");
+  std::mt19937 rng(9);
+  References refs;
+  std::vector<Tensor> shard;
+  add_ct_int8_layer(shard, refs, "model.layers.0.mlp.experts.0.down_proj", 32, 128, rng);
+  add_ct_pack_layer(shard, refs, "model.layers.0.mlp.experts.1.down_proj", 32, 128, 4, false, rng);
+  write_shards(s.in(), {shard});
+  write_text(s.in() / "config.json", R"({"quantization_config": {
+    "quant_method": "compressed-tensors", "format": "mixed-precision", "version": "0.20.1",
+    "config_groups": {
+      "group_0": {"targets": ["re:.*experts\\.0\\..*"], "format": "int-quantized",
+                  "weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}},
+      "group_1": {"targets": ["Linear"], "format": "pack-quantized",
+                  "weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group", "group_size": 32}}}}})");
+  for (uint32_t dry : {uint32_t{HM_CONVERT_MODEL_DRY_RUN}, 0u}) {
+    Log log;
+    hm_convert_model_options_t o = model_options(&log, dry | HM_CONVERT_MODEL_STACK_EXPERTS);
+    EXPECT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_ERROR_UNSUPPORTED);
+    EXPECT_NE(last_error().find("need one scheme and one set of parameters"), std::string::npos)
+        << last_error();
+    EXPECT_EQ(log.layers, 0);
+  }
+  // Unstacked, each converts by its own rule.
+  Log log;
+  hm_convert_model_options_t o = model_options(&log);
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_SUCCESS)
+      << last_error();
+  check_layers(s.out(), refs);
 }
 
 // ---- FP8 with 128 x 128 block scales ----------------------------------------------------------
