@@ -1077,6 +1077,11 @@ HM_API hm_status_t hm_stored_model_layer_count(const hm_stored_model_t *model, s
 HM_API hm_status_t hm_stored_model_layer_name(const hm_stored_model_t *model, size_t index,
                                               const char **name);
 
+/* The format of converted layer `name` (a new copy: destroy it yourself), from the header alone:
+ * no tensor is read, so listing a large model's formats is quick. */
+HM_API hm_status_t hm_stored_model_layer_format(const hm_stored_model_t *model, const char *name,
+                                                hm_format_t **out);
+
 /* One converted layer, read: its buffers copied out of the file and checked against its format
  * (a missing, unexpected or wrongly sized tensor, or a K permutation that is none, is refused
  * with HM_ERROR_INVALID_ARGUMENT naming it). Owns its buffers. */

@@ -610,6 +610,9 @@ func TestConvertModelFolder(t *testing.T) {
 		!bytes.Equal(layer.Packed.Scales, want.Scales) || !bytes.Equal(layer.Packed.ZeroPoints, want.ZeroPoints) {
 		t.Fatalf("read back %v, converted %v", layer.Format, format)
 	}
+	if f, err := stored.Format(stored.Layers[0]); err != nil || f.String() != format.String() {
+		t.Fatalf("Format: %v %v", f, err)
+	}
 	if _, err := stored.Read("model.layers.9.mlp.down_proj"); err == nil {
 		t.Fatal("a layer the folder lacks was read")
 	}

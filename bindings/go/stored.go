@@ -68,6 +68,22 @@ func (m *StoredModel) Close() {
 	runtime.SetFinalizer(m, nil)
 }
 
+// Format is the layer's format from the header alone (no tensor is read); close it when done.
+func (m *StoredModel) Format(name string) (*Format, error) {
+	if m == nil || m.h == nil {
+		return nil, closed("StoredModel")
+	}
+	cname := cString(name)
+	defer free(unsafe.Pointer(cname))
+	var fh *C.hm_format_t
+	err := call(func() C.hm_status_t { return C.hm_stored_model_layer_format(m.h, cname, &fh) })
+	runtime.KeepAlive(m)
+	if err != nil {
+		return nil, err
+	}
+	return adoptFormat(fh), nil
+}
+
 // Read reads one layer; the error names a missing layer or a tensor that does not fit its
 // format.
 func (m *StoredModel) Read(name string) (*StoredLayer, error) {

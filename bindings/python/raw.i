@@ -189,7 +189,7 @@ HM_ADDRESS_TYPEMAPS(hm_convert_model_progress_fn)
     }
     array[i] = (hm_converted_layer_t *)item;
   }
-  $1 = (const hm_converted_layer_t *const *)array;
+  $1 = ($1_ltype)array; /* SWIG declares the argument without its consts */
   $2 = (size_t)count;
 }
 %typemap(freearg) (const hm_converted_layer_t *const *layers, size_t count) {

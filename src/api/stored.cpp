@@ -67,6 +67,19 @@ HM_API hm_status_t hm_stored_model_layer_name(const hm_stored_model_t* model, si
   });
 }
 
+HM_API hm_status_t hm_stored_model_layer_format(const hm_stored_model_t* model, const char* name,
+                                                hm_format_t** out) {
+  if (out != nullptr) *out = nullptr;
+  return HM_API_CALL({
+    require_not_null(model, "model");
+    require_not_null(name, "name");
+    require_not_null(out, "out");
+    auto f = std::make_unique<hm_format>();
+    f->value = model->model.format(name);
+    *out = f.release();
+  });
+}
+
 HM_API hm_status_t hm_stored_model_read(const hm_stored_model_t* model, const char* name,
                                         hm_stored_layer_t** out) {
   if (out != nullptr) *out = nullptr;

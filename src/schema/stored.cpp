@@ -45,6 +45,14 @@ std::vector<T> tensor(const TensorLookup& find, const std::string& where, const 
   return out;
 }
 
+// A layer's format text, parsed and validated: a format the writer would not have written (e.g.
+// an output dtype of 4 bits) is refused before its sizes are trusted.
+core::Format stored_format(const std::string& text) {
+  core::Format f = core::Format::parse(text);
+  core::validate(f, std::nullopt);
+  return f;
+}
+
 }  // namespace
 
 StoredModel::StoredModel(const std::string& path) : path_(path) {
@@ -87,10 +95,7 @@ StoredLayer read_stored_layer(const std::map<std::string, std::string>& metadata
                                         core::quoted(name, 160));
   StoredLayer l;
   l.format_text = text->second;
-  l.format = core::Format::parse(l.format_text);
-  // A format the writer would not have written (e.g. an output dtype of 4 bits) is refused
-  // here, before its sizes are trusted.
-  core::validate(l.format, std::nullopt);
+  l.format = stored_format(l.format_text);
   if (const auto note = metadata.find(kNoteKey + name); note != metadata.end())
     l.note = note->second;
   const core::Format& f = l.format;
@@ -129,6 +134,14 @@ StoredLayer read_stored_layer(const std::map<std::string, std::string>& metadata
     }
   }
   return l;
+}
+
+core::Format StoredModel::format(const std::string& name) const {
+  const auto it = file_of_.find(name);
+  if (it == file_of_.end())
+    fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(path_, 200) + " has no converted layer " +
+                                        core::quoted(name, 160));
+  return stored_format(files_[it->second]->metadata().at(kFormatKey + name));
 }
 
 StoredLayer StoredModel::read(const std::string& name) const {

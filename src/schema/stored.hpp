@@ -46,6 +46,8 @@ class StoredModel {
   // tensor when one is missing, unexpected or of the wrong size or dtype. Safe to call from
   // several threads at once (the mapped files are only read).
   StoredLayer read(const std::string& name) const;
+  // The layer's format from the header alone (validated as read() does).
+  core::Format format(const std::string& name) const;
 
  private:
   std::string path_;

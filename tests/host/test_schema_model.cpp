@@ -527,6 +527,18 @@ TEST(StoredModel, AFileWithBiasReadsBackAndBrokenFilesAreRefused) {
   EXPECT_EQ(std::system(demo.c_str()), 0) << slurp(log_path);
   EXPECT_NE(slurp(log_path).find("layer:       " + p), std::string::npos) << slurp(log_path);
   EXPECT_NE(slurp(log_path).find("bias=1"), std::string::npos) << slurp(log_path);
+  // `humming support --converted` names the kernels of each layer, from its format alone.
+  const std::string support = std::string(HM_CLI_PATH) + " support --arch sm_90a --converted " +
+                              file + " > " + log_path + " 2>&1";
+  EXPECT_EQ(std::system(support.c_str()), 0) << slurp(log_path);
+  EXPECT_NE(slurp(log_path).find(p + ": dense_wgmma"), std::string::npos) << slurp(log_path);
+  EXPECT_NE(slurp(log_path).find("1 layers, 0 without a kernel on sm_90a"), std::string::npos)
+      << slurp(log_path);
+  hm_format_t* listed = nullptr;
+  ASSERT_EQ(hm_stored_model_layer_format(model, p.c_str(), &listed), HM_SUCCESS) << last_error();
+  hm_format_destroy(listed);
+  EXPECT_EQ(hm_stored_model_layer_format(model, "nope", &listed), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(listed, nullptr);
   fs::remove(log_path);
   EXPECT_EQ(hm_stored_model_read(model, "model.layers.9.mlp.down_proj", &layer),
             HM_ERROR_INVALID_ARGUMENT);

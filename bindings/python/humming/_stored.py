@@ -30,7 +30,8 @@ class StoredLayer:
 
 class StoredModel(Handle):
     """A converted folder (convert_model's output) or file (convert_file's), opened:
-    `layers` lists the converted layers' names; read(name) reads one."""
+    `layers` lists the converted layers' names; format(name) gives one's Format from the
+    header; read(name) reads one."""
 
     _destroy = staticmethod(raw.hm_stored_model_destroy)
 
@@ -45,6 +46,12 @@ class StoredModel(Handle):
             status, name = raw.hm_stored_model_layer_name(self.handle, i)
             check(status)
             self.layers.append(name)
+
+    def format(self, name):
+        """The layer's Format, from the header alone (no tensor is read)."""
+        status, fmt = raw.hm_stored_model_layer_format(self.handle, str(name))
+        check(status)
+        return Format._adopt(fmt)
 
     def read(self, name):
         status, layer = raw.hm_stored_model_read(self.handle, str(name))

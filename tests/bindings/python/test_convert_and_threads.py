@@ -218,6 +218,8 @@ def test_convert_model_stacks_moe_experts(tmp_path):
     assert humming.converted_layers(dst) == names
     stored = humming.read_converted(dst)
     assert sorted(stored) == names
+    with humming.StoredModel(dst) as model:
+        assert str(model.format(names[1])) == str(stored[names[1]].format)
     assert stored[names[1]].format.shape == (128, 256, 2)
     assert stored[names[0]].format.shape == (256, 64, 2)
 

@@ -979,6 +979,13 @@ extern "C" {
         name: *mut *const ::std::os::raw::c_char,
     ) -> hm_status_t;
 }
+extern "C" {
+    pub fn hm_stored_model_layer_format(
+        model: *const hm_stored_model_t,
+        name: *const ::std::os::raw::c_char,
+        out: *mut *mut hm_format_t,
+    ) -> hm_status_t;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hm_stored_layer {

@@ -49,6 +49,14 @@ unsafe fn copy<T: Copy>(ptr: *const T, count: usize) -> Vec<T> {
     }
 }
 
+/// Takes a format the library made (ours to destroy) as a [`Format`], through its text.
+fn format_of(fmt: *mut sys::hm_format_t) -> Result<Format> {
+    let text =
+        copy_out(|buf, size, length| unsafe { sys::hm_format_to_string(fmt, buf, size, length) });
+    unsafe { sys::hm_format_destroy(fmt) };
+    Format::parse(&text?)
+}
+
 impl StoredModel {
     pub fn open(path: &Path) -> Result<StoredModel> {
         let text = path.to_str().ok_or_else(|| Error::invalid("'path' is not UTF-8"))?;
@@ -75,6 +83,16 @@ impl StoredModel {
         &self.layers
     }
 
+    /// The layer's format, from the header alone (no tensor is read).
+    pub fn format(&self, name: &str) -> Result<Format> {
+        let cname = c_string(name, "name")?;
+        let mut fmt = std::ptr::null_mut();
+        check(unsafe {
+            sys::hm_stored_model_layer_format(self.raw.as_ptr(), cname.as_ptr(), &mut fmt)
+        })?;
+        format_of(fmt)
+    }
+
     /// Reads one layer; an error names a missing layer or a tensor that does not fit its format.
     pub fn read(&self, name: &str) -> Result<StoredLayer> {
         let cname = c_string(name, "name")?;
@@ -89,11 +107,7 @@ impl StoredModel {
         let layer = Owned(raw);
         let mut fmt = std::ptr::null_mut();
         check(unsafe { sys::hm_stored_layer_format(layer.0, &mut fmt) })?;
-        let text = copy_out(|buf, size, length| unsafe {
-            sys::hm_format_to_string(fmt, buf, size, length)
-        });
-        unsafe { sys::hm_format_destroy(fmt) };
-        let format = Format::parse(&text?)?;
+        let format = format_of(fmt)?;
         let sizes = format.packed_sizes()?;
         let (n, k, e) = format.shape()?;
         let mut info: sys::hm_stored_layer_info_t = unsafe { std::mem::zeroed() };

@@ -448,6 +448,7 @@ fn convert_model_folder() {
     .unwrap();
     let format = converted.format().unwrap();
     assert_eq!(layer.format.to_string(), format.to_string());
+    assert_eq!(stored.format(p).unwrap().to_string(), format.to_string());
     assert_eq!(layer.packed, format.pack(&converted.canonical).unwrap());
     assert!(layer.bias.is_empty() && layer.k_permutation.is_empty() && layer.note.is_none());
     assert!(stored.read("model.layers.9.mlp.down_proj").is_err());
