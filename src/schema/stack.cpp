@@ -58,7 +58,7 @@ Layer stack_layers(const std::vector<const Layer*>& parts, StackAxis axis) {
       fail(HM_ERROR_UNSUPPORTED,
            "layer " + std::to_string(i) + " reorders K differently from layer 0 (act-order "
            "checkpoints: each layer has its own g_idx); a stacked layer gathers A with one "
-           "permutation, so convert these layers with --keep-k-order, or serve them apart");
+           "permutation, so these layers are served as separate layers");
   }
 
   Layer out;
@@ -66,6 +66,19 @@ Layer stack_layers(const std::vector<const Layer*>& parts, StackAxis axis) {
   out.k_permutation = first.k_permutation;
   for (const Layer* p : parts) out.rerounded_groups += p->rerounded_groups;
   const quant::CanonicalShape s0 = quant::canonical_shape(f0);
+  // Each buffer sized once: a joined MoE layer can take gigabytes, and growing it by doubling
+  // would copy it again and hold up to twice its size for a moment.
+  size_t codes = 0, scales = 0, zeros = 0, bias = 0;
+  for (const Layer* p : parts) {
+    codes += p->codes.size();
+    scales += p->scales.size();
+    zeros += p->zero_points.size();
+    bias += p->bias.size();
+  }
+  out.codes.reserve(codes);
+  out.scales.reserve(scales);
+  out.zero_points.reserve(zeros);
+  out.bias.reserve(bias);
   if (axis == StackAxis::kExperts) {
     int64_t experts = 0;
     for (const Layer* p : parts) {
