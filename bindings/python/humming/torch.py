@@ -22,7 +22,7 @@ from ._format import Format
 from ._plan import DevicePackedWeight, Plan
 from ._runtime import Context
 from ._errors import argument_error
-from ._stored import converted_layers, read_converted
+from ._stored import StoredModel, converted_layers, read_converted
 
 _HM_TO_TORCH = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
@@ -174,7 +174,10 @@ class Linear(torch.nn.Module):
         """The layer `prefix` of a converted folder or file (humming convert, convert_model,
         convert_file), read with humming.read_converted: its format, packed weight, bias and K
         permutation, uploaded."""
-        stored = read_converted(path, [prefix])[prefix]
+        return cls._from_stored(read_converted(path, [prefix])[prefix], max_m, device)
+
+    @classmethod
+    def _from_stored(cls, stored, max_m, device):
         return cls(stored.format, stored.packed,
                    bias=None if stored.bias is None else torch.from_numpy(stored.bias),
                    device=device, max_m=max_m,
@@ -207,6 +210,32 @@ class Linear(torch.nn.Module):
 
     def extra_repr(self):
         return f"{self.format}"
+
+
+def replace_linears(module, path, *, prefix="", max_m=0, device=None):
+    """Swaps every torch.nn.Linear of `module` that a converted folder or file holds (its name in
+    module.named_modules(), after `prefix`, is a converted layer of `path`) for a
+    humming.torch.Linear of that layer, in place: the way to serve a converted Hugging Face
+    model in a model built from its config. A layer whose shape or bias flag differs from the
+    nn.Linear it would replace raises, before anything is swapped. Returns the names replaced."""
+    with StoredModel(path) as stored:
+        present = set(stored.layers)
+        chosen = []
+        for name, child in module.named_modules():
+            if isinstance(child, torch.nn.Linear) and prefix + name in present:
+                n, k, experts = stored.format(prefix + name).shape
+                if (experts, n, k) != (1, child.out_features, child.in_features) or \
+                        stored.format(prefix + name).bias != (child.bias is not None):
+                    raise argument_error(
+                        f"converted layer {prefix + name} is {stored.format(prefix + name)}; the "
+                        f"nn.Linear it would replace is {child.out_features} x "
+                        f"{child.in_features}, bias={child.bias is not None}")
+                chosen.append(name)
+        for name in chosen:
+            layer = Linear._from_stored(stored.read(prefix + name), max_m, device)
+            parent, _, leaf = name.rpartition(".")
+            setattr(module.get_submodule(parent) if parent else module, leaf, layer)
+    return [prefix + name for name in chosen]
 
 
 _CODE_DTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "int8": torch.int8}

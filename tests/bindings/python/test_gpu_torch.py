@@ -113,3 +113,44 @@ def test_bad_inputs_raise_clear_errors():
         layer(torch.randn(4, 255, device="cuda", dtype=torch.float16))
     with pytest.raises(humming.InvalidArgumentError, match="dtype"):
         layer(torch.randn(4, 256, device="cuda", dtype=torch.float32))
+
+
+def test_replace_linears_serves_a_converted_model(tmp_path):
+    """A model built from its config gets its nn.Linear layers swapped for the converted ones
+    (humming.torch.replace_linears); the output matches the checkpoint's own dequantization in
+    float64, and a converted layer whose shape disagrees with the module is refused untouched."""
+    from test_convert_and_threads import gptq_layer, write_safetensors
+    n, k = 64, 256
+    tensors, w = gptq_layer(n, k, 128)
+    src, dst = tmp_path / "model", tmp_path / "converted"
+    src.mkdir()
+    name = "model.layers.0.mlp.down_proj"
+    write_safetensors(src / "model.safetensors", {f"{name}.{t}": v for t, v in tensors.items()})
+    (src / "config.json").write_text(
+        '{"quantization_config": {"quant_method": "gptq", "bits": 4, "checkpoint_format": "gptq"}}')
+    humming.convert_model(src, dst)
+
+    def skeleton(out_features):
+        root = torch.nn.Module()
+        root.model = torch.nn.Module()
+        root.model.layers = torch.nn.ModuleList([torch.nn.Module()])
+        root.model.layers[0].mlp = torch.nn.Module()
+        root.model.layers[0].mlp.down_proj = torch.nn.Linear(k, out_features, bias=False)
+        root.model.layers[0].mlp.up_proj = torch.nn.Linear(k, out_features, bias=False)
+        return root
+
+    wrong = skeleton(n + 8)
+    with pytest.raises(humming.InvalidArgumentError, match=name):
+        hmt.replace_linears(wrong, dst)
+    assert isinstance(wrong.model.layers[0].mlp.down_proj, torch.nn.Linear)
+    model = skeleton(n)
+    assert hmt.replace_linears(model, dst) == [name]
+    layer = model.model.layers[0].mlp.down_proj
+    assert isinstance(layer, hmt.Linear)
+    assert isinstance(model.model.layers[0].mlp.up_proj, torch.nn.Linear)  # not converted
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(5, k, generator=g) * 0.1).half()
+    got = layer(x.cuda()).double().cpu()
+    want = x.double() @ torch.from_numpy(w).double().T
+    err = float((got - want).norm() / want.norm())
+    assert err < 2e-3, err
