@@ -60,24 +60,42 @@ std::vector<std::string> companions(Scheme scheme) {
 
 }  // namespace
 
-std::string unclaimed_quantized(const io::SafetensorsFile& file,
+void TensorIndex::add(const io::SafetensorsFile& file) {
+  for (const io::TensorView& t : file.tensors()) {
+    const auto [it, fresh] = by_name_.emplace(t.name, &t);
+    if (!fresh)
+      fail(HM_ERROR_PARSE, "tensor " + core::quoted(t.name, 120) + " is in both " +
+                               core::quoted(file_of_.at(it->second), 160) + " and " +
+                               core::quoted(file.path(), 160));
+    tensors_.push_back(&t);
+    file_of_.emplace(&t, file.path());
+  }
+}
+
+const io::TensorView* TensorIndex::find(const std::string& name) const {
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+std::string unclaimed_quantized(const TensorIndex& tensors,
                                 const std::set<const io::TensorView*>& claimed) {
   std::vector<std::string> refused;
-  for (const io::TensorView& t : file.tensors())
-    if (!claimed.count(&t) && looks_quantized(t))
-      refused.push_back(core::quoted(t.name, 120) + " (" + t.dtype + ")");
+  for (const io::TensorView* t : tensors.tensors())
+    if (!claimed.count(t) && looks_quantized(*t))
+      refused.push_back(core::quoted(t->name, 120) + " (" + t->dtype + ")");
   std::string list;
   for (size_t i = 0; i < refused.size() && i < 5; ++i) list += (i ? ", " : "") + refused[i];
   if (refused.size() > 5) list += " and " + std::to_string(refused.size() - 5) + " more";
   return list;
 }
 
-std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& file,
+std::vector<FoundLayer> find_layers(Scheme scheme, const TensorIndex& file,
                                     std::set<const io::TensorView*>& claimed) {
   const SchemeRoles& r = scheme_roles(scheme);
   const std::string anchor_suffix = std::string(1, r.separator) + r.anchor;
   std::vector<FoundLayer> layers;
-  for (const io::TensorView& t : file.tensors()) {
+  for (const io::TensorView* tp : file.tensors()) {
+    const io::TensorView& t = *tp;
     if (t.name.size() <= anchor_suffix.size() ||
         t.name.compare(t.name.size() - anchor_suffix.size(), anchor_suffix.size(), anchor_suffix) !=
             0)
@@ -226,9 +244,10 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
                                         core::quoted(in_path, core::kQuotedPathBytes) +
                                         " (the same file under another name); write a new file");
   std::set<const io::TensorView*> claimed;
-  const std::vector<FoundLayer> layers = find_layers(scheme, file, claimed);
+  const TensorIndex index(file);
+  const std::vector<FoundLayer> layers = find_layers(scheme, index, claimed);
 
-  if (const std::string list = unclaimed_quantized(file, claimed); !list.empty()) {
+  if (const std::string list = unclaimed_quantized(index, claimed); !list.empty()) {
     fail(HM_ERROR_UNSUPPORTED,
          core::quoted(in_path, 200) + " holds quantized tensors that the " + scheme_name(scheme) +
              " scheme does not describe: " + list +

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,17 +19,36 @@ struct FoundLayer {
   std::vector<const io::TensorView*> members;
 };
 
-// The layers of `scheme` in `file`: an anchor tensor with a companion scale (docs/convert.md).
-// Adds every member to `claimed`.
-std::vector<FoundLayer> find_layers(Scheme scheme, const io::SafetensorsFile& file,
+// The tensors a layer search runs over: one file's, or a whole model's (its shards in order, so a
+// layer whose tensors the checkpoint's writer split between two shards is found whole). Names
+// are unique: a name in two files is refused (HM_ERROR_PARSE, naming both).
+class TensorIndex {
+ public:
+  TensorIndex() = default;
+  explicit TensorIndex(const io::SafetensorsFile& file) { add(file); }
+  void add(const io::SafetensorsFile& file);
+  const std::vector<const io::TensorView*>& tensors() const { return tensors_; }
+  const io::TensorView* find(const std::string& name) const;
+  // The file a tensor of the index comes from.
+  const std::string& file_of(const io::TensorView* t) const { return file_of_.at(t); }
+
+ private:
+  std::vector<const io::TensorView*> tensors_;
+  std::map<std::string, const io::TensorView*> by_name_;
+  std::map<const io::TensorView*, std::string> file_of_;
+};
+
+// The layers of `scheme` among `tensors`: an anchor tensor with a companion scale
+// (docs/convert.md). Adds every member to `claimed`.
+std::vector<FoundLayer> find_layers(Scheme scheme, const TensorIndex& tensors,
                                     std::set<const io::TensorView*>& claimed);
 
 // A tensor only a quantized checkpoint has (refused when no layer claims it).
 bool looks_quantized(const io::TensorView& t);
 
-// The quantized-looking tensors of `file` that no layer claimed, listed for a message (the first
-// five, then a count), or "" when there are none.
-std::string unclaimed_quantized(const io::SafetensorsFile& file,
+// The quantized-looking tensors of `tensors` that no layer claimed, listed for a message (the
+// first five, then a count), or "" when there are none.
+std::string unclaimed_quantized(const TensorIndex& tensors,
                                 const std::set<const io::TensorView*>& claimed);
 
 // The safetensors dtype a buffer of dtype d is stored as ("F16", "BF16", "F32", "F8_E4M3", ...;

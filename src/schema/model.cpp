@@ -62,11 +62,14 @@ struct StackGroup {
   uint64_t bytes = 0;  // input bytes of the members
 };
 
+// A shard and what is written into its output: the layers whose first tensor (in the model's
+// order) it holds, each with all its tensors, wherever the checkpoint's writer put them.
 struct ShardPlan {
   std::string name;  // file name inside the folder
   std::unique_ptr<io::SafetensorsFile> file;
   std::vector<PlannedLayer> layers;  // in the order the file reaches them
-  std::map<const io::TensorView*, size_t> layer_of;
+  std::map<const io::TensorView*, size_t> layer_of;  // this file's tensors of those layers
+  std::set<const io::TensorView*> elsewhere;  // this file's tensors of layers written elsewhere
   uint64_t bytes = 0;
 };
 
@@ -108,25 +111,39 @@ std::vector<std::string> shard_names(const std::string& dir, json& index) {
   return {names.begin(), names.end()};
 }
 
-ShardPlan plan_shard(const std::string& dir, const std::string& name, const ModelQuant& quant,
-                     const json& index) {
-  ShardPlan sp;
-  sp.name = name;
-  sp.file = std::make_unique<io::SafetensorsFile>(dir + "/" + name);
-  const io::SafetensorsFile& file = *sp.file;
-  if (index.is_object())
-    for (const auto& [tensor, where] : index["weight_map"].items())
-      if (where == name && !file.find(tensor))
-        fail(HM_ERROR_PARSE, std::string(kIndexName) + " puts tensor " +
-                                 core::quoted(tensor, 120) + " in " + core::quoted(name, 120) +
-                                 ", which does not hold it");
+// Opens every shard (checking the index against what each holds), finds the config's layers
+// across the whole model, and gives each layer to the shard of its first tensor: a layer the
+// checkpoint's writer split between two shards (Hugging Face shards by size, tensor by tensor)
+// is converted whole and written there.
+std::vector<ShardPlan> plan_model(const std::string& dir, const std::vector<std::string>& names,
+                                  const ModelQuant& quant, const json& index) {
+  std::vector<ShardPlan> plans;
+  TensorIndex all;
+  std::map<const io::TensorView*, size_t> shard_of;
+  for (const std::string& name : names) {
+    ShardPlan sp;
+    sp.name = name;
+    sp.file = std::make_unique<io::SafetensorsFile>(dir + "/" + name);
+    if (index.is_object())
+      for (const auto& [tensor, where] : index["weight_map"].items())
+        if (where == name && !sp.file->find(tensor))
+          fail(HM_ERROR_PARSE, std::string(kIndexName) + " puts tensor " +
+                                   core::quoted(tensor, 120) + " in " + core::quoted(name, 120) +
+                                   ", which does not hold it");
+    all.add(*sp.file);
+    for (const io::TensorView& t : sp.file->tensors()) {
+      sp.bytes += t.bytes;
+      shard_of[&t] = plans.size();
+    }
+    plans.push_back(std::move(sp));
+  }
   std::set<Scheme> schemes;
   for (const LayerRule& r : quant.rules) schemes.insert(r.scheme);
   std::set<const io::TensorView*> claimed;
   std::map<std::string, PlannedLayer> by_prefix;
   for (Scheme s : schemes) {
     std::set<const io::TensorView*> seen;
-    for (FoundLayer& l : find_layers(s, file, seen)) {
+    for (FoundLayer& l : find_layers(s, all, seen)) {
       const LayerRule* rule = rule_for(quant, l.prefix);
       if (!rule || rule->scheme != s || by_prefix.count(l.prefix)) continue;
       for (const io::TensorView* m : l.members) claimed.insert(m);
@@ -134,35 +151,42 @@ ShardPlan plan_shard(const std::string& dir, const std::string& name, const Mode
       by_prefix[prefix] = {std::move(l), rule};
     }
   }
-  if (const std::string list = unclaimed_quantized(file, claimed); !list.empty()) {
+  if (const std::string list = unclaimed_quantized(all, claimed); !list.empty()) {
     fail(HM_ERROR_UNSUPPORTED,
-         core::quoted(name, 120) + " holds quantized tensors that no layer of the config (" +
+         core::quoted(dir, 200) + " holds quantized tensors that no layer of the config (" +
              quant.source + ") claims: " + list +
-             "; a layer the config ignores or does not target, a tensor of a layer split "
-             "across shards, or a missing companion tensor (docs/convert.md)");
+             "; a layer the config ignores or does not target, or a missing companion tensor "
+             "(docs/convert.md)");
   }
-  // The order in which the file reaches each layer (its first member), for the writer.
+  // Each layer to the shard of its first tensor, in the order the shards reach them.
   std::map<const io::TensorView*, std::string> prefix_of;
   for (const auto& [prefix, layer] : by_prefix)
     for (const io::TensorView* m : layer.found.members) prefix_of[m] = prefix;
   std::set<std::string> out_names;
-  for (const io::TensorView& t : file.tensors()) {
-    sp.bytes += t.bytes;
-    const auto p = prefix_of.find(&t);
-    if (p == prefix_of.end()) continue;
-    const auto l = by_prefix.find(p->second);
-    if (l == by_prefix.end()) continue;  // already placed
-    for (const io::TensorView* m : l->second.found.members) sp.layer_of[m] = sp.layers.size();
-    for (const char* s : kOutputSuffixes) out_names.insert(l->first + s);
-    sp.layers.push_back(std::move(l->second));
-    by_prefix.erase(l);
+  for (size_t si = 0; si < plans.size(); ++si) {
+    ShardPlan& sp = plans[si];
+    for (const io::TensorView& t : sp.file->tensors()) {
+      const auto p = prefix_of.find(&t);
+      if (p == prefix_of.end()) continue;
+      const auto l = by_prefix.find(p->second);
+      if (l == by_prefix.end()) continue;  // already placed
+      for (const io::TensorView* m : l->second.found.members) {
+        if (shard_of.at(m) == si)
+          sp.layer_of[m] = sp.layers.size();
+        else
+          plans[shard_of.at(m)].elsewhere.insert(m);
+      }
+      for (const char* suffix : kOutputSuffixes) out_names.insert(l->first + suffix);
+      sp.layers.push_back(std::move(l->second));
+      by_prefix.erase(l);
+    }
   }
-  for (const io::TensorView& t : file.tensors())
-    if (!sp.layer_of.count(&t) && out_names.count(t.name))
+  for (const io::TensorView* t : all.tensors())
+    if (!claimed.count(t) && out_names.count(t->name))
       fail(HM_ERROR_UNSUPPORTED,
-           "tensor " + core::quoted(t.name, 120) +
+           "tensor " + core::quoted(t->name, 120) +
                " would collide with a converted layer's output tensor of the same name");
-  return sp;
+  return plans;
 }
 
 // "<base>.experts.<i>.<proj>" (i decimal, no leading zero; proj one name component) as
@@ -208,7 +232,7 @@ std::vector<StackGroup> plan_groups(std::vector<ShardPlan>& plans, bool join_gat
                                        " appears in two shards; its experts cannot be stacked");
     }
     for (const io::TensorView& t : plans[si].file->tensors())
-      if (!plans[si].layer_of.count(&t)) outputs.insert(t.name);
+      if (!plans[si].layer_of.count(&t) && !plans[si].elsewhere.count(&t)) outputs.insert(t.name);
   }
   if (found.empty())
     fail(HM_ERROR_UNSUPPORTED,
@@ -488,7 +512,7 @@ void write_shard(const ShardPlan& sp, size_t shard, const std::string& out_path,
   for (const StackGroup& g : o.groups)
     if (g.shard == shard) reserve += packed_header_bound(g.prefix);
   for (const io::TensorView& t : file.tensors())
-    if (!sp.layer_of.count(&t))
+    if (!sp.layer_of.count(&t) && !sp.elsewhere.count(&t))
       reserve += io::SafetensorsStreamWriter::entry_bound(t.name, t.shape.size());
 
   std::optional<io::SafetensorsStreamWriter> writer;
@@ -500,6 +524,7 @@ void write_shard(const ShardPlan& sp, size_t shard, const std::string& out_path,
   }
   std::vector<bool> written(sp.layers.size(), false);
   for (const io::TensorView& t : file.tensors()) {
+    if (sp.elsewhere.count(&t)) continue;  // converted with its layer, in another shard
     auto it = sp.layer_of.find(&t);
     if (it == sp.layer_of.end()) {
       if (writer) writer->append(t.name, t.dtype, t.shape, t.data, t.bytes);
@@ -609,8 +634,7 @@ ModelResult convert_model(const ModelRequest& r) {
   apply_overrides(quant, r.overrides, r.scheme);
   json index;
   const std::vector<std::string> names = shard_names(in, index);
-  std::vector<ShardPlan> plans;
-  for (const std::string& n : names) plans.push_back(plan_shard(in, n, quant, index));
+  std::vector<ShardPlan> plans = plan_model(in, names, quant, index);
   size_t layers = 0;
   for (const ShardPlan& sp : plans) layers += sp.layers.size();
   if (layers == 0)

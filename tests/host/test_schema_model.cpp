@@ -273,6 +273,50 @@ TEST(ConvertModel, GptqModelFolderWithActOrderAndAsymmetricLayers) {
   EXPECT_EQ(s.entries(), (std::vector<std::string>{"in", "out"}));
 }
 
+// Hugging Face shards a checkpoint by size, tensor by tensor, so one layer's tensors can end up
+// in two shards: the layer is converted whole and written into the shard of its first tensor.
+TEST(ConvertModel, ALayerSplitBetweenShardsConvertsWhole) {
+  Scratch s("split");
+  References refs;
+  std::vector<Tensor> layer, a, b;
+  add_gptq_layer(layer, refs, "model.layers.0.mlp.down_proj", 64, 128, 32, true, 7);
+  add_gptq_layer(b, refs, "model.layers.1.mlp.down_proj", 64, 128, 32, false, 8);
+  a.push_back(layer[0]);  // g_idx and qweight in the first shard, qzeros and scales in the second
+  a.push_back(layer[1]);
+  b.insert(b.begin(), layer.begin() + 2, layer.end());
+  write_shards(s.in(), {a, b});
+  write_text(s.in() / "config.json", kGptqConfig);
+  Log log;
+  hm_convert_model_options_t o = model_options(&log);
+  hm_convert_model_summary_t sum;
+  hm_convert_model_summary_init(&sum);
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, &sum), HM_SUCCESS)
+      << last_error();
+  EXPECT_EQ(sum.layers, 2);
+  EXPECT_EQ(sum.tensors, 0);
+  EXPECT_EQ(log.last_done, log.total);
+  check_layers(s.out(), refs);
+  const json index = json::parse(slurp(s.out() / "model.safetensors.index.json"));
+  EXPECT_EQ(index["weight_map"]["model.layers.0.mlp.down_proj.weight"],
+            "model-00001-of-00002.safetensors");
+  EXPECT_EQ(index["weight_map"]["model.layers.1.mlp.down_proj.weight"],
+            "model-00002-of-00002.safetensors");
+  EXPECT_FALSE(index["weight_map"].contains("model.layers.0.mlp.down_proj.scales"));
+  // One name in two shards is refused, naming both.
+  std::vector<Tensor> again = {make_tensor("model.norm.weight", "F32", {4}, std::vector<float>(4)),
+                               make_tensor("model.norm.weight", "F32", {4}, std::vector<float>(4))};
+  b.push_back(again[0]);
+  a.push_back(again[1]);
+  fs::remove_all(s.in());
+  fs::create_directories(s.in());
+  write_shards(s.in(), {a, b});
+  write_text(s.in() / "config.json", kGptqConfig);
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), (s.root / "other").c_str(), nullptr, nullptr),
+            HM_ERROR_PARSE);
+  EXPECT_NE(last_error().find("'model.norm.weight' is in both"), std::string::npos)
+      << last_error();
+}
+
 TEST(ConvertModel, DryRunFailuresAndCancellationWriteNothing) {
   Scratch s("atomic");
   gptq_model(s.in());
