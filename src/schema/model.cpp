@@ -227,9 +227,9 @@ std::vector<StackGroup> plan_groups(std::vector<ShardPlan>& plans, bool join_gat
         for (const char* suffix : kOutputSuffixes) outputs.insert(prefix + suffix);
         continue;
       }
-      if (!found[{e->base, e->proj}].emplace(e->index, Place{si, li}).second)
-        fail(HM_ERROR_UNSUPPORTED, "layer " + core::quoted(prefix, 120) +
-                                       " appears in two shards; its experts cannot be stacked");
+      // Layer names are unique: tensor names are across the model (TensorIndex).
+      const bool fresh = found[{e->base, e->proj}].emplace(e->index, Place{si, li}).second;
+      HM_REQUIRE(fresh, HM_ERROR_INTERNAL, "layer " + prefix + " planned twice");
     }
     for (const io::TensorView& t : plans[si].file->tensors())
       if (!plans[si].layer_of.count(&t) && !plans[si].elsewhere.count(&t)) outputs.insert(t.name);

@@ -283,16 +283,23 @@ TEST(ConvertModel, ALayerSplitBetweenShardsConvertsWhole) {
   add_gptq_layer(b, refs, "model.layers.1.mlp.down_proj", 64, 128, 32, false, 8);
   a.push_back(layer[0]);  // g_idx and qweight in the first shard, qzeros and scales in the second
   a.push_back(layer[1]);
-  b.insert(b.begin(), layer.begin() + 2, layer.end());
+  add_gptq_layer(a, refs, "model.layers.0.mlp.up_proj", 64, 128, 32, false, 9);  // two layers:
+  b.insert(b.begin(), layer.begin() + 2, layer.end());  // the first shard's run on the pool
   write_shards(s.in(), {a, b});
   write_text(s.in() / "config.json", kGptqConfig);
+  Log dry;
+  hm_convert_model_options_t o = model_options(&dry, HM_CONVERT_MODEL_DRY_RUN);
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_SUCCESS)
+      << last_error();
+  EXPECT_EQ(dry.layers, 3);
+  EXPECT_EQ(dry.last_done, dry.total);
   Log log;
-  hm_convert_model_options_t o = model_options(&log);
+  o = model_options(&log, 0, 2);
   hm_convert_model_summary_t sum;
   hm_convert_model_summary_init(&sum);
   ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, &sum), HM_SUCCESS)
       << last_error();
-  EXPECT_EQ(sum.layers, 2);
+  EXPECT_EQ(sum.layers, 3);
   EXPECT_EQ(sum.tensors, 0);
   EXPECT_EQ(log.last_done, log.total);
   check_layers(s.out(), refs);

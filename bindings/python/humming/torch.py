@@ -213,29 +213,38 @@ class Linear(torch.nn.Module):
 
 
 def replace_linears(module, path, *, prefix="", max_m=0, device=None):
-    """Swaps every torch.nn.Linear of `module` that a converted folder or file holds (its name in
-    module.named_modules(), after `prefix`, is a converted layer of `path`) for a
-    humming.torch.Linear of that layer, in place: the way to serve a converted Hugging Face
-    model in a model built from its config. A layer whose shape or bias flag differs from the
-    nn.Linear it would replace raises, before anything is swapped. Returns the names replaced."""
+    """Swaps every torch.nn.Linear inside `module` that a converted folder or file holds for a
+    humming.torch.Linear of that layer, in place: the way to serve a converted Hugging Face model
+    in a model built from its config. A Linear matches when `prefix` + its name in
+    module.named_modules() is a converted layer of `path` (prefix ends with "." when it is a
+    path, e.g. "model."). Every layer is read and built before any is swapped, so a layer whose
+    shape or bias flag differs from its nn.Linear, or that cannot be built, raises with the model
+    untouched. Each goes to its nn.Linear's CUDA device (or `device`). The replaced modules hold
+    packed weights: code that reads a Linear's .weight as a float tensor will not work on them.
+    Returns the names replaced."""
+    built = []
     with StoredModel(path) as stored:
         present = set(stored.layers)
-        chosen = []
         for name, child in module.named_modules():
-            if isinstance(child, torch.nn.Linear) and prefix + name in present:
-                n, k, experts = stored.format(prefix + name).shape
-                if (experts, n, k) != (1, child.out_features, child.in_features) or \
-                        stored.format(prefix + name).bias != (child.bias is not None):
-                    raise argument_error(
-                        f"converted layer {prefix + name} is {stored.format(prefix + name)}; the "
-                        f"nn.Linear it would replace is {child.out_features} x "
-                        f"{child.in_features}, bias={child.bias is not None}")
-                chosen.append(name)
-        for name in chosen:
-            layer = Linear._from_stored(stored.read(prefix + name), max_m, device)
-            parent, _, leaf = name.rpartition(".")
-            setattr(module.get_submodule(parent) if parent else module, leaf, layer)
-    return [prefix + name for name in chosen]
+            if not isinstance(child, torch.nn.Linear) or prefix + name not in present:
+                continue
+            if not name:
+                raise argument_error("the module itself is the converted Linear: build it with "
+                                     "humming.torch.Linear.from_converted")
+            fmt = stored.format(prefix + name)
+            n, k, experts = fmt.shape
+            if (experts, n, k) != (1, child.out_features, child.in_features) or \
+                    fmt.bias != (child.bias is not None):
+                raise argument_error(
+                    f"converted layer {prefix + name} is {fmt}; the nn.Linear it would replace is "
+                    f"{child.out_features} x {child.in_features}, bias={child.bias is not None}")
+            where = device if device is not None else (
+                child.weight.device if child.weight.is_cuda else None)
+            built.append((name, Linear._from_stored(stored.read(prefix + name), max_m, where)))
+    for name, layer in built:
+        parent, _, leaf = name.rpartition(".")
+        setattr(module.get_submodule(parent) if parent else module, leaf, layer)
+    return [prefix + name for name, _ in built]
 
 
 _CODE_DTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "int8": torch.int8}
