@@ -123,6 +123,14 @@ func copyBytes(p unsafe.Pointer, n int) []byte {
 	return append([]byte(nil), unsafe.Slice((*byte)(p), n)...)
 }
 
+// copyInt32s copies n int32 values from C memory; nil for NULL or 0.
+func copyInt32s(p *C.int32_t, n int) []int32 {
+	if p == nil || n == 0 {
+		return nil
+	}
+	return append([]int32(nil), unsafe.Slice((*int32)(unsafe.Pointer(p)), n)...)
+}
+
 func copyFloats(p *C.float, n int) []float32 {
 	if p == nil || n == 0 {
 		return nil
@@ -201,9 +209,7 @@ func adoptConvertedLayer(h *C.hm_converted_layer_t) (*ConvertedLayer, error) {
 	layer.Canonical.ZeroPoints = copyFloats(info.weight.zero_points, sizes.ZeroPoints)
 	layer.Canonical.GlobalScale = copyFloats(info.weight.global_scale, sizes.GlobalScale)
 	layer.Bias = copyFloats(info.bias, int(e)*int(n))
-	if info.k_permutation != nil {
-		layer.KPermutation = append([]int32(nil), unsafe.Slice((*int32)(unsafe.Pointer(info.k_permutation)), int(k))...)
-	}
+	layer.KPermutation = copyInt32s(info.k_permutation, int(k))
 	if info.note != nil {
 		layer.Note = C.GoString(info.note)
 	}

@@ -123,9 +123,7 @@ func (m *StoredModel) Read(name string) (*StoredLayer, error) {
 		GlobalScale: copyFloats(info.packed.global_scale, sizes.GlobalScale/4),
 	}
 	layer.Bias = copyFloats(info.bias, int(e)*int(n))
-	if info.k_permutation != nil {
-		layer.KPermutation = append([]int32(nil), unsafe.Slice((*int32)(unsafe.Pointer(info.k_permutation)), int(k))...)
-	}
+	layer.KPermutation = copyInt32s(info.k_permutation, int(k))
 	if info.note != nil {
 		layer.Note = C.GoString(info.note)
 	}

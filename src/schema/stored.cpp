@@ -136,20 +136,20 @@ StoredLayer read_stored_layer(const std::map<std::string, std::string>& metadata
   return l;
 }
 
-core::Format StoredModel::format(const std::string& name) const {
+const io::SafetensorsFile& StoredModel::file_of(const std::string& name) const {
   const auto it = file_of_.find(name);
   if (it == file_of_.end())
     fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(path_, 200) + " has no converted layer " +
                                         core::quoted(name, 160));
-  return stored_format(files_[it->second]->metadata().at(kFormatKey + name));
+  return *files_[it->second];
+}
+
+core::Format StoredModel::format(const std::string& name) const {
+  return stored_format(file_of(name).metadata().at(kFormatKey + name));
 }
 
 StoredLayer StoredModel::read(const std::string& name) const {
-  const auto it = file_of_.find(name);
-  if (it == file_of_.end())
-    fail(HM_ERROR_INVALID_ARGUMENT, core::quoted(path_, 200) + " has no converted layer " +
-                                        core::quoted(name, 160));
-  const io::SafetensorsFile& file = *files_[it->second];
+  const io::SafetensorsFile& file = file_of(name);
   return read_stored_layer(
       file.metadata(), [&](const std::string& n) { return file.find(n); }, file.path(), name);
 }

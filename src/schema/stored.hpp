@@ -50,6 +50,9 @@ class StoredModel {
   core::Format format(const std::string& name) const;
 
  private:
+  // The file that holds layer `name`; HM_ERROR_INVALID_ARGUMENT naming it when none does.
+  const io::SafetensorsFile& file_of(const std::string& name) const;
+
   std::string path_;
   std::vector<std::unique_ptr<io::SafetensorsFile>> files_;
   std::map<std::string, size_t> file_of_;  // layer name -> files_ index

@@ -202,41 +202,60 @@ struct ContextHandle {
   ~ContextHandle() { hm_context_destroy(c); }
 };
 
+// Canonical buffers sized for a format, owned; view() is the C struct over them.
+struct Canonical {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales, zero_points, global;
+  explicit Canonical(const hm_format_t* f) {
+    hm_canonical_sizes_t cs;
+    hm_canonical_sizes_init(&cs);
+    check(hm_format_canonical_sizes(f, &cs), "querying canonical sizes");
+    codes.resize(cs.codes);
+    scales.resize(cs.scales);
+    zero_points.resize(cs.zero_points);
+    global.resize(cs.global_scale);
+  }
+  hm_canonical_weight_t view() {
+    hm_canonical_weight_t w;
+    hm_canonical_weight_init(&w);
+    w.codes = codes.data();
+    w.scales = scales.empty() ? nullptr : scales.data();
+    w.zero_points = zero_points.empty() ? nullptr : zero_points.data();
+    w.global_scale = global.empty() ? nullptr : global.data();
+    return w;
+  }
+  bool operator==(const Canonical& o) const {
+    return codes == o.codes && scales == o.scales && zero_points == o.zero_points &&
+           global == o.global;
+  }
+};
+
 // The layer the demo runs: the standard layout's buffers, the dequantized weight [E][N][K] the
 // host reference multiplies, and the bias (f32 [N]; empty without one).
 struct DemoLayer {
   std::vector<uint8_t> weight, scales, zero_points;
   std::vector<float> global, deq, bias;
+  hm_packed_weight_t packed() {
+    hm_packed_weight_t p;
+    hm_packed_weight_init(&p);
+    p.weight = weight.data();
+    p.scales = scales.empty() ? nullptr : scales.data();
+    p.zero_points = zero_points.empty() ? nullptr : zero_points.data();
+    p.global_scale = global.empty() ? nullptr : global.data();
+    return p;
+  }
 };
 
-// Unpacks the packed buffers (the format's canonical sizes) and dequantizes them into layer.deq;
-// returns whether packing those canonical buffers again gives the same bytes.
-bool dequantize_packed(const hm_format_t* f, DemoLayer& layer, const hm_canonical_weight_t* q) {
-  hm_packed_weight_t packed;
-  hm_packed_weight_init(&packed);
-  packed.weight = layer.weight.data();
-  packed.scales = layer.scales.empty() ? nullptr : layer.scales.data();
-  packed.zero_points = layer.zero_points.empty() ? nullptr : layer.zero_points.data();
-  packed.global_scale = layer.global.empty() ? nullptr : layer.global.data();
-  hm_canonical_sizes_t cs;
-  hm_canonical_sizes_init(&cs);
-  check(hm_format_canonical_sizes(f, &cs), "querying canonical sizes");
-  std::vector<uint8_t> codes(cs.codes);
-  std::vector<float> scales(cs.scales), zps(cs.zero_points), global(cs.global_scale);
-  hm_canonical_weight_t back;
-  hm_canonical_weight_init(&back);
-  back.codes = codes.data();
-  back.scales = cs.scales ? scales.data() : nullptr;
-  back.zero_points = cs.zero_points ? zps.data() : nullptr;
-  back.global_scale = cs.global_scale ? global.data() : nullptr;
-  check(hm_unpack(f, &packed, &back), "unpacking");
-  layer.deq.assign(cs.codes, 0.0f);
-  check(hm_dequantize(f, &back, layer.deq.data()), "dequantizing");
-  if (q == nullptr) return true;
-  return std::memcmp(q->codes, codes.data(), codes.size()) == 0 &&
-         (!cs.scales || std::memcmp(q->scales, scales.data(), scales.size() * 4) == 0) &&
-         (!cs.zero_points || std::memcmp(q->zero_points, zps.data(), zps.size() * 4) == 0) &&
-         (!cs.global_scale || std::memcmp(q->global_scale, global.data(), global.size() * 4) == 0);
+// Unpacks the packed buffers and dequantizes them into layer.deq; returns whether the unpacked
+// canonical buffers equal `q` (when given: the ones that were packed).
+bool dequantize_packed(const hm_format_t* f, DemoLayer& layer, const Canonical* q) {
+  const hm_packed_weight_t packed = layer.packed();
+  Canonical back(f);
+  hm_canonical_weight_t view = back.view();
+  check(hm_unpack(f, &packed, &view), "unpacking");
+  layer.deq.assign(back.codes.size(), 0.0f);
+  check(hm_dequantize(f, &view, layer.deq.data()), "dequantizing");
+  return q == nullptr || back == *q;
 }
 
 // A random weight (N(0, 0.02)), quantized to the format and packed; pack -> unpack must be exact.
@@ -244,17 +263,8 @@ DemoLayer random_layer(const hm_format_t* f, int64_t n, int64_t k, uint64_t nk, 
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> weight(nk);
   for (auto& w : weight) w = normal(rng) * 0.02f;
-  hm_canonical_sizes_t cs;
-  hm_canonical_sizes_init(&cs);
-  check(hm_format_canonical_sizes(f, &cs), "querying canonical sizes");
-  std::vector<uint8_t> codes(cs.codes);
-  std::vector<float> scales(cs.scales), zps(cs.zero_points), global(cs.global_scale);
-  hm_canonical_weight_t q;
-  hm_canonical_weight_init(&q);
-  q.codes = codes.data();
-  q.scales = cs.scales ? scales.data() : nullptr;
-  q.zero_points = cs.zero_points ? zps.data() : nullptr;
-  q.global_scale = cs.global_scale ? global.data() : nullptr;
+  Canonical canonical(f);
+  hm_canonical_weight_t q = canonical.view();
   auto t0 = std::chrono::steady_clock::now();
   check(hm_quantize(f, weight.data(), HM_DTYPE_F32, &q), "quantizing");
   auto t1 = std::chrono::steady_clock::now();
@@ -266,15 +276,10 @@ DemoLayer random_layer(const hm_format_t* f, int64_t n, int64_t k, uint64_t nk, 
   layer.scales.resize(ps.scales);
   layer.zero_points.resize(ps.zero_points);
   layer.global.resize(ps.global_scale / sizeof(float));
-  hm_packed_weight_t packed;
-  hm_packed_weight_init(&packed);
-  packed.weight = layer.weight.data();
-  packed.scales = ps.scales ? layer.scales.data() : nullptr;
-  packed.zero_points = ps.zero_points ? layer.zero_points.data() : nullptr;
-  packed.global_scale = ps.global_scale ? layer.global.data() : nullptr;
+  hm_packed_weight_t packed = layer.packed();
   check(hm_pack(f, &q, &packed), "packing");
   auto t2 = std::chrono::steady_clock::now();
-  const bool lossless = dequantize_packed(f, layer, &q);
+  const bool lossless = dequantize_packed(f, layer, &canonical);
   double qnum = 0, qden = 0;
   for (uint64_t i = 0; i < nk; ++i) {
     qnum += (layer.deq[i] - weight[i]) * static_cast<double>(layer.deq[i] - weight[i]);

@@ -82,7 +82,8 @@ impl Drop for ConvertedLayer {
     }
 }
 
-unsafe fn copy<T: Copy>(ptr: *const T, count: usize) -> Vec<T> {
+/// `count` values at `ptr` (the library's buffer) as a Vec; empty for NULL or 0.
+pub(crate) unsafe fn copy<T: Copy>(ptr: *const T, count: usize) -> Vec<T> {
     if ptr.is_null() || count == 0 {
         Vec::new()
     } else {

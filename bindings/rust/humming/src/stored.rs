@@ -6,6 +6,7 @@ use std::ffi::CStr;
 use std::path::Path;
 use std::ptr::NonNull;
 
+use crate::convert::copy;
 use crate::error::{c_string, check, copy_out, Error, Result};
 use crate::format::{Format, PackedWeight};
 use crate::sys;
@@ -38,14 +39,6 @@ unsafe impl Sync for StoredModel {}
 impl Drop for StoredModel {
     fn drop(&mut self) {
         unsafe { sys::hm_stored_model_destroy(self.raw.as_ptr()) }
-    }
-}
-
-unsafe fn copy<T: Copy>(ptr: *const T, count: usize) -> Vec<T> {
-    if ptr.is_null() || count == 0 {
-        Vec::new()
-    } else {
-        std::slice::from_raw_parts(ptr, count).to_vec()
     }
 }
 
