@@ -29,13 +29,11 @@ class TensorIndex {
   void add(const io::SafetensorsFile& file);
   const std::vector<const io::TensorView*>& tensors() const { return tensors_; }
   const io::TensorView* find(const std::string& name) const;
-  // The file a tensor of the index comes from.
-  const std::string& file_of(const io::TensorView* t) const { return file_of_.at(t); }
 
  private:
   std::vector<const io::TensorView*> tensors_;
   std::map<std::string, const io::TensorView*> by_name_;
-  std::map<const io::TensorView*, std::string> file_of_;
+  std::map<const io::TensorView*, std::string> file_of_;  // for the duplicate-name message
 };
 
 // The layers of `scheme` among `tensors`: an anchor tensor with a companion scale
