@@ -22,7 +22,7 @@ from ._format import Format
 from ._plan import DevicePackedWeight, Plan
 from ._runtime import Context
 from ._errors import argument_error
-from ._stored import StoredModel, converted_layers, read_converted
+from ._stored import StoredModel, read_converted
 
 _HM_TO_TORCH = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
@@ -403,21 +403,20 @@ class MoE(torch.nn.Module):
         (Mixtral's ".w13" and ".w2") in a folder converted with stacked experts and gate and up
         joined (humming convert --stack-experts --join-gate-up), e.g.
         experts="model.layers.3.mlp.experts"."""
-        present = set(converted_layers(path))
-        for gate_up, down in (("gate_up_proj", "down_proj"), ("w13", "w2")):
-            names = [f"{experts}.{gate_up}", f"{experts}.{down}"]
-            if not present.issuperset(names):
-                continue
-            stored = read_converted(path, names)
-            gu, dn = stored[names[0]], stored[names[1]]
-            for name, layer in zip(names, (gu, dn)):
-                if layer.k_permutation is not None or layer.bias is not None:
-                    raise argument_error(f"{name} has a K permutation or a bias, which "
-                                         f"humming.torch.MoE does not take")
-            return cls(gu.format, gu.packed, dn.format, dn.packed, device=device)
-        raise argument_error(f"{os.fspath(path)!r} has no {experts}.gate_up_proj and "
-                             f"{experts}.down_proj (nor .w13 and .w2): convert the model with "
-                             f"--stack-experts --join-gate-up")
+        pairs = [[f"{experts}.{gate_up}", f"{experts}.{down}"]
+                 for gate_up, down in (("gate_up_proj", "down_proj"), ("w13", "w2"))]
+        with StoredModel(path) as stored:  # one open: the names, then the two layers
+            names = next((p for p in pairs if set(stored.layers).issuperset(p)), None)
+            if names is None:
+                raise argument_error(f"{os.fspath(path)!r} has no {experts}.gate_up_proj and "
+                                     f"{experts}.down_proj (nor .w13 and .w2): convert the model "
+                                     f"with --stack-experts --join-gate-up")
+            gu, dn = stored.read(names[0]), stored.read(names[1])
+        for name, layer in zip(names, (gu, dn)):
+            if layer.k_permutation is not None or layer.bias is not None:
+                raise argument_error(f"{name} has a K permutation or a bias, which "
+                                     f"humming.torch.MoE does not take")
+        return cls(gu.format, gu.packed, dn.format, dn.packed, device=device)
 
     def forward(self, x, topk_ids, topk_weights, expert_map=None):
         """x [T, H] (the layer's dtype), topk_ids int32 [T, top_k], topk_weights float32
