@@ -11,7 +11,8 @@
 # (the activation quantizer's benchmark), moe (the MoE GEMM benchmark), a8 (8-bit activation
 # GEMM benchmarks), a8tests (only the 8-bit activation GPU tests), a8mma (8-bit activations on
 # the mma.sync kernel, forced), moemma (the MoE benchmark's Qwen3 shapes on the mma.sync MoE
-# family, forced).
+# family, forced), moesweep (the MoE tiles of benchmarks/tuning/moe_sweep/ forced on the Qwen3
+# shapes at MOE_SWEEP_MS).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -135,6 +136,20 @@ if want all bench a8; then
     timeout 300 python3 benchmarks/cublas_baseline.py --dtype $d --ms 1,16,128,2048,16384 \
       --json "$OUT/vendor_${d}_8192.json" || echo "vendor $d baseline failed"
   done
+fi
+
+if want moesweep; then
+  # MoE tile sweep (issue 18): each benchmarks/tuning/moe_sweep/ tile forced on the Qwen3-30B-A3B
+  # 16-bit shapes at MOE_SWEEP_MS (default 16,128), indexed only; the defaults are in the list
+  # (bm8_w4_st8_b4 serves M <= 64, bm16_w4_st8_b3 M <= 256). One line per shape, M and tile.
+  echo "== bench: MoE tile sweep"
+  while read -r name; do
+    [ -n "$name" ] || continue
+    timeout 60 ./build-gpu/benchmarks/bench_moe --only qwen3_30b_ --ms "${MOE_SWEEP_MS:-16,128}" \
+      --indexed-only 1 --iters "${MOE_ITERS:-50}" --tuning "benchmarks/tuning/moe_sweep/$name.json" \
+      --json "$OUT/moesweep_$name.json" 2>&1 | grep -E "indexed|failed|rror" |
+      awk -v n="$name" '{printf "%-28s %-20s %6s %10s %8s\n", n, $1, $3, $5, $7}'
+  done < benchmarks/tuning/moe_sweep/list.txt
 fi
 
 if want moemma; then

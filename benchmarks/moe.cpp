@@ -13,8 +13,11 @@
 // pass codes of 1.0 and activation scales of 1 (the quantizer is timed by
 // bench_activation_quant).
 // --tuning FILE passes a tuning JSON (docs/tuning.md) to every plan, e.g. to force the mma.sync
-// MoE family (benchmarks/tuning/moe_mma.json); --only PREFIX keeps the shapes whose name starts so.
-//   bench_moe [--device N] [--iters N] [--json FILE] [--tuning FILE] [--only PREFIX]
+// MoE family (benchmarks/tuning/moe_mma.json); --only PREFIX keeps the shapes whose name starts so;
+// --ms LIST times only those M (default 1,16,128,1024,4096); --indexed-only skips the grouped modes
+// (a tile sweep's quick form).
+//   bench_moe [--device N] [--iters N] [--json FILE] [--tuning FILE] [--only PREFIX] [--ms LIST]
+//             [--indexed-only 1]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -56,7 +59,22 @@ int main(int argc, char** argv) {
   const char* json_path = nullptr;
   const char* only = "";
   std::string tuning;
+  std::vector<int64_t> ms = {1, 16, 128, 1024, 4096};
+  bool indexed_only = false;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--ms")) {
+      ms.clear();
+      std::stringstream list(argv[i + 1]);
+      for (std::string item; std::getline(list, item, ',');) {
+        const long long m = std::atoll(item.c_str());
+        if (m < 1 || m > 4096) {
+          std::fprintf(stderr, "--ms: %s is not in 1..4096\n", item.c_str());
+          return 2;
+        }
+        ms.push_back(m);
+      }
+    }
+    if (!std::strcmp(argv[i], "--indexed-only")) indexed_only = std::atoi(argv[i + 1]) != 0;
     if (!std::strcmp(argv[i], "--device")) device = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--json")) json_path = argv[i + 1];
@@ -136,7 +154,7 @@ int main(int argc, char** argv) {
     for (size_t i = 1; i < pattern.size(); i += 2) pattern[i] = 0x3C;  // f16 ~1.0; ue8m0 fine
     check(hm_copy_to_device(ctx, scales, pattern.data(), ps.scales), "copy scales");
     const int64_t max_m = 4096;
-    const bool grouped = std::strncmp(s.name, "qwen", 4) == 0;
+    const bool grouped = !indexed_only && std::strncmp(s.name, "qwen", 4) == 0;
     // Room for the grouped modes' rows too: M * top_k rows, or E slabs of at most 2 * M * top_k
     // / E + 64 rows (uniform routing stays far below).
     const int64_t max_rows = grouped ? 2 * max_m * s.top_k + 64 * e : max_m;
@@ -162,7 +180,7 @@ int main(int argc, char** argv) {
       check(hm_copy_to_device(ctx, global, one.data(), ps.global_scale), "copy global");
     }
     check(hm_device_alloc(ctx, std::max(max_m * s.top_k, max_rows) * n * 2, &c), "alloc c");
-    for (int64_t m : {1, 16, 128, 1024, 4096}) {
+    for (int64_t m : ms) {
       int32_t block = 0;
       int64_t capacity = 0;
       check(hm_plan_moe_block_size(plan, m, &block), "block size");
