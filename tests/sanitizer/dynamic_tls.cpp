@@ -2,7 +2,8 @@
 // bytes past a page boundary, where gcc 12's LeakSanitizer misreads ASan's chunk header as a
 // glibc TLS header, then exits normally. With the sanitizer build's default options the leak
 // check at exit runs and the test passes; without them the tracer crashes ("Tracer caught
-// signal 11") and the process fails. Exit code 77 (CTest's skip) when the block cannot be placed.
+// signal 11") and the process fails. CTest's skip code (HM_TEST_SKIP_CODE) when the block cannot be
+// placed.
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -10,7 +11,6 @@
 #include <cstdlib>
 
 namespace {
-constexpr int kSkip = 77;
 constexpr uintptr_t kPage = 4096;
 constexpr uintptr_t kBadOffset = 16;  // sizeof the glibc 2.19 header LeakSanitizer looks for
 constexpr size_t kBlockBytes = 32;    // the module's TLS size: the same allocator size class
@@ -31,9 +31,9 @@ int main(int argc, char** argv) {
   void* previous = keep(std::malloc(kBlockBytes));
   void* current = keep(std::malloc(kBlockBytes));
   const uintptr_t stride = reinterpret_cast<uintptr_t>(current) - reinterpret_cast<uintptr_t>(previous);
-  if (stride == 0 || stride > kPage) return kSkip;
+  if (stride == 0 || stride > kPage) return HM_TEST_SKIP_CODE;
   while ((reinterpret_cast<uintptr_t>(current) + stride) % kPage != kBadOffset) {
-    if (g_count == kMaxBlocks) return kSkip;
+    if (g_count == kMaxBlocks) return HM_TEST_SKIP_CODE;
     current = keep(std::malloc(kBlockBytes));
   }
   void* module = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   if (block % kPage != kBadOffset) {
     std::printf("could not place the block at page offset %zu: skipped\n",
                 static_cast<size_t>(kBadOffset));
-    return kSkip;
+    return HM_TEST_SKIP_CODE;
   }
   return 0;  // the leak check runs after this
 }

@@ -1,4 +1,4 @@
-// GPU tests: with no usable GPU the whole executable exits with CTest's skip code (77), so a
+// GPU tests: with no usable GPU the whole executable exits with CTest's skip code (HM_TEST_SKIP_CODE), so a
 // machine without a GPU reports these tests as skipped, never as passed.
 #include <cstdio>
 
@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   if (hm_runtime_info(&info) != HM_SUCCESS || info.device_count <= 0) {
     std::fprintf(stderr, "SKIP: no CUDA device (%s)\n",
                  info.driver_error[0] ? info.driver_error : "device count is 0");
-    return 77;
+    return HM_TEST_SKIP_CODE;
   }
   return RUN_ALL_TESTS();
 }
