@@ -12,7 +12,7 @@
 # GEMM benchmarks), a8tests (only the 8-bit activation GPU tests), a8mma (8-bit activations on
 # the mma.sync kernel, forced), moemma (the MoE benchmark's Qwen3 shapes on the mma.sync MoE
 # family, forced), moesweep (the MoE tiles of benchmarks/tuning/moe_sweep/ forced on the Qwen3
-# shapes at MOE_SWEEP_MS).
+# shapes at MOE_SWEEP_MS), moeprofile (ncu of the MoE gate_up kernel at MOE_PROFILE_MS).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -150,6 +150,27 @@ if want moesweep; then
       --json "$OUT/moesweep_$name.json" 2>&1 | grep -E "indexed|failed|rror" |
       awk -v n="$name" '{printf "%-28s %-20s %6s %10s %8s\n", n, $1, $3, $5, $7}'
   done < benchmarks/tuning/moe_sweep/list.txt
+fi
+
+if want moeprofile; then
+  # ncu of the MoE GEMM (issue 18): Qwen3-30B-A3B gate_up, int4 g128 f16, indexed, default
+  # tiles, at MOE_PROFILE_MS (default "1 16 128"): speed of light, memory, stall reasons.
+  echo "== profile (ncu): MoE gate_up"
+  if command -v ncu >/dev/null; then
+    for m in ${MOE_PROFILE_MS:-1 16 128}; do
+      ncu --kernel-name regex:hm_moe_wgmma --launch-skip 2 --launch-count 1 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+          --section Occupancy --section LaunchStats --section SchedulerStats \
+          --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+          timeout 120 ./build-gpu/benchmarks/bench_moe --only qwen3_30b_gate_up --ms $m \
+          --indexed-only 1 --iters 3 > "$OUT/ncu_moe_m$m.txt" 2>&1
+      echo "-- M = $m"
+      grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Compute \(SM\)|Issue Slots Busy|Registers Per|Achieved Occupancy|Grid Size|Warp Cycles Per Issued" "$OUT/ncu_moe_m$m.txt" | head -12
+      grep -E "issue_stalled_.*ratio" "$OUT/ncu_moe_m$m.txt" | awk '$NF > 0.05 {print $1, $NF}' | sort -k2 -gr | head -8
+    done
+  else
+    echo "ncu not found"
+  fi
 fi
 
 if want moemma; then
