@@ -17,7 +17,8 @@
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
 # BUILD_TARGETS (build only these targets, e.g. "test_gpu bench_gemm humming_cli"), MOE_ITERS
-# (bench_moe's --iters), SANITIZE_WARMUP (0: no warm-up run before the sanitizers).
+# (bench_moe's --iters), MOE_SWEEP_LIST (the MoE sweep's list in benchmarks/tuning/moe_sweep/,
+# default list.txt; tma.txt: the copying-warp tiles against the defaults), SANITIZE_WARMUP (0: no warm-up run before the sanitizers).
 # Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results), $OUT/report/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -149,7 +150,7 @@ if want moesweep; then
       --indexed-only 1 --iters "${MOE_ITERS:-50}" --tuning "benchmarks/tuning/moe_sweep/$name.json" \
       --json "$OUT/moesweep_$name.json" 2>&1 | grep -E "indexed|failed|rror" |
       awk -v n="$name" '{printf "%-28s %-20s %6s %10s %8s\n", n, $1, $3, $5, $7}'
-  done < benchmarks/tuning/moe_sweep/list.txt
+  done < "benchmarks/tuning/moe_sweep/${MOE_SWEEP_LIST:-list.txt}"
 fi
 
 if want moeprofile; then

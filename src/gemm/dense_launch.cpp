@@ -14,7 +14,10 @@ namespace {
 // [m][k] in boxes of [block_m][one K step] (128 bytes: 64 16-bit or 128 8-bit values) with the
 // 128B swizzle the wgmma descriptor reads; the weight as [strips][k_chunks * chunk words] of
 // 32-bit words in boxes of one K step's chunks of each of the tile's strips (docs/layout.md: a
-// strip's chunks are contiguous; a last step past them arrives as zeros); the codes below.
+// strip's chunks are contiguous; a last step past them arrives as zeros); the codes below. With
+// experts (the MoE family) the weight and code maps cover all of them, expert after expert
+// ([E * strips] and [E * groups] rows: the kernel adds the expert's first row), and there is no
+// activation map: the copying warp gathers the routed rows of A with cp.async.
 void encode_tma(const runtime::Device& device, runtime::TensorMapCache* maps, const core::Format& f,
                 const tune::DenseTile& tile, const quant::PackedShape& shape,
                 gemm::DenseParams& p) {
@@ -27,18 +30,20 @@ void encode_tma(const runtime::Device& device, runtime::TensorMapCache* maps, co
     runtime::encode_tensor_map(device, maps, tensor, &map, what);
     std::memcpy(&out, &map, sizeof map);
   };
+  const uint64_t experts = static_cast<uint64_t>(f.experts > 1 ? f.experts : 1);
   const int act_bytes = f.activation.bits() / 8;
-  encode({p.a, act_bytes, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
-          static_cast<uint64_t>(f.k) * act_bytes, static_cast<uint32_t>(tile.block_m),
-          static_cast<uint32_t>(tune::dense_k_step(f)), true},
-         p.tma_a, "HM_ARG_A");
+  if (experts == 1)
+    encode({p.a, act_bytes, static_cast<uint64_t>(p.m), static_cast<uint64_t>(f.k),
+            static_cast<uint64_t>(f.k) * act_bytes, static_cast<uint32_t>(tile.block_m),
+            static_cast<uint32_t>(tune::dense_k_step(f)), true},
+           p.tma_a, "HM_ARG_A");
   const uint64_t chunk_bytes = static_cast<uint64_t>(quant::chunk_bytes(f.weight.bits()));
   const uint64_t k_chunks = static_cast<uint64_t>(shape.k_padded) / quant::kChunkK;
   const uint64_t step_chunks =
       static_cast<uint64_t>(gemm::dense_step_chunks(f.activation.bits()));
   const int w_bytes = gemm::dense_wgmma_weight_tma_bytes(
       static_cast<int>(step_chunks) * f.weight.bits());  // 4, or 8 for wide steps
-  encode({p.w, w_bytes, static_cast<uint64_t>(shape.n_padded) / 16,
+  encode({p.w, w_bytes, experts * static_cast<uint64_t>(shape.n_padded) / 16,
           k_chunks * chunk_bytes / w_bytes, k_chunks * chunk_bytes,
           static_cast<uint32_t>(tile.warps), static_cast<uint32_t>(step_chunks * chunk_bytes / w_bytes),
           false},
@@ -50,7 +55,7 @@ void encode_tma(const runtime::Device& device, runtime::TensorMapCache* maps, co
   if (!gemm::dense_group_slots_consecutive(group_k, step_k)) return;
   auto encode_codes = [&](const void* codes, int bytes, gemm::DenseParams::TensorMap& out,
                           const char* what) {
-    encode({codes, bytes, static_cast<uint64_t>(shape.groups),
+    encode({codes, bytes, experts * static_cast<uint64_t>(shape.groups),
             static_cast<uint64_t>(shape.scale_columns),
             static_cast<uint64_t>(shape.scale_columns) * bytes,
             static_cast<uint32_t>(gemm::dense_group_slots(group_k, step_k)),

@@ -48,9 +48,9 @@ int64_t moe_tile_m(int64_t mode, int64_t m, int64_t experts) {
 
 namespace {
 
-// The dense wgmma options (tune/dense.cpp) a MoE tile can have: no TMA (rows are gathered), so
-// no copying warp; K splits only within a cluster (rows are slots, not tokens, so no global
-// split-K workspace).
+// The dense wgmma options (tune/dense.cpp) a MoE tile can have: TMA only with a copying warp
+// (which gathers the rows of A with cp.async); K splits only within a cluster (rows are slots,
+// not tokens, so no global split-K workspace).
 tune::DenseTile moe_wgmma_tile(int block_m, int warps, int stages, int blocks_per_sm,
                                bool mbarrier, bool ahead) {
   tune::DenseTile t;
@@ -134,12 +134,19 @@ class MoeFamily final : public DenseFamily {
 
   void check_tile(const Tile& generic, const Layer& layer) const override {
     const tune::DenseTile& t = dense_tile(generic);
-    if (t.tma)
-      fail(HM_ERROR_UNSUPPORTED, "tile " + t.name() + ": MoE rows are gathered with cp.async, "
-                                 "not copied as TMA boxes (use \"copy\": \"cp.async\")");
-    if ((t.block_m * 8 + t.threads() - 1) / t.threads() > 8)
-      fail(HM_ERROR_UNSUPPORTED, "tile " + t.name() + ": a MoE tile gathers at most 8 rows per "
-                                 "thread (block_m <= 8 * threads / 8)");
+    // The rows of A are gathered with cp.async (a tensor box cannot on sm_90): by every
+    // computing thread, or with TMA for the rest by the copying warp's 32 lanes.
+    if (t.tma && !t.producer)
+      fail(HM_ERROR_UNSUPPORTED, "tile " + t.name() + ": a MoE tile with \"copy\": \"tma\" "
+                                 "needs \"producer\": true (its copying warp gathers the rows "
+                                 "of A, which are no tensor box)");
+    const int gatherers = t.tma ? 32 : t.threads();
+    if ((t.block_m * 8 + gatherers - 1) / gatherers > 8)
+      fail(HM_ERROR_UNSUPPORTED,
+           "tile " + t.name() + ": a MoE tile gathers at most 8 rows per thread (block_m <= " +
+               std::to_string(gatherers) + " gathering threads; " +
+               (t.tma ? "the copying warp's 32 lanes with TMA" : "every thread without TMA") +
+               ")");
     DenseFamily::check_tile(generic, layer);
   }
 

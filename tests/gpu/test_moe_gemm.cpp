@@ -238,6 +238,13 @@ TEST_P(MoeGemm, ForcedTilesWithAndWithoutClusterSplits) {
                        "blocks_per_sm": 4}]})",
         R"({"dense": [{"kernel": "moe_wgmma", "block_m": 128, "warps": 4, "stages": 4,
                        "split": "cluster"}]})",
+        // TMA weights and codes over every expert, the copying warp gathering the rows of A.
+        R"({"dense": [{"kernel": "moe_wgmma", "block_m": 8, "stages": 8, "blocks_per_sm": 4,
+                       "pipeline": "mbarrier", "copy": "tma", "producer": true,
+                       "split": "cluster"}]})",
+        R"({"dense": [{"kernel": "moe_wgmma", "block_m": 32, "warps": 8, "stages": 6,
+                       "pipeline": "mbarrier", "copy": "tma", "producer": true,
+                       "dequant_ahead": true, "blocks_per_sm": 1}]})",
         // The mma.sync family (moe_mma: sm_75 on), forced on the sm_90a GPU: 8 rows, one strip
         // per warp, and 64 rows, two strips per warp.
         R"({"dense": [{"kernel": "moe_mma", "block_m": 8, "warps": 4, "warp_strips": 1}]})",

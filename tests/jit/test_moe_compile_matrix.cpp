@@ -75,4 +75,59 @@ TEST(MoeCompileMatrix, GroupedModesCompileWithoutSpills) {
   }
 }
 
+// MoE tiles with TMA: the weights and codes come as tensor boxes over every expert and the
+// copying warp's 32 lanes gather the rows of A with cp.async (gemm/wgmma_stage_copier.cuh,
+// kWarpGathers). Every such tile of the sweep (8 to 32 rows: at most 8 rows per lane) compiles
+// without spills, 16-bit and 8-bit activations, with zero points; a tile without the copying
+// warp, and one of more rows than the warp gathers, are refused by name.
+TEST(MoeCompileMatrix, CopyingWarpTilesGatherRowsAndCompileWithoutSpills) {
+  auto compiler = hm::jit::make_compiler(HM_COMPILER_NVRTC);
+  const auto arch = hm::core::parse_arch("sm_90a");
+  const char* formats[] = {
+      "w=uint4b8 a=f16 c=f16 s=f16:g128 zp=none n=1536 k=2048 e=128",
+      "w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=uint4 bias=1 n=2048 k=768 e=128",
+      "w=uint4b8 a=e4m3 c=bf16 s=f32:g128 zp=none n=512 k=1024 e=8",
+  };
+  const char* tiles[] = {
+      R"({"dense": [{"kernel": "moe_wgmma", "block_m": 8, "stages": 8, "blocks_per_sm": 4,
+                     "pipeline": "mbarrier", "copy": "tma", "producer": true,
+                     "split": "cluster"}]})",
+      R"({"dense": [{"kernel": "moe_wgmma", "block_m": 32, "warps": 8, "stages": 6,
+                     "blocks_per_sm": 2, "pipeline": "mbarrier", "copy": "tma",
+                     "producer": true, "dequant_ahead": true, "split": "cluster"}]})",
+  };
+  for (const char* text : formats) {
+    const auto layer =
+        hm::gemm::make_layer(hm::core::Format::parse(text), arch, "sm_90a", nullptr);
+    for (const char* json : tiles) {
+      const auto ranges = hm::gemm::parse_ranges(json);
+      ASSERT_EQ(ranges.size(), 1u);
+      const auto& range = ranges[0];
+      range.family->check_tile(*range.tile, layer);
+      expect_compiles_without_spills(*compiler, range.family->generate(*range.tile, layer));
+    }
+  }
+  const auto layer =
+      hm::gemm::make_layer(hm::core::Format::parse(formats[0]), arch, "sm_90a", nullptr);
+  const std::pair<const char*, const char*> refused[] = {
+      {R"({"dense": [{"kernel": "moe_wgmma", "block_m": 8, "stages": 8,
+                      "pipeline": "mbarrier", "copy": "tma"}]})",
+       "needs \"producer\": true"},
+      {R"({"dense": [{"kernel": "moe_wgmma", "block_m": 40, "stages": 8,
+                      "pipeline": "mbarrier", "copy": "tma", "producer": true}]})",
+       "at most 8 rows per thread"},
+  };
+  for (const auto& [json, why] : refused) {
+    const auto ranges = hm::gemm::parse_ranges(json);
+    ASSERT_EQ(ranges.size(), 1u);
+    try {
+      ranges[0].family->check_tile(*ranges[0].tile, layer);
+      ADD_FAILURE() << "accepted: " << json;
+    } catch (const hm::Error& e) {
+      EXPECT_EQ(e.status(), HM_ERROR_UNSUPPORTED);
+      EXPECT_NE(e.message().find(why), std::string::npos) << e.message();
+    }
+  }
+}
+
 }  // namespace

@@ -30,7 +30,8 @@
 // of two ways (the tile's `pipeline`): a block barrier per chunk (cheapest for small tiles), or
 // per-stage full / empty mbarriers that let warpgroups drift apart (C::kDecoupled; needed for TMA,
 // best for large tiles). With C::kProducer an extra warp does all the copying (TMA), so the
-// computing warps' loop is only waits, dequantization and wgmma. Split-K and the epilogue are
+// computing warps' loop is only waits, dequantization and wgmma (MoE: the copying warp also
+// gathers the tile's rows of A, with cp.async, since a tensor box cannot). Split-K and the epilogue are
 // shared with the mma.sync kernel (gemm/epilogue.cuh); with C::kClusterSplit the K splits of a tile
 // are one thread-block cluster and meet in shared memory instead of a global workspace.
 #pragma once
@@ -144,21 +145,22 @@ struct DenseWgmma {
     return v;
   }
 
-  static_assert(!C::kMoe || !C::kTma, "MoE rows are gathered with cp.async, not TMA boxes");
-
+  // params: the kernel's __grid_constant__ parameter (TMA reads its tensor maps in place).
   static __device__ __forceinline__ void run(const DenseParams& params) {
     const BlockWork work = block_work<C, kWarps>(params);
     if constexpr (C::kMoe) {
       if (work.expert < 0) return;  // no rows for this block (the whole cluster leaves)
       DenseParams p = params;
       move_to_expert<C>(p, work.expert);
-      run_tile(p, work);
+      run_tile(p, params, work);
     } else {
-      run_tile(params, work);
+      run_tile(params, params, work);
     }
   }
 
-  static __device__ __forceinline__ void run_tile(const DenseParams& p, const BlockWork& work) {
+  // p: the tile's parameters (MoE: its expert's); maps: the kernel's parameter, for TMA.
+  static __device__ __forceinline__ void run_tile(const DenseParams& p, const DenseParams& maps,
+                                                  const BlockWork& work) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     // The 128B swizzle needs 1024-byte aligned tiles; the host adds 1024 bytes of slack.
     const uint32 raw_address = ptx::smem_address(smem_raw);
@@ -337,7 +339,7 @@ struct DenseWgmma {
     // The stages' schedule (gemm/wgmma_pipeline.cuh): when each step's copies, dequantization,
     // wgmma and fold run, and how the stages are handed between copies and compute.
     uint32 a[16], ahead[16];  // chunk i's A registers; chunk i + 1's when dequantizing ahead
-    Copier copier(p, m0, strip0, kc_begin);
+    Copier copier(p, maps, m0, strip0, kc_begin, work.expert);
     WgmmaPipeline<DenseWgmma>::run(copier, base_address, n, warp, lane, a, ahead, dequantize,
                                    issue, fold);
     // A wgmma wait is a warpgroup instruction: the copying warp, one warp of an incomplete

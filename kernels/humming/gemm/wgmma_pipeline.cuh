@@ -80,11 +80,14 @@ struct WgmmaPipeline {
         if constexpr (C::kTma) ptx::fence_proxy_async_shared();  // TMA completes on them
       }
       __syncthreads();
-      // A stage's copies: thread 0's TMA alone, or every thread's share and its arrival.
+      // A stage's copies: thread 0's TMA alone, or every thread's share and its arrival, or
+      // (Copier::kWarpGathers) the copying warp's lane 0's TMA and each of its lanes' gathered
+      // rows of A and arrival.
+      constexpr bool kArrivesByCpAsync = !Copier::kCodesByTma || Copier::kWarpGathers;
       auto fill = [&](int stage) {
-        if (Copier::kCodesByTma && !Copier::copies_by_tma()) return;
+        if (Copier::kCodesByTma && !Copier::kWarpGathers && !Copier::copies_by_tma()) return;
         copier.copy_next(base_address + stage * kStageBytes, full0 + 8 * stage);
-        if constexpr (!Copier::kCodesByTma) ptx::cp_async_mbarrier_arrive(full0 + 8 * stage);
+        if constexpr (kArrivesByCpAsync) ptx::cp_async_mbarrier_arrive(full0 + 8 * stage);
       };
       // The computing warps' loop. Without a copying warp, they fill the first kStages - 1
       // stages and thread 0 refills each stage once every warp has released it.
@@ -106,7 +109,7 @@ struct WgmmaPipeline {
         auto step = [&](int i, uint32 (&cur)[16], uint32 (&nxt)[16]) {
           if constexpr (!C::kDequantAhead) ptx::mbarrier_wait(full0 + 8 * s, phase);
           // The wgmma reads what cp.async wrote (TMA writes through the async proxy already).
-          if constexpr (!C::kTma) ptx::fence_proxy_async_shared();
+          if constexpr (!C::kTma || Copier::kWarpGathers) ptx::fence_proxy_async_shared();
           if constexpr (!C::kDequantAhead) dequantize(s, cur);
           __syncwarp();  // the wgmma are warp-collective; lanes may come from divergent waits
           issue(s, cur, i);
@@ -144,8 +147,9 @@ struct WgmmaPipeline {
       if constexpr (C::kProducer) {
         if (warp == kWarps) {
           // The copying warp: chunk i into stage i % kStages once the chunk kStages before it
-          // has been released by every computing warp.
-          if (lane == 0) {
+          // has been released by every computing warp (its lane 0 alone, or all of its lanes
+          // when they gather the rows of A).
+          if (Copier::kWarpGathers || lane == 0) {
             int s = 0;
             uint32 phase = 0;
             for (int i = 0; i < n; ++i) {

@@ -52,26 +52,39 @@ struct WgmmaStageCopier {
       C::kTma && dense_group_slots_consecutive(C::kGroupK, kStepK);
   static_assert(!C::kProducer || kCodesByTma,
                 "the copying warp needs the scale / zero-point codes as TMA boxes too");
+  // MoE rows of A are gathered (sched.cuh: a row of the tile is any row of A), which a tensor box
+  // cannot do on sm_90: with TMA (and so a copying warp) the weights and codes come as boxes and
+  // the copying warp's 32 lanes gather the rows with cp.async, each arriving on `full` when its
+  // copies have landed (cp.async.mbarrier.arrive.noinc).
+  static constexpr bool kWarpGathers = C::kMoe && C::kTma;
+  static_assert(!kWarpGathers || C::kProducer, "MoE TMA tiles gather A in the copying warp");
   static constexpr uint32 kTmaBytes =
-      C::kBlockM * 128 + kWarps * kWarpStepBytes +
+      (kWarpGathers ? 0 : C::kBlockM * 128) + kWarps * kWarpStepBytes +
       (kCodesByTma ? kSlots * kBlockN * (kScaleBytes + kZeroBytes) : 0);
   // The weight map's elements per K step (its coordinates count elements, params.h).
   static constexpr int kWarpStepElements =
       kWarpStepBytes / dense_wgmma_weight_tma_bytes(kLaneWords);
   // Arrivals that complete a stage's `full` barrier: the copying thread's alone when TMA does
   // everything, else every thread's cp.async arrival.
-  static constexpr int kFullArrivals = kCodesByTma ? 1 : kThreads;
+  // Gathering MoE rows in the copying warp: its lane 0's and each lane's cp.async arrival.
+  static constexpr int kFullArrivals = kWarpGathers ? 1 + 32 : kCodesByTma ? 1 : kThreads;
   // The thread that issues the TMA copies: the copying warp's lane 0, or thread 0.
   static __device__ __forceinline__ bool copies_by_tma() {
     return threadIdx.x == (C::kProducer ? kThreads : 0);
   }
 
-  // Activations: unit u = threadIdx + j * kThreads is row u / 8, 16-byte unit u % 8 of the
-  // [kBlockM][64] tile, stored at unit (u % 8) ^ (row % 8) (the 128B swizzle). kThreads is a
-  // multiple of 64, so a thread's rows are kThreads / 8 apart and keep the same swizzle phase.
-  static constexpr int kActIters = (C::kBlockM * 8 + kThreads - 1) / kThreads;
-  static constexpr int kRowsPerIter = kThreads / 8;
-  static_assert(kThreads % 64 == 0, "rows of one thread share their swizzle phase");
+  // Activations: unit u = t + j * kActThreads (t: the thread's index among the kActThreads that
+  // copy them) is row u / 8, 16-byte unit u % 8 of the [kBlockM][64] tile, stored at unit
+  // (u % 8) ^ (row % 8) (the 128B swizzle). With every computing thread copying (a multiple of
+  // 64), a thread's rows are kActThreads / 8 apart and keep the same swizzle phase; with the
+  // copying warp's 32 lanes they are 4 apart, so the phase alternates between two offsets.
+  static constexpr int kActThreads = kWarpGathers ? 32 : kThreads;
+  static constexpr int kActIters = (C::kBlockM * 8 + kActThreads - 1) / kActThreads;
+  static constexpr int kRowsPerIter = kActThreads / 8;
+  static_assert(kActThreads % 64 == 0 || kActThreads == 32, "one or two swizzle phases");
+  static __device__ __forceinline__ int act_thread() {
+    return kWarpGathers ? static_cast<int>(threadIdx.x) - kThreads : static_cast<int>(threadIdx.x);
+  }
   // Activations: a 16-byte unit is kUnitK values of a row.
   static constexpr int kUnitK = 16 / kActBytes;
   // Weights: unit u is byte 16 (u % units per step) of warp u / (units per step)'s chunks of
@@ -124,6 +137,7 @@ struct WgmmaStageCopier {
   int k;                 // K
   int kc;                // the next K step
   uint32 act_dst;        // stage offset of iteration 0
+  uint32 act_dst_odd;    // ... of iteration 1 minus kRowsPerIter rows (two swizzle phases)
   const char* w[kWeightIters];
   int w_step[kWeightIters];  // kWarpStepBytes, or 0 past the last strip (the unit is zero-filled)
   // Two chunks per step: the steps whose chunk of this unit exists (the last step of an odd
@@ -134,13 +148,18 @@ struct WgmmaStageCopier {
   const void* map_w;         //      coordinates of the block's rows, strips and channels
   const void* map_s;
   const void* map_z;
-  int tma_m0, tma_strip0;
+  int tma_m0, tma_strip0;  // (MoE: the expert's strips and group rows follow its index)
+  int tma_group0;
   Codes scale, zero;
 
-  __device__ __forceinline__ WgmmaStageCopier(const DenseParams& p, int64_t m0, int64_t strip0,
-                                              int64_t kc0) {
+  // p: the block's parameters (for MoE, moved to its expert: sched.cuh); maps: the kernel's own
+  // parameter, whose tensor maps TMA reads (a copy in local memory is no tensor map).
+  __device__ __forceinline__ WgmmaStageCopier(const DenseParams& p, const DenseParams& maps,
+                                              int64_t m0, int64_t strip0, int64_t kc0,
+                                              int64_t expert) {
     const int t = threadIdx.x;
-    const int r0 = t / 8, unit = t % 8;
+    const int ta = act_thread();
+    const int r0 = ta / 8, unit = ta % 8;
     act_row_step = int64_t{kRowsPerIter} * p.k * kActBytes;
     if constexpr (C::kMoe) {
       // Gathered rows (sched.cuh): each iteration's row of A, or none for a padding slot.
@@ -149,7 +168,9 @@ struct WgmmaStageCopier {
 #pragma unroll
       for (int j = 0; j < kActIters; ++j) {
         const int r = r0 + j * kRowsPerIter;
-        const int64_t row = r < C::kBlockM ? a_row<C>(p, m0 + r) : -1;
+        // Only the threads that copy activations read the routing (ta < 0: a computing thread
+        // of a tile whose copying warp gathers).
+        const int64_t row = ta >= 0 && r < C::kBlockM ? a_row<C>(p, m0 + r) : -1;
         act[j] = static_cast<const char*>(p.a) +
                  ((row < 0 ? 0 : row) * p.k + kc0 * kStepK + unit * kUnitK) * kActBytes;
         if (row >= 0) act_real |= 1u << j;
@@ -167,14 +188,18 @@ struct WgmmaStageCopier {
     k = static_cast<int>(p.k);
     kc = static_cast<int>(kc0);
     act_dst = r0 * 128 + ((unit ^ (r0 & 7)) * 16);
+    act_dst_odd = r0 * 128 + ((unit ^ ((r0 + kRowsPerIter) & 7)) * 16);
     unit_dst = t * 16;
-    map_a = &p.tma_a;
-    map_w = &p.tma_w;
-    map_s = &p.tma_s;
-    map_z = &p.tma_z;
-    tma_m0 = static_cast<int>(m0);
-    tma_strip0 = static_cast<int>(strip0);
+    map_a = &maps.tma_a;
+    map_w = &maps.tma_w;
+    map_s = &maps.tma_s;
+    map_z = &maps.tma_z;
     const int64_t strips = p.n_pad / 16, k_chunks = p.k_pad / 64;
+    // The maps cover every expert (gemm/dense_launch.cpp): expert e's strips and group rows
+    // follow those of the experts before it.
+    tma_m0 = static_cast<int>(m0);
+    tma_strip0 = static_cast<int>(expert * strips + strip0);
+    tma_group0 = C::kGroupK > 0 ? static_cast<int>(expert * (p.k_pad / C::kGroupK)) : 0;
 #pragma unroll
     for (int j = 0; j < kWeightIters; ++j) {
       const int u = t + j * kThreads;
@@ -208,19 +233,21 @@ struct WgmmaStageCopier {
         } else {
           ptx::mbarrier_expect_tx(full, kTmaBytes);
         }
-        ptx::tma_load_2d(stage, map_a, kc * kStepK, tma_m0, full);
+        if constexpr (!kWarpGathers) ptx::tma_load_2d(stage, map_a, kc * kStepK, tma_m0, full);
         ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kWarpStepElements, tma_strip0, full);
         if constexpr (kCodesByTma) {
           // Slot 0's group row; the slots are the rows after it (params.h).
-          const int group = D::group_of_slot(kc, 0);
+          const int group = tma_group0 + D::group_of_slot(kc, 0);
           if constexpr (kScaleBytes > 0)
             ptx::tma_load_2d(stage + kScaleOffset, map_s, tma_strip0 * 16, group, full);
           if constexpr (kZeroBytes > 0)
             ptx::tma_load_2d(stage + kZeroOffset, map_z, tma_strip0 * 16, group, full);
         }
       }
+      if constexpr (kWarpGathers) copy_act(stage);  // every lane of the copying warp
     } else {
-      copy_act_and_weights(stage);
+      copy_act(stage);
+      copy_weights(stage);
     }
     if constexpr (!kCodesByTma) {
       if constexpr (kScaleBytes > 0) scale.copy(stage + kScaleOffset + unit_dst, kc);
@@ -230,19 +257,28 @@ struct WgmmaStageCopier {
     ++kc;
   }
 
-  __device__ __forceinline__ void copy_act_and_weights(uint32 stage) {
+  // Iteration j's unit of the activation tile (one or two swizzle phases, see kActThreads).
+  __device__ __forceinline__ uint32 act_unit(int j) const {
+    if constexpr (kRowsPerIter % 8 == 0) return act_dst + j * kRowsPerIter * 128;
+    return ((j & 1) != 0 ? act_dst_odd : act_dst) + j * kRowsPerIter * 128;
+  }
+
+  __device__ __forceinline__ void copy_act(uint32 stage) {
     const int a_bytes = act_k < k ? 16 : 0;
 #pragma unroll
     for (int j = 0; j < kActIters; ++j) {
       // Rows past M (or padding slots) are left as they are: they only feed output columns
       // that are not stored.
       if (C::kMoe ? (act_real >> j & 1u) != 0 : j < act_rows)
-        ptx::cp_async_16(stage + act_dst + j * kRowsPerIter * 128,
+        ptx::cp_async_16(stage + act_unit(j),
                          kActPointers == kActIters ? act[j] : act[0] + j * act_row_step,
                          a_bytes);
     }
 #pragma unroll
     for (int j = 0; j < kActPointers; ++j) act[j] += 128;
+  }
+
+  __device__ __forceinline__ void copy_weights(uint32 stage) {
 #pragma unroll
     for (int j = 0; j < kWeightIters; ++j) {
       if (kWeightIters * kThreads == kWarps * kUnitsPerStep ||
