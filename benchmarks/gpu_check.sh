@@ -12,7 +12,7 @@
 # GEMM benchmarks), a8tests (only the 8-bit activation GPU tests), a8mma (8-bit activations on
 # the mma.sync kernel, forced), moemma (the MoE benchmark's Qwen3 shapes on the mma.sync MoE
 # family, forced), moesweep (the MoE tiles of benchmarks/tuning/moe_sweep/ forced on the Qwen3
-# shapes at MOE_SWEEP_MS), moeprofile (ncu of the MoE gate_up kernel at MOE_PROFILE_MS).
+# shapes at MOE_SWEEP_MS), moetests (only the MoE GPU tests), moeprofile (ncu of the MoE gate_up kernel at MOE_PROFILE_MS).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -137,6 +137,14 @@ if want all bench a8; then
     timeout 300 python3 benchmarks/cublas_baseline.py --dtype $d --ms 1,16,128,2048,16384 \
       --json "$OUT/vendor_${d}_8192.json" || echo "vendor $d baseline failed"
   done
+fi
+
+if want moetests; then
+  # Only the MoE GEMM and routing GPU tests (a MoE kernel change checked in a short call).
+  echo "== MoE GPU tests"
+  timeout 200 ./build-gpu/tests/test_gpu --gtest_filter='*MoeGemm*:MoeRouting*:*Moe*' > "$OUT/moetests.txt" 2>&1
+  echo "exit $?"
+  grep -E "PASSED|FAILED|Failure|Expected|actual" "$OUT/moetests.txt" | head -30
 fi
 
 if want moesweep; then

@@ -148,8 +148,11 @@ struct WgmmaStageCopier {
   const void* map_w;         //      coordinates of the block's rows, strips and channels
   const void* map_s;
   const void* map_z;
-  int tma_m0, tma_strip0;  // (MoE: the expert's strips and group rows follow its index)
-  int tma_group0;
+  int tma_m0, tma_strip0;
+  // The weight map's row of strip0 and the code maps' row of group 0: MoE maps cover every
+  // expert, whose strips and group rows follow those of the experts before it (the codes'
+  // columns are the block's channels, the same for every expert).
+  int tma_w_row0, tma_group0;
   Codes scale, zero;
 
   // p: the block's parameters (for MoE, moved to its expert: sched.cuh); maps: the kernel's own
@@ -195,10 +198,10 @@ struct WgmmaStageCopier {
     map_s = &maps.tma_s;
     map_z = &maps.tma_z;
     const int64_t strips = p.n_pad / 16, k_chunks = p.k_pad / 64;
-    // The maps cover every expert (gemm/dense_launch.cpp): expert e's strips and group rows
-    // follow those of the experts before it.
+    // The maps cover every expert (gemm/dense_launch.cpp).
     tma_m0 = static_cast<int>(m0);
-    tma_strip0 = static_cast<int>(expert * strips + strip0);
+    tma_strip0 = static_cast<int>(strip0);
+    tma_w_row0 = static_cast<int>(expert * strips + strip0);
     tma_group0 = C::kGroupK > 0 ? static_cast<int>(expert * (p.k_pad / C::kGroupK)) : 0;
 #pragma unroll
     for (int j = 0; j < kWeightIters; ++j) {
@@ -234,7 +237,7 @@ struct WgmmaStageCopier {
           ptx::mbarrier_expect_tx(full, kTmaBytes);
         }
         if constexpr (!kWarpGathers) ptx::tma_load_2d(stage, map_a, kc * kStepK, tma_m0, full);
-        ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kWarpStepElements, tma_strip0, full);
+        ptx::tma_load_2d(stage + kWeightOffset, map_w, kc * kWarpStepElements, tma_w_row0, full);
         if constexpr (kCodesByTma) {
           // Slot 0's group row; the slots are the rows after it (params.h).
           const int group = tma_group0 + D::group_of_slot(kc, 0);
