@@ -12,13 +12,15 @@
 # GEMM benchmarks), a8tests (only the 8-bit activation GPU tests), a8mma (8-bit activations on
 # the mma.sync kernel, forced), moemma (the MoE benchmark's Qwen3 shapes on the mma.sync MoE
 # family, forced), moesweep (the MoE tiles of benchmarks/tuning/moe_sweep/ forced on the Qwen3
-# shapes at MOE_SWEEP_MS), moetests (only the MoE GPU tests), moeprofile (ncu of the MoE gate_up kernel at MOE_PROFILE_MS).
+# shapes at MOE_SWEEP_MS), moetests (only the MoE GPU tests), moeprofile (ncu of the MoE
+# gate_up kernel at MOE_PROFILE_MS).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
 # BUILD_TARGETS (build only these targets, e.g. "test_gpu bench_gemm humming_cli"), MOE_ITERS
 # (bench_moe's --iters), MOE_SWEEP_LIST (the MoE sweep's list in benchmarks/tuning/moe_sweep/,
-# default list.txt; tma.txt: the copying-warp tiles against the defaults), SANITIZE_WARMUP (0: no warm-up run before the sanitizers).
+# default list.txt; tma.txt: the copying-warp tiles against the defaults), SANITIZE_WARMUP (0: no
+# warm-up run before the sanitizers).
 # Writes $OUT/log.txt (everything), $OUT/ctest.txt, $OUT/*.json (benchmark results), $OUT/report/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,23 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
 # MODE may list several, comma-separated (e.g. quick,profile).
 want() { local m; for m in ${MODE//,/ }; do case " $* " in *" $m "*) return 0 ;; esac; done; return 1; }
+# ncu of one launch of the kernels matching REGEX (the third, after two warm-up launches) in the
+# command after OUTFILE: speed of light, memory, warp states, occupancy, launch, compute and
+# scheduler sections, and the stall reasons; ncu_summary prints what is worth reading of it.
+ncu_profile() {
+  local regex=$1 out=$2; shift 2
+  ncu --kernel-name "regex:$regex" --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+      --section SchedulerStats \
+      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+      "$@" > "$out" 2>&1
+}
+ncu_summary() {
+  grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Compute \(SM\)|Issue Slots Busy|Registers Per|Achieved Occupancy|Grid Size|Warp Cycles Per Issued" "$1" | head -12
+  # The stall reasons (warps per issued instruction), largest first.
+  grep -E "issue_stalled_.*ratio" "$1" | awk '$NF > 0.05 {print $1, $NF}' | sort -k2 -gr | head -8
+}
 
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv || true
 nproc; nvcc --version | tail -1
@@ -142,7 +161,7 @@ fi
 if want moetests; then
   # Only the MoE GEMM and routing GPU tests (a MoE kernel change checked in a short call).
   echo "== MoE GPU tests"
-  timeout 200 ./build-gpu/tests/test_gpu --gtest_filter='*MoeGemm*:MoeRouting*:*Moe*' > "$OUT/moetests.txt" 2>&1
+  timeout 200 ./build-gpu/tests/test_gpu --gtest_filter='*Moe*' > "$OUT/moetests.txt" 2>&1
   echo "exit $?"
   grep -E "PASSED|FAILED|Failure|Expected|actual" "$OUT/moetests.txt" | head -30
 fi
@@ -167,15 +186,10 @@ if want moeprofile; then
   echo "== profile (ncu): MoE gate_up"
   if command -v ncu >/dev/null; then
     for m in ${MOE_PROFILE_MS:-1 16 128}; do
-      ncu --kernel-name regex:hm_moe_wgmma --launch-skip 2 --launch-count 1 \
-          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-          --section Occupancy --section LaunchStats --section SchedulerStats \
-          --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-          timeout 120 ./build-gpu/benchmarks/bench_moe --only qwen3_30b_gate_up --ms $m \
-          --indexed-only 1 --iters 3 > "$OUT/ncu_moe_m$m.txt" 2>&1
+      ncu_profile hm_moe_wgmma "$OUT/ncu_moe_m$m.txt" timeout 120 ./build-gpu/benchmarks/bench_moe \
+        --only qwen3_30b_gate_up --ms $m --indexed-only 1 --iters 3
       echo "-- M = $m"
-      grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Compute \(SM\)|Issue Slots Busy|Registers Per|Achieved Occupancy|Grid Size|Warp Cycles Per Issued" "$OUT/ncu_moe_m$m.txt" | head -12
-      grep -E "issue_stalled_.*ratio" "$OUT/ncu_moe_m$m.txt" | awk '$NF > 0.05 {print $1, $NF}' | sort -k2 -gr | head -8
+      ncu_summary "$OUT/ncu_moe_m$m.txt"
     done
   else
     echo "ncu not found"
@@ -311,17 +325,10 @@ if want all profile; then
   echo "== profile (ncu)"
   if command -v ncu >/dev/null; then
     for m in ${PROFILE_MS:-1 128 2048}; do
-      ncu --kernel-name regex:hm_dense --launch-skip 2 --launch-count 1 \
-          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-          --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
-          --section SchedulerStats \
-          --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-          $B --ms $m --iters 3 --warmup 1 --no-graph --no-flush --no-cublas \
-          ${PROFILE_TUNING:+--tuning "$PROFILE_TUNING"} > "$OUT/ncu_m$m.txt" 2>&1
+      ncu_profile hm_dense "$OUT/ncu_m$m.txt" $B --ms $m --iters 3 --warmup 1 --no-graph \
+        --no-flush --no-cublas ${PROFILE_TUNING:+--tuning "$PROFILE_TUNING"}
       echo "-- M = $m"
-      grep -E "Duration|DRAM Throughput|Compute \(SM\)|Issue Slots Busy|Registers Per|Warp Cycles Per Issued" "$OUT/ncu_m$m.txt" | head -8
-      # The stall reasons worth reading (warps per issued instruction), largest first.
-      grep -E "issue_stalled_.*ratio" "$OUT/ncu_m$m.txt" | awk '$NF > 0.05 {print $1, $NF}' | sort -k2 -gr | head -8
+      ncu_summary "$OUT/ncu_m$m.txt"
     done
   else
     echo "ncu not found"

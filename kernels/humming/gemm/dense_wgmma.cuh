@@ -31,9 +31,10 @@
 // per-stage full / empty mbarriers that let warpgroups drift apart (C::kDecoupled; needed for TMA,
 // best for large tiles). With C::kProducer an extra warp does all the copying (TMA), so the
 // computing warps' loop is only waits, dequantization and wgmma (MoE: the copying warp also
-// gathers the tile's rows of A, with cp.async, since a tensor box cannot). Split-K and the epilogue are
-// shared with the mma.sync kernel (gemm/epilogue.cuh); with C::kClusterSplit the K splits of a tile
-// are one thread-block cluster and meet in shared memory instead of a global workspace.
+// gathers the tile's rows of A, with cp.async, since a tensor box cannot). Split-K and the
+// epilogue are shared with the mma.sync kernel (gemm/epilogue.cuh); with C::kClusterSplit the K
+// splits of a tile are one thread-block cluster and meet in shared memory instead of a global
+// workspace.
 #pragma once
 
 #include <humming/core/types.cuh>

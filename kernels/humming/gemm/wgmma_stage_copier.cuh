@@ -65,8 +65,8 @@ struct WgmmaStageCopier {
   static constexpr int kWarpStepElements =
       kWarpStepBytes / dense_wgmma_weight_tma_bytes(kLaneWords);
   // Arrivals that complete a stage's `full` barrier: the copying thread's alone when TMA does
-  // everything, else every thread's cp.async arrival.
-  // Gathering MoE rows in the copying warp: its lane 0's and each lane's cp.async arrival.
+  // everything, its lane 0's and each of its lanes' cp.async arrival when the copying warp
+  // gathers MoE rows, else every thread's cp.async arrival.
   static constexpr int kFullArrivals = kWarpGathers ? 1 + 32 : kCodesByTma ? 1 : kThreads;
   // The thread that issues the TMA copies: the copying warp's lane 0, or thread 0.
   static __device__ __forceinline__ bool copies_by_tma() {
