@@ -11,7 +11,9 @@
 // Every row is printed as one line of "key=value" fields; --json FILE writes them all.
 // --e2e-only skips the quantizer-alone rows; --no-graph times plain stream launches instead of
 // graph replays (each call between two events, the L2 still flushed before it).
+// --ms LIST (comma-separated) keeps only those M values (e.g. for a profiler run of one cell).
 //   bench_activation_quant [--device N] [--iters N] [--warmup N] [--json FILE] [--no-e2e]
+//                          [--ms LIST]
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +57,13 @@ struct Options {
   bool e2e = true;
   bool graph = true;  // --no-graph: time plain stream launches (event, calls, event)
   bool e2e_only = false;
+  std::vector<int64_t> ms;  // --ms: only these M (empty: every M)
+  bool keeps(int64_t m) const {
+    if (ms.empty()) return true;
+    for (int64_t x : ms)
+      if (x == m) return true;
+    return false;
+  }
 };
 
 Options parse(int argc, char** argv) {
@@ -72,8 +81,19 @@ Options parse(int argc, char** argv) {
     else if (arg == "--no-e2e") o.e2e = false;
     else if (arg == "--e2e-only") o.e2e_only = true;
     else if (arg == "--no-graph") o.graph = false;
-    else die("unknown option " + arg +
-             " (--device N --iters N --warmup N --json FILE --no-e2e --e2e-only --no-graph)");
+    else if (arg == "--ms") {
+      const std::string list = value();
+      for (size_t at = 0; at < list.size();) {
+        size_t end = list.find(',', at);
+        if (end == std::string::npos) end = list.size();
+        const int64_t m = std::atoll(list.substr(at, end - at).c_str());
+        if (m < 1) die("--ms takes positive integers, got " + list);
+        o.ms.push_back(m);
+        at = end + 1;
+      }
+    } else
+      die("unknown option " + arg +
+          " (--device N --iters N --warmup N --json FILE --no-e2e --e2e-only --no-graph --ms LIST)");
   }
   if (o.iters < 1) die("--iters must be >= 1");
   return o;
@@ -284,6 +304,7 @@ int main(int argc, char** argv) {
     for (const Variant v : variants) {
       for (int64_t k : {8192, 7168}) {
         for (int64_t m : {1, 16, 128, 2048, 16384}) {
+          if (!o.keeps(m)) continue;
           hm_activation_quant_args_t args;
           hm_activation_quant_args_init(&args);
           args.in_dtype = HM_DTYPE_F16;
@@ -355,6 +376,7 @@ int main(int argc, char** argv) {
       hm_launch_params_t* p = nullptr;
       HM_CHECK(hm_launch_params_create(&p));
       for (int64_t m : {1, 16, 128, 2048}) {
+        if (!o.keeps(m)) continue;
         HM_CHECK(hm_launch_params_clear(p));
         HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_A, codes));
         HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_B, w));

@@ -13,7 +13,9 @@
 # the mma.sync kernel, forced), moemma (the MoE benchmark's Qwen3 shapes on the mma.sync MoE
 # family, forced), moesweep (the MoE tiles of benchmarks/tuning/moe_sweep/ forced on the Qwen3
 # shapes at MOE_SWEEP_MS), moetests (only the MoE GPU tests), moeprofile (ncu of the MoE
-# gate_up kernel at MOE_PROFILE_MS).
+# gate_up kernel at MOE_PROFILE_MS), pdlprobe (benchmarks/probes/pdl_probe.cu: does programmatic
+# dependent launch overlap kernels here), actprofile (the quantizer at small M: e2e timings and
+# ncu at ACTPROFILE_MS).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -164,6 +166,35 @@ if want moetests; then
   timeout 200 ./build-gpu/tests/test_gpu --gtest_filter='*Moe*' > "$OUT/moetests.txt" 2>&1
   echo "exit $?"
   grep -E "PASSED|FAILED|Failure|Expected|actual" "$OUT/moetests.txt" | head -30
+fi
+
+if want pdlprobe; then
+  # Whether programmatic dependent launch overlaps two kernels here, on a stream and in a graph
+  # (benchmarks/probes/pdl_probe.cu; NOTES v30).
+  echo "== probe: programmatic dependent launch"
+  nvcc -arch=sm_90a -O2 -std=c++17 -o /tmp/pdl_probe benchmarks/probes/pdl_probe.cu &&
+    timeout 60 /tmp/pdl_probe | tee "$OUT/pdl_probe.txt"
+fi
+
+if want actprofile; then
+  # The activation quantizer at small M (issue 17's <= 3 us added): the e2e cells in graph
+  # replay, then ncu of one per-token e4m3 launch at each M of ACTPROFILE_MS and of the empty
+  # kernel (the floor).
+  echo "== bench: quantize + GEMM at small M"
+  timeout 120 ./build-gpu/benchmarks/bench_activation_quant --e2e-only --ms 1,16,128 | tee "$OUT/actquant_e2e.txt"
+  timeout 120 ./build-gpu/benchmarks/bench_activation_quant --no-e2e --ms 1,16,128 | tee "$OUT/actquant_small.txt"
+  if command -v ncu >/dev/null; then
+    for m in ${ACTPROFILE_MS:-1 16 128}; do
+      ncu_profile hm_quantize "$OUT/ncu_quant_m$m.txt" timeout 120 ./build-gpu/benchmarks/bench_activation_quant \
+        --no-e2e --no-graph --ms $m --iters 3 --warmup 1
+      echo "-- quantizer M = $m"
+      ncu_summary "$OUT/ncu_quant_m$m.txt"
+    done
+    ncu_profile hm_bench_empty "$OUT/ncu_empty.txt" timeout 120 ./build-gpu/benchmarks/bench_activation_quant \
+      --no-e2e --no-graph --ms 1 --iters 3 --warmup 1
+    echo "-- empty kernel"
+    ncu_summary "$OUT/ncu_empty.txt"
+  fi
 fi
 
 if want moesweep; then
