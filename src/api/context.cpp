@@ -111,6 +111,8 @@ HM_API hm_status_t hm_context_create(const hm_context_options_t* options, hm_con
     }
     // Read whatever the flags say, so that a value the parser refuses is reported, not ignored.
     const bool env_disables_jit = core::env_bool("HUMMING_DISABLE_JIT");
+    const bool env_disables_programmatic = core::env_bool("HUMMING_DISABLE_PROGRAMMATIC_LAUNCH");
+    if (state->device) state->device->set_programmatic_launches(!env_disables_programmatic);
     const bool jit_disabled = (options->flags & HM_CONTEXT_DISABLE_JIT) || env_disables_jit;
     state->cache = std::make_unique<jit::Cache>(options->cache_dir ? options->cache_dir : "",
                                                 jit_disabled, (options->flags & HM_CONTEXT_NO_CACHE) != 0);

@@ -136,12 +136,18 @@ void launch_dense(const runtime::Device& device, runtime::CUfunction function,
                            static_cast<uint32_t>(launch.grid_y),
                            static_cast<uint32_t>(launch.splits)};
   const runtime::Dim3 block{launch.threads, 1, 1};
+  // The wgmma kernel waits for the previous kernel on the stream itself (gemm/dense_wgmma.cuh),
+  // so it can be launched before that kernel ends: its blocks are resident and its prologue done
+  // (or, with early_weights, its first weights in flight) when the wait returns.
+  const runtime::Order order = tile.kernel == tune::DenseKernel::kWgmma
+                                   ? runtime::Order::kProgrammatic
+                                   : runtime::Order::kStream;
   if (launch.cluster)
     runtime::launch_with_cluster(device, function, grid, block, runtime::Dim3{1, 1, grid.z},
-                                 launch.smem_bytes, stream, args, entry.c_str());
+                                 launch.smem_bytes, stream, args, entry.c_str(), order);
   else
     runtime::launch(device, function, grid, block, launch.smem_bytes, stream, args,
-                    entry.c_str());
+                    entry.c_str(), order);
 }
 
 }  // namespace hm::gemm

@@ -39,6 +39,11 @@ class Device {
   int ordinal() const { return properties_.ordinal; }
   CUcontext context() const { return context_; }
   const DeviceProperties& properties() const { return properties_; }
+  // Whether launches that may be programmatic (runtime/launch.hpp, Order::kProgrammatic) are, where
+  // the device and driver allow them; on by default, off by HUMMING_DISABLE_PROGRAMMATIC_LAUNCH
+  // (the context reads it). Set before the device is shared between threads.
+  bool programmatic_launches() const { return programmatic_launches_; }
+  void set_programmatic_launches(bool on) { programmatic_launches_ = on; }
 
   // Makes the device's primary context current on this thread until the end of the scope
   // (push / pop, so whatever was current before is current again afterwards). Scopes nest for
@@ -88,6 +93,7 @@ class Device {
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   DeviceProperties properties_;
+  bool programmatic_launches_ = true;
   mutable std::mutex shared_memory_mutex_;
   mutable std::unordered_map<CUfunction, uint32_t> dynamic_shared_limit_;
 };

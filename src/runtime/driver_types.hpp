@@ -103,12 +103,14 @@ constexpr unsigned int CU_STREAM_NON_BLOCKING = 1;
 
 // cuLaunchKernelEx configuration (CUlaunchConfig / CUlaunchAttribute).
 constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 
 union CUlaunchAttributeValue {
   char pad[64];
   struct {
     unsigned int x, y, z;
   } clusterDim;
+  int programmaticStreamSerializationAllowed;
   void* align_as_pointer;  // the real union holds pointers, hence 8-byte alignment
 };
 

@@ -34,10 +34,22 @@ void prepare(const Device& device, CUfunction function, Dim3 grid, Dim3 block,
     device.ensure_dynamic_shared_memory(function, shared_memory_bytes);
 }
 
-CUlaunchConfig cluster_config(Dim3 grid, Dim3 block, uint32_t shared_memory_bytes, CUstream stream,
-                              CUlaunchAttribute* attribute, Dim3 cluster) {
-  attribute->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attribute->value.clusterDim = {cluster.x, cluster.y, cluster.z};
+// A cuLaunchKernelEx configuration with the cluster attribute (null `cluster`: none) and, when
+// `programmatic`, the programmatic stream serialization attribute, in `attributes` (room for
+// two).
+CUlaunchConfig ex_config(Dim3 grid, Dim3 block, uint32_t shared_memory_bytes, CUstream stream,
+                         CUlaunchAttribute* attributes, const Dim3* cluster, bool programmatic) {
+  unsigned int count = 0;
+  if (cluster != nullptr) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[count].value.clusterDim = {cluster->x, cluster->y, cluster->z};
+    ++count;
+  }
+  if (programmatic) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count].value.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
   CUlaunchConfig config{};
   config.gridDimX = grid.x;
   config.gridDimY = grid.y;
@@ -47,18 +59,37 @@ CUlaunchConfig cluster_config(Dim3 grid, Dim3 block, uint32_t shared_memory_byte
   config.blockDimZ = block.z;
   config.sharedMemBytes = shared_memory_bytes;
   config.hStream = stream;
-  config.attrs = attribute;
-  config.numAttrs = 1;
+  config.attrs = count > 0 ? attributes : nullptr;
+  config.numAttrs = count;
   return config;
+}
+
+bool programmatic(const Device& device, Order order) {
+  return order == Order::kProgrammatic && programmatic_launch_available(device);
 }
 
 }  // namespace
 
+bool programmatic_launch_available(const Device& device) {
+  const Driver& driver = device.driver();
+  return device.programmatic_launches() && device.properties().cc_major >= 9 &&
+         driver.has_launch_kernel_ex() && driver.version() >= 12030;
+}
+
 void launch(const Device& device, CUfunction function, Dim3 grid, Dim3 block,
-            uint32_t shared_memory_bytes, CUstream stream, void** args, const char* kernel_name) {
+            uint32_t shared_memory_bytes, CUstream stream, void** args, const char* kernel_name,
+            Order order) {
   prepare(device, function, grid, block, shared_memory_bytes, kernel_name);
   const Driver& driver = device.driver();
   Device::Scope scope(device);
+  if (programmatic(device, order)) {
+    CUlaunchAttribute attributes[2]{};
+    const CUlaunchConfig config = ex_config(grid, block, shared_memory_bytes, stream, attributes,
+                                            nullptr, true);
+    driver.check(driver.api().cuLaunchKernelEx(&config, function, args, nullptr),
+                 "cuLaunchKernelEx", kernel_name);
+    return;
+  }
   driver.check(driver.api().cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y,
                                            block.z, shared_memory_bytes, stream, args, nullptr),
                "cuLaunchKernel", kernel_name);
@@ -72,9 +103,9 @@ int max_active_clusters(const Device& device, CUfunction function, Dim3 grid, Di
                                    " needs cuOccupancyMaxActiveClusters, which the driver " +
                                    driver.path() + " does not provide (CUDA 11.8 or newer has it)");
   prepare(device, function, grid, block, shared_memory_bytes, kernel_name);
-  CUlaunchAttribute attribute{};
+  CUlaunchAttribute attributes[2]{};
   const CUlaunchConfig config =
-      cluster_config(grid, block, shared_memory_bytes, nullptr, &attribute, cluster);
+      ex_config(grid, block, shared_memory_bytes, nullptr, attributes, &cluster, false);
   int clusters = 0;
   Device::Scope scope(device);
   driver.check(driver.api().cuOccupancyMaxActiveClusters(&clusters, function, &config),
@@ -84,7 +115,7 @@ int max_active_clusters(const Device& device, CUfunction function, Dim3 grid, Di
 
 void launch_with_cluster(const Device& device, CUfunction function, Dim3 grid, Dim3 block,
                          Dim3 cluster, uint32_t shared_memory_bytes, CUstream stream, void** args,
-                         const char* kernel_name) {
+                         const char* kernel_name, Order order) {
   const Driver& driver = device.driver();
   if (!driver.has_launch_kernel_ex())
     fail(HM_ERROR_UNSUPPORTED, "launching " + kernel_label(kernel_name) +
@@ -97,9 +128,9 @@ void launch_with_cluster(const Device& device, CUfunction function, Dim3 grid, D
                                         dims(cluster));
   prepare(device, function, grid, block, shared_memory_bytes, kernel_name);
 
-  CUlaunchAttribute attribute{};
-  const CUlaunchConfig config =
-      cluster_config(grid, block, shared_memory_bytes, stream, &attribute, cluster);
+  CUlaunchAttribute attributes[2]{};
+  const CUlaunchConfig config = ex_config(grid, block, shared_memory_bytes, stream, attributes,
+                                          &cluster, programmatic(device, order));
   Device::Scope scope(device);
   driver.check(driver.api().cuLaunchKernelEx(&config, function, args, nullptr), "cuLaunchKernelEx",
                kernel_name);

@@ -327,6 +327,73 @@ TEST_F(PlanApi, TmaTilesEncodeTheirTensorMapsPerCall) {
   hm_plan_destroy(p);
 }
 
+// sm_90a wgmma kernels are launched programmatically (they wait for the previous kernel on the
+// stream themselves, gemm/dense_wgmma.cuh), with or without a cluster; mma.sync kernels in
+// stream order.
+TEST_F(PlanApi, WgmmaCallsLaunchProgrammatically) {
+  const char* format = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
+  struct Case {
+    const char* tuning;
+    int64_t m;
+    int programmatic;
+    bool clustered;
+  };
+  const Case cases[] = {
+      {R"({"dense": [{"kernel": "wgmma", "block_m": 16, "warps": 4, "stages": 4,
+                      "pipeline": "mbarrier", "copy": "tma", "producer": true,
+                      "split": "cluster"}]})",
+       16, 1, true},
+      {R"({"dense": [{"kernel": "wgmma", "block_m": 64}]})", 64, 1, false},
+      {R"({"dense": [{"block_m": 16, "warps": 4, "warp_strips": 1}]})", 16, 0, false},
+  };
+  for (const Case& c : cases) {
+    hm_plan_t* p = tuned_plan(format, c.tuning);
+    ASSERT_NE(p, nullptr);
+    ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+    {
+      GemmArguments args(ctx_);
+      ASSERT_NO_FATAL_FAILURE(args.set_all(p, c.m));
+      const auto launch = gemm_launch(p, args);
+      ASSERT_TRUE(launch.has_value());
+      EXPECT_EQ(launch->programmatic, c.programmatic) << c.tuning;
+      EXPECT_EQ(launch->cluster[2] > 1u, c.clustered) << c.tuning;
+    }
+    hm_plan_destroy(p);
+  }
+  // HUMMING_DISABLE_PROGRAMMATIC_LAUNCH, read by hm_context_create, turns them into plain
+  // stream-ordered launches; a value the boolean parser refuses fails the context.
+  {
+    hm::test::ScopedEnv off("HUMMING_DISABLE_PROGRAMMATIC_LAUNCH", "1");
+    hm_context_t* ctx = hm::test::create_context(cache_.path());
+    ASSERT_NE(ctx, nullptr);
+    std::swap(ctx, ctx_);
+    hm_plan_t* p = tuned_plan(format, cases[0].tuning);
+    ASSERT_NE(p, nullptr);
+    ASSERT_EQ(hm_plan_prepare(p), HM_SUCCESS) << last_error();
+    {
+      GemmArguments args(ctx_);
+      ASSERT_NO_FATAL_FAILURE(args.set_all(p, cases[0].m));
+      const auto launch = gemm_launch(p, args);
+      ASSERT_TRUE(launch.has_value());
+      EXPECT_EQ(launch->programmatic, 0);
+      EXPECT_GT(launch->cluster[2], 1u) << "still a cluster";
+    }
+    hm_plan_destroy(p);
+    std::swap(ctx, ctx_);
+    hm_context_destroy(ctx);
+  }
+  {
+    hm::test::ScopedEnv bad("HUMMING_DISABLE_PROGRAMMATIC_LAUNCH", "sometimes");
+    hm_context_options_t o;
+    hm_context_options_init(&o);
+    o.cache_dir = cache_.path().c_str();
+    hm_context_t* ctx = nullptr;
+    EXPECT_EQ(hm_context_create(&o, &ctx), HM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(last_error().find("HUMMING_DISABLE_PROGRAMMATIC_LAUNCH"), std::string::npos)
+        << last_error();
+  }
+}
+
 // A tile with a copying warp and cluster split-K: one more warp per block, the K splits launched
 // as one cluster along z, and no workspace (the splits meet in shared memory).
 TEST_F(PlanApi, ClusterSplitTilesLaunchTheirSplitsAsOneClusterWithoutWorkspace) {

@@ -23,6 +23,7 @@ typedef struct hm_mock_launch {
   uint32_t arg_bytes_size; /* the parameter buffer: each argument at its aligned offset */
   unsigned char arg_bytes[HM_MOCK_MAX_ARG_BYTES];
   int32_t executed; /* 1 when the mock ran a host implementation of the kernel */
+  int32_t programmatic; /* 1: launched with programmatic stream serialization allowed */
 } hm_mock_launch_t;
 
 /* Forgets the last launch and zeroes the counters (not the live objects). */

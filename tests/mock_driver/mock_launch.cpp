@@ -237,8 +237,13 @@ HM_MOCK_INTERNAL CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunct
   const unsigned int grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
   const unsigned int block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
   unsigned int cluster[3] = {1, 1, 1};
+  bool programmatic = false;
   for (unsigned int i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
+    if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
+      programmatic = a.value.programmaticStreamSerializationAllowed != 0;
+      continue;
+    }
     if (a.id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) return CUDA_ERROR_NOT_SUPPORTED;
     cluster[0] = a.value.clusterDim.x;
     cluster[1] = a.value.clusterDim.y;
@@ -248,11 +253,14 @@ HM_MOCK_INTERNAL CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunct
   int cc = 0;
   if (live(context)) device_cc(context->ordinal, &cc);
   const bool clustered = cluster[0] * cluster[1] * cluster[2] != 1;
-  if (clustered && cc < 90) return CUDA_ERROR_NOT_SUPPORTED;
+  // Programmatic dependent launch, like clusters, is an sm_90 feature.
+  if ((clustered || programmatic) && cc < 90) return CUDA_ERROR_NOT_SUPPORTED;
   for (int i = 0; i < 3; ++i)
     if (cluster[i] == 0 || grid[i] % cluster[i] != 0) return CUDA_ERROR_INVALID_VALUE;
-  return launch(live_function(s, function), grid, block, cluster, config->sharedMemBytes,
-                config->hStream, params, extra);
+  const CUresult result = launch(live_function(s, function), grid, block, cluster,
+                                 config->sharedMemBytes, config->hStream, params, extra);
+  if (result == CUDA_SUCCESS) s.last_launch.programmatic = programmatic ? 1 : 0;
+  return result;
 }
 
 // Clusters of up to HM_MOCK_MAX_CLUSTER (default 8) blocks fit; the answer is how many such

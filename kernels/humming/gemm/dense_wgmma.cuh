@@ -46,6 +46,7 @@
 #include <humming/gemm/wgmma_pipeline.cuh>
 #include <humming/gemm/wgmma_stage_copier.cuh>
 #include <humming/layout/spec.h>
+#include <humming/ptx/griddep.cuh>
 #include <humming/ptx/mbarrier.cuh>
 #include <humming/ptx/mma.cuh>
 #include <humming/ptx/wgmma.cuh>
@@ -148,6 +149,10 @@ struct DenseWgmma {
 
   // params: the kernel's __grid_constant__ parameter (TMA reads its tensor maps in place).
   static __device__ __forceinline__ void run(const DenseParams& params) {
+    // Launched programmatically (runtime/launch.hpp) this grid may start before the previous
+    // kernel on the stream ends: every thread waits for it before it touches memory, so what
+    // overlaps is the launch and the blocks' start (on a normal launch the wait returns at once).
+    ptx::griddep_wait();
     const BlockWork work = block_work<C, kWarps>(params);
     if constexpr (C::kMoe) {
       if (work.expert < 0) return;  // no rows for this block (the whole cluster leaves)

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <humming/core/types.cuh>
+#include <humming/ptx/griddep.cuh>
 #include <humming/quant/activation.h>
 
 namespace hm::actquant {
@@ -408,5 +409,8 @@ __device__ __forceinline__ void quantize(const Params& p) {
 #define HM_DEFINE_QUANTIZE_ACTIVATION(name, In, Out)                                            \
   extern "C" __global__ void __launch_bounds__(::hm::actquant::kMaxThreads)                    \
       name(const ::hm::actquant::Params p) {                                                   \
+    /* A GEMM launched programmatically after it (sm_90a) may start its blocks now; it      */ \
+    /* waits for this grid before it reads the codes (ptx/griddep.cuh).                     */ \
+    ::hm::ptx::griddep_launch_dependents();                                                    \
     ::hm::actquant::quantize<In, Out>(p);                                                      \
   }
