@@ -144,6 +144,10 @@ HM_API hm_status_t hm_quantize_activation_device(hm_context_t* context,
                                           std::to_string(x.group_k));
     // The largest buffer is a (2 bytes per element): when its size fits, so do the others.
     core::size_product({x.m, x.k, 2}, "the bytes of args->a (m x k x 2)");
+    // The kernel's per-row arithmetic is 32-bit (actquant::plan_work); no GEMM has a longer K.
+    if (x.k > INT32_MAX)
+      fail(HM_ERROR_INVALID_ARGUMENT,
+           "args->k must be at most 2^31 - 1, got " + std::to_string(x.k));
     if (x.a == 0) fail(HM_ERROR_INVALID_ARGUMENT, "args->a is 0: the activations are required");
     if (x.codes == 0) fail(HM_ERROR_INVALID_ARGUMENT, "args->codes is 0: the codes are required");
     if (x.scales == 0)

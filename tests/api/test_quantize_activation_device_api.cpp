@@ -121,6 +121,11 @@ TEST_F(QuantizeActivationDeviceApi, ChecksEveryArgumentAndLaunchesOneBlockPerRow
                  [](Args& a) { a.out_dtype = HM_DTYPE_UINT8; });
   expect_refused(HM_ERROR_INVALID_ARGUMENT, "args->m", [](Args& a) { a.m = -1; });
   expect_refused(HM_ERROR_INVALID_ARGUMENT, "k must be positive", [](Args& a) { a.k = 0; });
+  // The kernel indexes a row with 32 bits (activation.h); a GEMM's K is below 2^31 as well.
+  expect_refused(HM_ERROR_INVALID_ARGUMENT, "at most 2^31 - 1", [](Args& a) {
+    a.m = 1;
+    a.k = int64_t{1} << 31;
+  });
   expect_refused(HM_ERROR_INVALID_ARGUMENT, "group_k", [](Args& a) { a.group_k = -128; });
   expect_refused(HM_ERROR_INVALID_ARGUMENT, "multiple of 8", [](Args& a) { a.group_k = 100; });
   expect_refused(HM_ERROR_INVALID_ARGUMENT, "does not fit", [](Args& a) {

@@ -3,6 +3,11 @@
 // still runs; griddep_wait() then holds the calling thread until that kernel has finished and its
 // memory writes are visible. Every thread must wait before it reads anything an earlier kernel
 // may write (or writes anything it may read). On a normal launch the wait returns at once.
+//
+// No kernel here triggers its dependents early (griddepcontrol.launch_dependents): the next
+// kernel's blocks then start as this grid's blocks exit, on an idle GPU, about 1 us sooner than
+// in stream order. Triggered at the activation quantizer's start, the GEMM's blocks took the SMs
+// the quantizer left free and the rest started late: M = 16 lost 1.2 us (NOTES v30).
 #pragma once
 
 #include <humming/core/types.cuh>
@@ -12,15 +17,6 @@ namespace hm::ptx {
 __device__ __forceinline__ void griddep_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
-// Lets the next kernel on the stream, if launched programmatically, start its blocks now rather
-// than when this grid exits. It changes nothing about visibility: the next kernel's
-// griddep_wait() still waits for this whole grid.
-__device__ __forceinline__ void griddep_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 

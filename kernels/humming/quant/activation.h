@@ -63,7 +63,7 @@ struct Params {
   const int32_t* perm;   // [k]: output column j reads input column perm[j]; null: identity
   uint8_t* codes;        // [m][k]
   float* scales;         // [m][groups]
-  int64_t m, k;
+  int64_t m, k;          // k < 2^31 (the launcher checks)
   int64_t group_k;       // columns per scale: k for per-token scales, else a multiple of 8
   int64_t groups;        // scales per row: ceil(k / group_k)
   uint32_t flags;        // kVectorLoads | kVectorStores
@@ -93,7 +93,10 @@ HM_HOST_DEVICE inline WorkPlan plan_work(const Params& p) {
   const bool lanes =
       p.groups > 1 && p.group_k <= kWarpRowSpan && (p.group_k & (p.group_k - 1)) == 0;
   plan.reduction = lanes ? kLaneGroups : kTeamGroups;
-  plan.units_per_row = lanes ? (p.k + plan.span - 1) / plan.span : p.groups;
+  // k < 2^31 (the launcher refuses more): a 32-bit division (a 64-bit one is a ~70-instruction
+  // subroutine, on the kernel's critical path at small M).
+  const uint32_t k32 = static_cast<uint32_t>(p.k), span32 = static_cast<uint32_t>(plan.span);
+  plan.units_per_row = lanes ? int64_t{(k32 + span32 - 1) / span32} : p.groups;
   return plan;
 }
 
