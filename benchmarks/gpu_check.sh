@@ -15,7 +15,8 @@
 # shapes at MOE_SWEEP_MS), moetests (only the MoE GPU tests), moeprofile (ncu of the MoE
 # gate_up kernel at MOE_PROFILE_MS), pdlprobe (benchmarks/probes/pdl_probe.cu: does programmatic
 # dependent launch overlap kernels here), actprofile (the quantizer at small M: e2e timings and
-# ncu at ACTPROFILE_MS).
+# ncu at ACTPROFILE_MS), actquant_pdl (quantizer / PDL GPU tests, the quantizer benchmark, e2e in
+# three launch orders).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -205,6 +206,26 @@ if want actprofile; then
     echo "-- empty kernel"
     ncu_summary "$OUT/ncu_empty.txt"
   fi
+fi
+
+if want actquant_pdl; then
+  # Issue 17's quantize + GEMM bound: the quantizer and PDL GPU tests, the quantizer benchmark at
+  # every M, the e2e cells with programmatic launches, in stream order, and with the quantizer
+  # triggering its dependents first thing (a patched copy of kernels/: the variant v30 measured).
+  echo "== quantizer and programmatic-launch GPU tests"
+  timeout 200 ./build-gpu/tests/test_gpu --gtest_filter='ActivationQuantGpu.*:LaunchOverlap.*:DenseGemmA8Exact.*:PlanGpu.*' \
+    > "$OUT/actquant_tests.txt" 2>&1
+  echo "exit $?"; grep -E "PASSED|FAILED|Failure|Expected" "$OUT/actquant_tests.txt" | head -20
+  echo "== bench: activation quantization"
+  timeout 150 ./build-gpu/benchmarks/bench_activation_quant --json "$OUT/actquant.json" | tee "$OUT/actquant.txt"
+  HUMMING_DISABLE_PROGRAMMATIC_LAUNCH=1 timeout 120 ./build-gpu/benchmarks/bench_activation_quant --e2e-only \
+    | sed 's/^/stream-order /' | tee "$OUT/actquant_e2e_stream_order.txt"
+  rm -rf /tmp/ktrigger && cp -r kernels /tmp/ktrigger
+  sed -i 's|^    ::hm::actquant::quantize<In, Out>(p);|    asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); ::hm::actquant::quantize<In, Out>(p);|' \
+    /tmp/ktrigger/humming/quant/activation_kernel.cuh
+  grep -c "launch_dependents" /tmp/ktrigger/humming/quant/activation_kernel.cuh
+  HUMMING_KERNEL_DIR=/tmp/ktrigger HUMMING_CACHE_DIR=/tmp/cache_ktrigger timeout 120 \
+    ./build-gpu/benchmarks/bench_activation_quant --e2e-only | sed 's/^/early-trigger /' | tee "$OUT/actquant_e2e_trigger.txt"
 fi
 
 if want moesweep; then
