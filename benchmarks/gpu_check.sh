@@ -186,14 +186,6 @@ if want actprofile; then
   HUMMING_DISABLE_PROGRAMMATIC_LAUNCH=1 timeout 120 ./build-gpu/benchmarks/bench_activation_quant --e2e-only \
     --ms 1,16,128 | sed 's/^/stream-order /' | tee "$OUT/actquant_e2e_stream_order.txt"
   timeout 120 ./build-gpu/benchmarks/bench_activation_quant --no-e2e --ms 1,16,128 | tee "$OUT/actquant_small.txt"
-  # Variant: the work loops inlined and the parameter __grid_constant__ (no 96-byte stack frame
-  # holding a copy of Params; sm_90a: 62 registers, no spills), from a patched copy of kernels/.
-  rm -rf /tmp/kinline && cp -r kernels /tmp/kinline
-  sed -i 's/__device__ __noinline__ void quantize_\(lane\|team\)_groups/__device__ __forceinline__ void quantize_\1_groups/; s/name(const ::hm::actquant::Params p)/name(const __grid_constant__ ::hm::actquant::Params p)/' \
-    /tmp/kinline/humming/quant/activation_kernel.cuh
-  grep -c "__forceinline__ void quantize_\|__grid_constant__" /tmp/kinline/humming/quant/activation_kernel.cuh
-  HUMMING_KERNEL_DIR=/tmp/kinline HUMMING_CACHE_DIR=/tmp/cache_kinline timeout 120 \
-    ./build-gpu/benchmarks/bench_activation_quant --no-e2e --ms 1,16,128 | sed 's/^/inline /' | tee "$OUT/actquant_small_inline.txt"
   if command -v ncu >/dev/null; then
     for m in ${ACTPROFILE_MS:-1 16 128}; do
       ncu_profile hm_quantize "$OUT/ncu_quant_m$m.txt" timeout 120 ./build-gpu/benchmarks/bench_activation_quant \
