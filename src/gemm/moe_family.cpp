@@ -19,6 +19,7 @@
 #include "gemm/dense_launch.hpp"
 #include "jit/codegen.hpp"
 #include "tune/dense.hpp"
+#include <humming/gemm/params.h>
 #include <humming/moe/routing.h>
 
 namespace hm::gemm {
@@ -140,10 +141,11 @@ class MoeFamily final : public DenseFamily {
       fail(HM_ERROR_UNSUPPORTED, "tile " + t.name() + ": a MoE tile with \"copy\": \"tma\" "
                                  "needs \"producer\": true (its copying warp gathers the rows "
                                  "of A, which are no tensor box)");
-    const int gatherers = t.tma ? 32 : t.threads();
-    if ((t.block_m * 8 + gatherers - 1) / gatherers > 8)
+    const int gatherers = gemm::wgmma_act_copiers(t.tma, t.threads());
+    if (gemm::wgmma_act_rows_per_copier(t.block_m, gatherers) > gemm::kMoeMaxGatheredRows)
       fail(HM_ERROR_UNSUPPORTED,
-           "tile " + t.name() + ": a MoE tile gathers at most 8 rows per thread (block_m <= " +
+           "tile " + t.name() + ": a MoE tile gathers at most " +
+               std::to_string(gemm::kMoeMaxGatheredRows) + " rows per thread (block_m <= " +
                std::to_string(gatherers) + " gathering threads; " +
                (t.tma ? "the copying warp's 32 lanes with TMA" : "every thread without TMA") +
                ")");

@@ -140,6 +140,19 @@ HM_PARAMS_HD constexpr bool dense_wgmma_token_width_ok(int block_m, bool int8_ac
          (!int8_activations || block_m <= 32 || block_m % 16 == 0);
 }
 
+// The threads that copy a wgmma tile's activation rows with cp.async, and how many rows (16-byte
+// units over 8 per row) each copies per stage. A MoE tile with TMA gathers its routed rows in the
+// copying warp's 32 lanes (a tensor box cannot gather), every other tile in all of its `threads`
+// computing threads. A MoE gatherer holds one pointer per row, so it takes at most
+// kMoeMaxGatheredRows: the kernel asserts it and the MoE family refuses tiles past it.
+constexpr int kMoeMaxGatheredRows = 8;
+HM_PARAMS_HD constexpr int wgmma_act_copiers(bool moe_tma, int threads) {
+  return moe_tma ? 32 : threads;
+}
+HM_PARAMS_HD constexpr int wgmma_act_rows_per_copier(int block_m, int copiers) {
+  return (block_m * 8 + copiers - 1) / copiers;
+}
+
 // Whether the wgmma kernel stages a format's group / block scale codes per channel in each
 // pipeline stage: yes for group scales; block scales with 8-bit activations (one code per block
 // of channels) are read from global memory as each K step is issued instead. (16-bit

@@ -78,8 +78,8 @@ struct WgmmaStageCopier {
   // (u % 8) ^ (row % 8) (the 128B swizzle). With every computing thread copying (a multiple of
   // 64), a thread's rows are kActThreads / 8 apart and keep the same swizzle phase; with the
   // copying warp's 32 lanes they are 4 apart, so the phase alternates between two offsets.
-  static constexpr int kActThreads = kWarpGathers ? 32 : kThreads;
-  static constexpr int kActIters = (C::kBlockM * 8 + kActThreads - 1) / kActThreads;
+  static constexpr int kActThreads = wgmma_act_copiers(kWarpGathers, kThreads);
+  static constexpr int kActIters = wgmma_act_rows_per_copier(C::kBlockM, kActThreads);
   static constexpr int kRowsPerIter = kActThreads / 8;
   static_assert(kActThreads % 64 == 0 || kActThreads == 32, "one or two swizzle phases");
   static __device__ __forceinline__ int act_thread() {
@@ -128,7 +128,8 @@ struct WgmmaStageCopier {
   // A thread's activation rows: with few of them, one pointer each (stepping by 128 bytes);
   // with many (256-token tiles), one pointer and a row step, to spare registers.
   static constexpr int kActPointers = kActIters <= 4 || C::kMoe ? kActIters : 1;
-  static_assert(!C::kMoe || kActIters <= 8, "MoE rows are gathered: one pointer per row");
+  static_assert(!C::kMoe || kActIters <= kMoeMaxGatheredRows,
+                "MoE rows are gathered: one pointer per row");
   const char* act[kActPointers];
   int64_t act_row_step;  // bytes between a thread's rows (kActPointers == 1)
   int act_rows;          // how many of its iterations hold a real token (dense)
