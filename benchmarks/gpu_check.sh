@@ -46,6 +46,18 @@ ncu_profile() {
       --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
       "$@" > "$out" 2>&1
 }
+# compute-sanitizer TOOL over the tests of BINARY that FILTER matches, within LIMIT seconds: the
+# report in OUTFILE, its exit code and the kinds of report found (counted) here.
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+sanitize_tests() {
+  local tool=$1 limit=$2 out=$3 binary=$4 filter=$5 rc
+  timeout "$limit" "$CS" --tool "$tool" --error-exitcode 86 --print-limit 40 \
+    "$binary" --gtest_filter="$filter" > "$out" 2>&1
+  rc=$?
+  echo "-- $tool (filter $filter): exit $rc $( [ $rc = 124 ] && echo '(time limit: partial)')"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard|Warpgroup|incomplete|Barrier|\[  FAILED|tests ran" \
+    "$out" | sort | uniq -c | sort -rn | head -12
+}
 ncu_summary() {
   grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Compute \(SM\)|Issue Slots Busy|Registers Per|Achieved Occupancy|Grid Size|Warp Cycles Per Issued" "$1" | head -12
   # The stall reasons (warps per issued instruction), largest first.
@@ -245,14 +257,9 @@ if want actquant_cluster; then
     HUMMING_CACHE_DIR=/tmp/cache_cluster timeout 200 $CT --gtest_filter='ActivationQuantGpu.*:LaunchOverlap.*' \
       > "$OUT/cluster_tests.txt" 2>&1
     echo "exit $?"; grep -E "PASSED|FAILED|Failure|Expected" "$OUT/cluster_tests.txt" | head -20
-    CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in memcheck racecheck synccheck; do
-      HUMMING_CACHE_DIR=/tmp/cache_cluster timeout 150 "$CS" --tool $tool --error-exitcode 86 --print-limit 20 \
-        $CT --gtest_filter='ActivationQuantGpu.PerToken*:ActivationQuantGpu.LaunchRegimes*' \
-        > "$OUT/sanitize_cluster_$tool.txt" 2>&1
-      rc=$?; echo "-- cluster $tool: exit $rc $( [ $rc = 124 ] && echo '(time limit: partial)')"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard|Barrier|\[  FAILED|tests ran" \
-        "$OUT/sanitize_cluster_$tool.txt" | sort | uniq -c | sort -rn | head -6
+      HUMMING_CACHE_DIR=/tmp/cache_cluster sanitize_tests $tool 150 "$OUT/sanitize_cluster_$tool.txt" \
+        $CT 'ActivationQuantGpu.PerToken*:ActivationQuantGpu.LaunchRegimes*'
     done
     HUMMING_CACHE_DIR=/tmp/cache_cluster timeout 150 /tmp/hm_cluster/build/benchmarks/bench_activation_quant \
       --json "$OUT/actquant_cluster.json" | sed 's/^/cluster /' | tee "$OUT/actquant_cluster.txt"
@@ -327,7 +334,6 @@ fi
 
 if want sanitize; then
   echo "== compute-sanitizer"
-  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   T=./build-gpu/tests/test_gpu
   # The kernels are compiled once, outside the sanitizer (the cache is warm for the runs below).
   # SANITIZE_WARMUP=0 skips this (when the GPU tests have just run and filled the cache).
@@ -343,12 +349,7 @@ if want sanitize; then
               "synccheck:${SYNCCHECK_FILTER:-Formats/DenseGemm.MatchesTheHostReferenceForEveryTileAndRaggedShape/*:DenseGemmExact.*:PlanGpu.OneWorkspace*:Formats/MoeGemm.ForcedTiles*:MoeGemmHostile.*:ActivationQuantGpu.PerToken*:MoeRoutingGpu.Align*:MoeRoutingGpu.Reduce*}:${SYNCCHECK_LIMIT:-130}"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest##*:}; filter=${rest%:*}
     case " ${SANITIZE_TOOLS:-memcheck racecheck synccheck} " in *" $tool "*) ;; *) continue ;; esac
-    timeout "$limit" "$CS" --tool "$tool" --error-exitcode 86 --print-limit 40 \
-      $T --gtest_filter="$filter" > "$OUT/sanitize_$tool.txt" 2>&1
-    rc=$?
-    echo "-- $tool (filter $filter): exit $rc $( [ $rc = 124 ] && echo '(time limit: partial)')"
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard|Warpgroup|incomplete|Barrier|\[  FAILED|tests ran" \
-      "$OUT/sanitize_$tool.txt" | sort | uniq -c | sort -rn | head -12
+    sanitize_tests "$tool" "$limit" "$OUT/sanitize_$tool.txt" $T "$filter"
   done
 fi
 
@@ -358,7 +359,6 @@ if want racecheck_cluster || { want sanitize && [ -z "${SANITIZE_TOOLS:-}" ]; };
   # split "global" and "cluster": if only the cluster launch is flagged, the mainloop's ordering
   # (the stage's `empty` mbarrier) is what racecheck does not follow there (benchmarks/NOTES.md).
   echo "== racecheck: one tile, global vs cluster split-K"
-  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for v in global cluster; do
     timeout 120 "$CS" --tool racecheck --print-limit 4 ./build-gpu/benchmarks/bench_gemm \
       --format "w=uint4b8 a=f16 c=f16 s=f16:g64 bias=1 n=208 k=1344" --ms 40 --iters 1 --warmup 0 \
@@ -382,7 +382,6 @@ if want racecheck_lanes; then
   # read through HUMMING_KERNEL_DIR). If racecheck is then quiet, its reports stem from not
   # following __syncwarp's ordering between a warp's lanes, which the PTX memory model gives.
   echo "== racecheck: empty-barrier arrivals by lane 0 vs by every lane (global split)"
-  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   rm -rf /tmp/kexp && cp -r kernels /tmp/kexp
   sed -i 's/ptx::mbarrier_init(empty0 + 8 \* s, kWarps);/ptx::mbarrier_init(empty0 + 8 * s, kWarps * 32);/; s/if (lane == 0) ptx::mbarrier_arrive(empty0 + 8 \* s);/ptx::mbarrier_arrive(empty0 + 8 * s);/' \
     /tmp/kexp/humming/gemm/dense_wgmma.cuh
