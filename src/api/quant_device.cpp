@@ -93,6 +93,37 @@ Geometry plan_geometry(actquant::Params& p, int sms) {
   return g;
 }
 
+// Per-token rows of a decode-sized call (m <= SMs) on sm_90+: each row over the blocks of one
+// thread-block cluster, one lane-vector per thread, 128 threads per block while that needs at
+// most 8 blocks (K <= 8192), then wider blocks up to 1024 threads (K <= 65536); the row's absmax
+// meets in distributed shared memory (activation_kernel.cuh, cluster_row). On one SM per row
+// the call was issue-bound on that SM (NOTES v30). False (and g untouched) where it does not
+// apply: the kernel is not built for sm_90+, the driver cannot launch clusters, there are more
+// rows, the scales are per group, the loads or stores are not vectors (perm, alignment, k % 8),
+// or the row is longer.
+bool plan_cluster_rows(actquant::Params& p, const core::Arch& target, const runtime::Device& device,
+                       int sms, Geometry& g, uint32_t& ranks) {
+  using namespace actquant;
+  constexpr uint32_t kFlags = kVectorLoads | kVectorStores;
+  if (target.major < 9 || device.properties().cc_major < 9 ||
+      !device.driver().has_launch_kernel_ex() || p.m > sms || p.groups != 1 ||
+      (p.flags & kFlags) != kFlags)
+    return false;
+  const int64_t vectors = p.k / kVector;
+  const int64_t per_block = 4 * 32;
+  const int64_t r = (vectors + per_block - 1) / per_block;
+  ranks = static_cast<uint32_t>(r < kMaxClusterRanks ? r : kMaxClusterRanks);
+  const int64_t threads = ((vectors + ranks - 1) / ranks + 31) / 32 * 32;
+  if (threads > kMaxThreads) return false;
+  p.flags |= kClusterRows;
+  p.warps = static_cast<uint16_t>(threads / 32);
+  p.vectors = 1;
+  g.threads = static_cast<uint32_t>(threads);
+  g.blocks = static_cast<uint32_t>(p.m) * ranks;
+  g.shared = 0;
+  return true;
+}
+
 core::Dtype dtype_of(hm_dtype_t code, const char* name) {
   try {
     return core::Dtype::from_code(code);
@@ -182,9 +213,17 @@ HM_API hm_status_t hm_quantize_activation_device(hm_context_t* context,
     const bool k_vectors = x.k % actquant::kVector == 0;
     p.flags = (k_vectors && x.perm == 0 && x.a % 16 == 0 ? actquant::kVectorLoads : 0u) |
               (k_vectors && x.codes % 8 == 0 ? actquant::kVectorStores : 0u);
-    const int sms = device.properties().multiprocessors;
-    const Geometry g = plan_geometry(p, sms > 0 ? sms : 1);
+    const int sms = device.properties().multiprocessors > 0 ? device.properties().multiprocessors : 1;
     void* kernel_args[] = {&p};
+    Geometry g;
+    uint32_t ranks = 0;
+    if (plan_cluster_rows(p, state->arch, device, sms, g, ranks)) {
+      runtime::launch_with_cluster(device, kernel.function, runtime::Dim3{g.blocks, 1, 1},
+                                   runtime::Dim3{g.threads, 1, 1}, runtime::Dim3{ranks, 1, 1},
+                                   g.shared, cu_stream, kernel_args, kernel.entry.c_str());
+      return;
+    }
+    g = plan_geometry(p, sms);
     runtime::launch(device, kernel.function, runtime::Dim3{g.blocks, 1, 1},
                     runtime::Dim3{g.threads, 1, 1}, g.shared, cu_stream, kernel_args,
                     kernel.entry.c_str());

@@ -180,6 +180,76 @@ TEST_F(QuantizeActivationDeviceApi, ChecksEveryArgumentAndLaunchesOneBlockPerRow
   hm_device_free(ctx_, buf);
 }
 
+// Per-token rows of a decode-sized call on sm_90+ run as thread-block clusters, one row per
+// cluster (src/api/quant_device.cpp, plan_cluster_rows); other calls as before.
+TEST_F(QuantizeActivationDeviceApi, PerTokenFewRowsLaunchAsClustersOnSm90) {
+  uint64_t buf = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, 8 << 20, &buf), HM_SUCCESS);
+  struct Case {
+    int64_t m, k;
+    int32_t group_k;
+    bool perm;
+    unsigned grid, block, cluster;  // cluster 1: a plain launch
+  };
+  const Case cases[] = {
+      {3, 8192, 0, false, 24, 128, 8},   // 8 blocks of 128 threads per row
+      {2, 7168, 0, false, 14, 128, 7},   // 7
+      {1, 14336, 0, false, 8, 224, 8},   // wider blocks past K = 8192
+      {1, 8, 0, false, 1, 32, 1},        // one vector: a cluster of one block
+      {1, 65544, 0, false, 1, 1024, 1},  // longer than 8 x 1024 vectors: one block per row
+      {3, 8192, 128, false, 0, 0, 1},    // per group: the lane path (grid not checked)
+      {3, 8192, 0, true, 3, 1024, 1},    // a permutation: gathered, one block per row
+  };
+  std::vector<int32_t> perm(65544);
+  for (size_t j = 0; j < perm.size(); ++j) perm[j] = static_cast<int32_t>(j);
+  const uint64_t d_perm = buf + (6 << 20);
+  ASSERT_EQ(hm_copy_to_device(ctx_, d_perm, perm.data(), 8192 * 4), HM_SUCCESS);
+  hm::test::MockControl mock;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " k=" + std::to_string(c.k));
+    hm_activation_quant_args_t args;
+    hm_activation_quant_args_init(&args);
+    args.m = c.m;
+    args.k = c.k;
+    args.group_k = c.group_k;
+    args.a = buf;
+    args.codes = buf + (4 << 20);
+    args.scales = buf + (5 << 20);
+    args.perm = c.perm ? d_perm : 0;
+    mock.reset();
+    ASSERT_EQ(hm_quantize_activation_device(ctx_, &args, nullptr), HM_SUCCESS) << last_error();
+    const auto launch = mock.last_launch();
+    ASSERT_TRUE(launch.has_value());
+    EXPECT_EQ(launch->cluster[0], c.cluster);
+    if (c.grid != 0) {
+      EXPECT_EQ(launch->grid[0], c.grid);
+      EXPECT_EQ(launch->block[0], c.block);
+    }
+    EXPECT_EQ(launch->executed, 1);
+  }
+  // An sm_80 device: never clusters.
+  hm_context_t* ampere = context(1);
+  ASSERT_NE(ampere, nullptr);
+  uint64_t other = 0;
+  ASSERT_EQ(hm_device_alloc(ampere, 4 << 20, &other), HM_SUCCESS);
+  hm_activation_quant_args_t args;
+  hm_activation_quant_args_init(&args);
+  args.m = 3;
+  args.k = 8192;
+  args.a = other;
+  args.codes = other + (2 << 20);
+  args.scales = other + (3 << 20);
+  mock.reset();
+  ASSERT_EQ(hm_quantize_activation_device(ampere, &args, nullptr), HM_SUCCESS) << last_error();
+  const auto launch = mock.last_launch();
+  ASSERT_TRUE(launch.has_value());
+  EXPECT_EQ(launch->cluster[0], 1u);
+  EXPECT_EQ(launch->grid[0], 3u);
+  hm_device_free(ampere, other);
+  hm_context_destroy(ampere);
+  hm_device_free(ctx_, buf);
+}
+
 TEST_F(QuantizeActivationDeviceApi, ContextWithoutDeviceIsRefusedAfterTheArgumentChecks) {
   hm_context_t* aot = context(HM_NO_DEVICE, "sm_80");
   ASSERT_NE(aot, nullptr);

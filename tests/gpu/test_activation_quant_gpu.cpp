@@ -222,9 +222,10 @@ TEST(ActivationQuantGpu, LongRowsSmallGroupsAndUnalignedBuffers) {
   }
 }
 
-// The regimes of the launch (src/api/quant_device.cpp, plan_geometry): rows <= SMs spread each
-// unit over one vector per lane, more rows take four; per-token rows and other group sizes are
-// reduced over a team, power-of-two groups <= 256 over lanes.
+// The regimes of the launch (src/api/quant_device.cpp, plan_geometry and plan_cluster_rows): rows
+// <= SMs spread each unit over one vector per lane, more rows take four; per-token rows and
+// other group sizes are reduced over a team, power-of-two groups <= 256 over lanes; per-token
+// few rows with vector loads on sm_90+ over a cluster of blocks.
 TEST(ActivationQuantGpu, LaunchRegimesAtOddShapes) {
   Gpu gpu;
   ASSERT_NE(gpu.ctx, nullptr);
@@ -247,6 +248,18 @@ TEST(ActivationQuantGpu, LaunchRegimesAtOddShapes) {
     run_case(gpu, HM_DTYPE_F16, out, 4, 40960, 512, false, 0, 507);
     // Per token beyond 32768 columns with a permutation: gathered, read twice.
     run_case(gpu, HM_DTYPE_BF16, out, 200, 40000, 0, true, 0, 508);
+    // Per token, few rows, vector loads on sm_90+: a row over one cluster of blocks (at most 8,
+    // 128 threads each up to K = 8192, wider beyond): one vector (one block), a partly filled
+    // last block (1032: 2 blocks of 96 threads), 7 blocks (7168), 8 blocks of 224 threads
+    // (14336), the longest (65536: 8 x 1024), one vector longer (65544: the team path again),
+    // and every SM's worth of rows (132 rows of 4 blocks).
+    run_case(gpu, HM_DTYPE_F16, out, 3, 8, 0, false, 0, 509);
+    run_case(gpu, HM_DTYPE_BF16, out, 5, 1032, 0, false, 0, 510);
+    run_case(gpu, HM_DTYPE_F16, out, 4, 7168, 0, false, 0, 511);
+    run_case(gpu, HM_DTYPE_BF16, out, 6, 14336, 0, false, 0, 512);
+    run_case(gpu, HM_DTYPE_F16, out, 4, 65536, 0, false, 0, 513);
+    run_case(gpu, HM_DTYPE_F16, out, 4, 65544, 0, false, 0, 514);
+    run_case(gpu, HM_DTYPE_BF16, out, 132, 4096, 0, false, 0, 515);
   }
 }
 

@@ -1,6 +1,7 @@
-// Thread-block clusters (sm90+): the cluster barrier, a block's rank, and reads of another
-// block's shared memory (distributed shared memory). The dense GEMM uses them to reduce K splits
-// that run as one cluster without a trip through global memory.
+// Thread-block clusters (sm90+): the cluster barrier, a block's rank, and reads and writes of
+// another block's shared memory (distributed shared memory). The dense GEMM uses them to reduce
+// K splits that run as one cluster without a trip through global memory, the activation
+// quantizer to reduce a row's absmax over the blocks that share the row.
 #pragma once
 
 #include <humming/core/types.cuh>
@@ -35,6 +36,22 @@ __device__ __forceinline__ uint32 cluster_map(uint32 address, uint32 rank) {
   uint32 r;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(address), "r"(rank));
   return r;
+}
+
+// The first of a two-part cluster barrier, relaxed (orders no memory): every thread arrives early
+// and calls cluster_wait() later, when it needs the others to have started (before writing into
+// their shared memory). One arrive / wait pair is one phase of the cluster barrier.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait;\n" ::: "memory");
+}
+
+// Stores a u32 at a cluster_map() address (another block's shared memory).
+__device__ __forceinline__ void store_cluster_u32(uint32 cluster_address, uint32 value) {
+  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(cluster_address), "r"(value)
+               : "memory");
 }
 
 // 16 bytes (four f32) of the cluster's shared memory at a cluster_map() address.

@@ -56,6 +56,12 @@ enum OutDtype : int { kOutE4m3 = 0, kOutE5m2 = 1, kOutInt8 = 2 };
 // addresses and K; the kernel is correct either way).
 inline constexpr uint32_t kVectorLoads = 1u;   // a 16-byte aligned, k % 8 == 0, no perm
 inline constexpr uint32_t kVectorStores = 2u;  // codes 8-byte aligned, k % 8 == 0
+// Per-token rows, each spread over the blocks of one thread-block cluster (sm_90+, with
+// kVectorLoads and kVectorStores): block r of a row's cluster holds vectors r * blockDim.x ..
+// of it, one per thread, and the row's absmax meets in distributed shared memory
+// (activation_kernel.cuh, cluster_row). Params::warps and Params::vectors are unused then.
+inline constexpr uint32_t kClusterRows = 4u;
+inline constexpr int kMaxClusterRanks = 8;  // the portable cluster size
 
 // Passed by value as the kernel's only parameter; fixed-size fields, so host and device agree.
 struct Params {
@@ -66,7 +72,7 @@ struct Params {
   int64_t m, k;          // k < 2^31 (the launcher checks)
   int64_t group_k;       // columns per scale: k for per-token scales, else a multiple of 8
   int64_t groups;        // scales per row: ceil(k / group_k)
-  uint32_t flags;        // kVectorLoads | kVectorStores
+  uint32_t flags;        // kVectorLoads | kVectorStores | kClusterRows
   uint16_t warps;        // warps of a team, 1..kMaxTeamWarps (blockDim.x: a multiple of 32 x warps)
   uint16_t vectors;      // lane-vectors of a pass, 1..kMaxVectorsPerLane
 };

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <humming/core/types.cuh>
+#include <humming/ptx/cluster.cuh>
 #include <humming/quant/activation.h>
 
 namespace hm::actquant {
@@ -396,8 +397,61 @@ HM_ACTQUANT_WORK_LOOP void quantize_team_groups(const Params& p, const Team& t, 
   }
 }
 
+// kClusterRows (sm_90+): row blockIdx.x / ranks, spread over the ranks blocks of one cluster,
+// one lane-vector per thread. Each block reduces its part (shuffles, one block barrier), its
+// first warp writes that maximum into every block of the cluster (distributed shared memory),
+// and after one cluster barrier every block holds all of them. For the decode-sized calls this
+// serves, the work is a chain of latencies: a whole row in one block (the kTeamGroups path)
+// kept one SM issuing 32 warps' instructions (v30: 8 us at M = 1 under ncu, issue-bound on the
+// one busy SM); here a row's instructions spread over up to 8 SMs.
+template <int In, int Out>
+__device__ __forceinline__ void cluster_row(const Params& p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ uint32_t warp_maxima[kMaxThreads / 32];
+  __shared__ uint32_t rank_maxima[kMaxClusterRanks];
+  // The other blocks must have started before this one writes into their shared memory: every
+  // thread arrives now and waits just before the write, by when the loads have long returned.
+  ptx::cluster_arrive_relaxed();
+  const uint32_t rank = ptx::cluster_rank(), ranks = ptx::cluster_blocks();
+  const int64_t row = blockIdx.x / ranks;
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  const int column = static_cast<int>((rank * blockDim.x + threadIdx.x) * kVector);
+  const bool here = column < p.k;  // k % 8 == 0 (kVectorLoads): a vector is wholly in or out
+  uint32_t h[kVector / 2] = {0u, 0u, 0u, 0u};
+  if (here)
+    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(h[0]), "=r"(h[1]), "=r"(h[2]), "=r"(h[3])
+        : "l"(p.a + row * p.k + column));
+  const uint32_t m = warp_max(vector_absmax<In>(h));  // +0 for a vector past k
+  if (lane == 0) warp_maxima[warp] = m;
+  __syncthreads();
+  ptx::cluster_wait();
+  if (warp == 0) {
+    const uint32_t block_max = warp_max(lane < warps ? warp_maxima[lane] : 0u);
+    if (lane < static_cast<int>(ranks))
+      ptx::store_cluster_u32(
+          ptx::cluster_map(static_cast<uint32_t>(__cvta_generic_to_shared(&rank_maxima[rank])),
+                           static_cast<uint32_t>(lane)),
+          block_max);
+  }
+  ptx::cluster_sync();  // release / acquire: every rank's maximum is in rank_maxima
+  uint32_t all = 0;
+  for (uint32_t r = 0; r < ranks; ++r) all = umax(all, rank_maxima[r]);
+  const ScaleDivisor d = divisor_of(group_scale_by_reciprocal<Out>(all));
+  if (rank == 0 && threadIdx.x == 0) p.scales[row * p.groups] = d.scale;
+  if (here)
+    store_vector(p, p.codes + row * p.k, column, static_cast<int>(p.k),
+                 encode_vector<In, Out>(h, d));
+#endif
+}
+
 template <int In, int Out>
 __device__ __forceinline__ void quantize(const Params& p) {
+  if (p.flags & kClusterRows) {
+    cluster_row<In, Out>(p);
+    return;
+  }
   __shared__ uint32_t warp_maxima[2][kMaxThreads / 32];
   extern __shared__ __align__(16) uint16_t staging_of_block[];  // staging_bytes(p, blockDim.x)
   const Team t = team_of(p);
