@@ -11,7 +11,8 @@
 // Every row is printed as one line of "key=value" fields; --json FILE writes them all.
 // --e2e-only skips the quantizer-alone rows; --no-graph times plain stream launches instead of
 // graph replays (each call between two events, the L2 still flushed before it).
-// --ms LIST (comma-separated) keeps only those M values (e.g. for a profiler run of one cell).
+// --ms LIST (comma-separated) runs those M values instead of each section's own list (those up to
+// its buffers: 16384 rows alone, 2048 end to end), e.g. one cell for a profiler or a sweep of M.
 //   bench_activation_quant [--device N] [--iters N] [--warmup N] [--json FILE] [--no-e2e]
 //                          [--ms LIST]
 #include <cerrno>
@@ -57,12 +58,13 @@ struct Options {
   bool e2e = true;
   bool graph = true;  // --no-graph: time plain stream launches (event, calls, event)
   bool e2e_only = false;
-  std::vector<int64_t> ms;  // --ms: only these M (empty: every M)
-  bool keeps(int64_t m) const {
-    if (ms.empty()) return true;
-    for (int64_t x : ms)
-      if (x == m) return true;
-    return false;
+  std::vector<int64_t> ms;  // --ms: these M instead of a section's list (each up to its buffers)
+  std::vector<int64_t> ms_or(std::vector<int64_t> defaults, int64_t max_m) const {
+    if (ms.empty()) return defaults;
+    std::vector<int64_t> picked;
+    for (int64_t m : ms)
+      if (m <= max_m) picked.push_back(m);
+    return picked;
   }
 };
 
@@ -303,8 +305,7 @@ int main(int argc, char** argv) {
                    : std::vector<Variant>{{HM_DTYPE_E4M3, 0}, {HM_DTYPE_E4M3, 128}, {HM_DTYPE_INT8, 0}};
     for (const Variant v : variants) {
       for (int64_t k : {8192, 7168}) {
-        for (int64_t m : {1, 16, 128, 2048, 16384}) {
-          if (!o.keeps(m)) continue;
+        for (int64_t m : o.ms_or({1, 16, 128, 2048, 16384}, max_m)) {
           hm_activation_quant_args_t args;
           hm_activation_quant_args_init(&args);
           args.in_dtype = HM_DTYPE_F16;
@@ -375,8 +376,7 @@ int main(int argc, char** argv) {
       }
       hm_launch_params_t* p = nullptr;
       HM_CHECK(hm_launch_params_create(&p));
-      for (int64_t m : {1, 16, 128, 2048}) {
-        if (!o.keeps(m)) continue;
+      for (int64_t m : o.ms_or({1, 16, 128, 2048}, e2e_max_m)) {
         HM_CHECK(hm_launch_params_clear(p));
         HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_A, codes));
         HM_CHECK(hm_launch_params_set_pointer(p, HM_ARG_B, w));

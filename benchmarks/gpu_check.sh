@@ -16,8 +16,7 @@
 # gate_up kernel at MOE_PROFILE_MS), pdlprobe (benchmarks/probes/pdl_probe.cu: does programmatic
 # dependent launch overlap kernels here), actprofile (the quantizer at small M: e2e timings and
 # ncu at ACTPROFILE_MS), actquant_pdl (quantizer / PDL GPU tests, the quantizer benchmark, e2e in
-# three launch orders), actquant_cluster (the cluster-row quantizer patch, built in a copy: tests,
-# sanitizers, benchmark).
+# three launch orders).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -223,8 +222,11 @@ if want actquant_pdl; then
     > "$OUT/actquant_tests.txt" 2>&1
   echo "exit $?"; grep -E "PASSED|FAILED|Failure|Expected" "$OUT/actquant_tests.txt" | head -20
   echo "== bench: activation quantization"
-  timeout 150 ./build-gpu/benchmarks/bench_activation_quant --json "$OUT/actquant.json" | tee "$OUT/actquant.txt"
+  # ACTQUANT_MS (comma-separated) replaces the benchmark's M values.
+  timeout 150 ./build-gpu/benchmarks/bench_activation_quant ${ACTQUANT_MS:+--ms $ACTQUANT_MS} \
+    --json "$OUT/actquant.json" | tee "$OUT/actquant.txt"
   HUMMING_DISABLE_PROGRAMMATIC_LAUNCH=1 timeout 120 ./build-gpu/benchmarks/bench_activation_quant --e2e-only \
+    ${ACTQUANT_MS:+--ms $ACTQUANT_MS} \
     | sed 's/^/stream-order /' | tee "$OUT/actquant_e2e_stream_order.txt"
   # ACTQUANT_TRIGGER=0 skips the early-trigger variant.
   if [ "${ACTQUANT_TRIGGER:-1}" != 0 ]; then
@@ -234,35 +236,6 @@ if want actquant_pdl; then
     grep -c "launch_dependents" /tmp/ktrigger/humming/quant/activation_kernel.cuh
     HUMMING_KERNEL_DIR=/tmp/ktrigger HUMMING_CACHE_DIR=/tmp/cache_ktrigger timeout 120 \
       ./build-gpu/benchmarks/bench_activation_quant --e2e-only | sed 's/^/early-trigger /' | tee "$OUT/actquant_e2e_trigger.txt"
-  fi
-fi
-
-if want actquant_cluster; then
-  # The cluster-row quantizer (NOTES v30, commit 053102d, kept as
-  # benchmarks/probes/actquant_cluster_rows.patch): the tree is copied, patched and built beside
-  # build-gpu; its quantizer tests, the three sanitizers over its regime tests, and the quantizer
-  # benchmark with e2e, against this tree's in the same call (the actquant_pdl mode).
-  echo "== cluster-row quantizer (patched copy)"
-  rm -rf /tmp/hm_cluster && mkdir -p /tmp/hm_cluster &&
-    tar --exclude=./build-gpu -cf - . | tar -xf - -C /tmp/hm_cluster &&
-    (cd /tmp/hm_cluster && { git apply benchmarks/probes/actquant_cluster_rows.patch 2>/dev/null ||
-                              patch -p1 -s < benchmarks/probes/actquant_cluster_rows.patch; }) &&
-    grep -c kClusterRows /tmp/hm_cluster/kernels/humming/quant/activation_kernel.cuh &&
-    cmake -S /tmp/hm_cluster -B /tmp/hm_cluster/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DHUMMING_BUILD_TESTS=ON -DPython3_EXECUTABLE="$(command -v python3)" >/dev/null &&
-    cmake --build /tmp/hm_cluster/build -j "$(nproc)" --target test_gpu bench_activation_quant \
-      > "$OUT/build_cluster.txt" 2>&1 || { grep -E -B2 -A8 "error|FAILED" "$OUT/build_cluster.txt" | head -40; }
-  CT=/tmp/hm_cluster/build/tests/test_gpu
-  if [ -x "$CT" ]; then
-    HUMMING_CACHE_DIR=/tmp/cache_cluster timeout 200 $CT --gtest_filter='ActivationQuantGpu.*:LaunchOverlap.*' \
-      > "$OUT/cluster_tests.txt" 2>&1
-    echo "exit $?"; grep -E "PASSED|FAILED|Failure|Expected" "$OUT/cluster_tests.txt" | head -20
-    for tool in memcheck racecheck synccheck; do
-      HUMMING_CACHE_DIR=/tmp/cache_cluster sanitize_tests $tool 150 "$OUT/sanitize_cluster_$tool.txt" \
-        $CT 'ActivationQuantGpu.PerToken*:ActivationQuantGpu.LaunchRegimes*'
-    done
-    HUMMING_CACHE_DIR=/tmp/cache_cluster timeout 150 /tmp/hm_cluster/build/benchmarks/bench_activation_quant \
-      --json "$OUT/actquant_cluster.json" | sed 's/^/cluster /' | tee "$OUT/actquant_cluster.txt"
   fi
 fi
 

@@ -93,14 +93,17 @@ Geometry plan_geometry(actquant::Params& p, int sms) {
   return g;
 }
 
-// Per-token rows of a decode-sized call (m <= SMs) on sm_90+: each row over the blocks of one
-// thread-block cluster, one lane-vector per thread, 128 threads per block while that needs at
-// most 8 blocks (K <= 8192), then wider blocks up to 1024 threads (K <= 65536); the row's absmax
-// meets in distributed shared memory (activation_kernel.cuh, cluster_row). On one SM per row
-// the call was issue-bound on that SM (NOTES v30). False (and g untouched) where it does not
-// apply: the kernel is not built for sm_90+, the driver cannot launch clusters, there are more
-// rows, the scales are per group, the loads or stores are not vectors (perm, alignment, k % 8),
-// or the row is longer.
+// Per-token rows of a decode-sized call on sm_90+: each row over the blocks of one thread-block
+// cluster, one lane-vector per thread, 128 threads per block while that needs at most 8 blocks
+// (K <= 8192), then wider blocks up to 1024 threads (K <= 65536); the row's absmax meets in
+// distributed shared memory (activation_kernel.cuh, cluster_row). On one SM per row the call
+// was issue-bound on that SM (NOTES v30). Only while every block of the call has an SM of its
+// own (m x blocks per row <= SMs): beyond that one SM runs several rows' blocks one after the
+// other, and one block per row was faster (H100, K = 8192: 6.24 / 6.62 µs against 7.17 / 7.42
+// at m = 1 / 16, but 10.59 against 8.03 at m = 128; NOTES v32). False (and g untouched) where
+// it does not apply: the kernel is not built for sm_90+, the driver cannot launch clusters,
+// there are more rows, the scales are per group, the loads or stores are not vectors (perm,
+// alignment, k % 8), or the row is longer.
 bool plan_cluster_rows(actquant::Params& p, const core::Arch& target, const runtime::Device& device,
                        int sms, Geometry& g, uint32_t& ranks) {
   using namespace actquant;
@@ -112,9 +115,10 @@ bool plan_cluster_rows(actquant::Params& p, const core::Arch& target, const runt
   const int64_t vectors = p.k / kVector;
   const int64_t per_block = 4 * 32;
   const int64_t r = (vectors + per_block - 1) / per_block;
-  ranks = static_cast<uint32_t>(r < kMaxClusterRanks ? r : kMaxClusterRanks);
-  const int64_t threads = ((vectors + ranks - 1) / ranks + 31) / 32 * 32;
-  if (threads > kMaxThreads) return false;
+  const uint32_t row_blocks = static_cast<uint32_t>(r < kMaxClusterRanks ? r : kMaxClusterRanks);
+  const int64_t threads = ((vectors + row_blocks - 1) / row_blocks + 31) / 32 * 32;
+  if (threads > kMaxThreads || p.m * row_blocks > sms) return false;
+  ranks = row_blocks;
   p.flags |= kClusterRows;
   p.warps = static_cast<uint16_t>(threads / 32);
   p.vectors = 1;

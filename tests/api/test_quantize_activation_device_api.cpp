@@ -193,6 +193,10 @@ TEST_F(QuantizeActivationDeviceApi, PerTokenFewRowsLaunchAsClustersOnSm90) {
   };
   const Case cases[] = {
       {3, 8192, 0, false, 24, 128, 8},   // 8 blocks of 128 threads per row
+      {16, 8192, 0, false, 128, 128, 8}, // 128 blocks: each on an SM of the 132
+      {17, 8192, 0, false, 17, 1024, 1}, // 136 blocks would share SMs: one block per row
+      {33, 4096, 0, false, 132, 128, 4}, // 4 blocks per row, exactly every SM
+      {34, 4096, 0, false, 34, 512, 1},  // 136 again
       {2, 7168, 0, false, 14, 128, 7},   // 7
       {1, 14336, 0, false, 8, 224, 8},   // wider blocks past K = 8192
       {1, 8, 0, false, 1, 32, 1},        // one vector: a cluster of one block
