@@ -16,7 +16,8 @@
 # gate_up kernel at MOE_PROFILE_MS), pdlprobe (benchmarks/probes/pdl_probe.cu: does programmatic
 # dependent launch overlap kernels here), actprofile (the quantizer at small M: e2e timings and
 # ncu at ACTPROFILE_MS), actquant_pdl (quantizer / PDL GPU tests, the quantizer benchmark, e2e in
-# three launch orders).
+# three launch orders), actquant_variants (the quantizer benchmark over patched launch plans,
+# benchmarks/probes/actquant_*.patch).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -56,6 +57,10 @@ sanitize_tests() {
   echo "-- $tool (filter $filter): exit $rc $( [ $rc = 124 ] && echo '(time limit: partial)')"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard|Warpgroup|incomplete|Barrier|\[  FAILED|tests ran" \
     "$out" | sort | uniq -c | sort -rn | head -12
+}
+# Applies (or with -R reverts) the unified diff PATCHFILE to this tree: patch(1), else git apply.
+apply_patch() {
+  if command -v patch >/dev/null; then patch -p1 --quiet ${2:-} < "$1"; else git apply ${2:-} "$1"; fi
 }
 ncu_summary() {
   grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Compute \(SM\)|Issue Slots Busy|Registers Per|Achieved Occupancy|Grid Size|Warp Cycles Per Issued" "$1" | head -12
@@ -384,6 +389,26 @@ if want arrive_lanes_bench; then
       --ms 1,16,64,128,512,2048,16384 --no-cublas --label "arrive_$v" --json "$OUT/arrive_$v.json" |
       grep -E "^ +[0-9]+ " | sed "s/^/$v /"
   done
+fi
+
+if want actquant_variants; then
+  # Host-side variants of the quantizer's launch plan: each patch of ACTQUANT_VARIANTS (file names
+  # in benchmarks/probes/, default the cluster regime's block widths and its former rule) applied
+  # in turn to this tree, bench_activation_quant rebuilt (one object and the link) and run at
+  # ACTQUANT_MS (default 16,32,64,128), then reverted; the tree's own build last, so modes after
+  # this one see it. Lines prefixed with the patch's name.
+  for v in ${ACTQUANT_VARIANTS:-actquant_block_threads_1024 actquant_block_threads_128 actquant_cluster_only_by_length}; do
+    echo "== bench: activation quantization, variant $v"
+    apply_patch "benchmarks/probes/$v.patch" || { echo "patch $v failed"; continue; }
+    if cmake --build build-gpu -j "$(nproc)" --target bench_activation_quant > "$OUT/build_$v.txt" 2>&1; then
+      timeout 120 ./build-gpu/benchmarks/bench_activation_quant --ms "${ACTQUANT_MS:-16,32,64,128}" \
+        --json "$OUT/actquant_$v.json" | sed "s/^/$v /" | tee "$OUT/actquant_$v.txt"
+    else
+      grep -E -A5 "error" "$OUT/build_$v.txt" | head -20
+    fi
+    apply_patch "benchmarks/probes/$v.patch" -R
+  done
+  cmake --build build-gpu -j "$(nproc)" --target bench_activation_quant > /dev/null 2>&1
 fi
 
 if want all profile; then

@@ -93,17 +93,22 @@ Geometry plan_geometry(actquant::Params& p, int sms) {
   return g;
 }
 
-// Per-token rows of a decode-sized call on sm_90+: each row over the blocks of one thread-block
-// cluster, one lane-vector per thread, 128 threads per block while that needs at most 8 blocks
-// (K <= 8192), then wider blocks up to 1024 threads (K <= 65536); the row's absmax meets in
-// distributed shared memory (activation_kernel.cuh, cluster_row). On one SM per row the call
-// was issue-bound on that SM (NOTES v30). Only while every block of the call has an SM of its
-// own (m x blocks per row <= SMs): beyond that one SM runs several rows' blocks one after the
-// other, and one block per row was faster (H100, K = 8192: 6.24 / 6.62 µs against 7.17 / 7.42
-// at m = 1 / 16, but 10.59 against 8.03 at m = 128; NOTES v32). False (and g untouched) where
-// it does not apply: the kernel is not built for sm_90+, the driver cannot launch clusters,
-// there are more rows, the scales are per group, the loads or stores are not vectors (perm,
-// alignment, k % 8), or the row is longer.
+// Threads per block the cluster regime aims at: a block that would need more takes up to
+// kMaxVectorsPerLane lane-vectors per thread instead of more warps.
+constexpr int64_t kClusterBlockThreads = 256;
+
+// Per-token rows of a call with at most one row per SM, on sm_90+: each row over the blocks of
+// one thread-block cluster (activation_kernel.cuh, cluster_row), the row's absmax meeting in
+// distributed shared memory. A row takes as many blocks as hold 128 lane-vectors each (K = 1024
+// columns), at most 8 (the portable cluster size) and at most SMs / m, so that every block of
+// the call has an SM of its own: one SM running several rows' blocks one after the other was
+// slower than one block per row (H100, K = 8192, m = 128 with 8 blocks per row: 10.59 us
+// against 8.03; NOTES v32). A block of more than kClusterBlockThreads threads' worth of vectors
+// takes 2 or 4 per thread. On one SM per row with 32 warps the call was issue-bound on that SM
+// (NOTES v30). False (and g untouched) where it does not apply: the kernel is not built for
+// sm_90+, the driver cannot launch clusters, there are more rows than SMs, the scales are per
+// group, the loads or stores are not vectors (perm, alignment, k % 8), or the row is longer
+// than 8 x 1024 x 4 lane-vectors (262144 columns).
 bool plan_cluster_rows(actquant::Params& p, const core::Arch& target, const runtime::Device& device,
                        int sms, Geometry& g, uint32_t& ranks) {
   using namespace actquant;
@@ -113,15 +118,21 @@ bool plan_cluster_rows(actquant::Params& p, const core::Arch& target, const runt
       (p.flags & kFlags) != kFlags)
     return false;
   const int64_t vectors = p.k / kVector;
-  const int64_t per_block = 4 * 32;
-  const int64_t r = (vectors + per_block - 1) / per_block;
-  const uint32_t row_blocks = static_cast<uint32_t>(r < kMaxClusterRanks ? r : kMaxClusterRanks);
-  const int64_t threads = ((vectors + row_blocks - 1) / row_blocks + 31) / 32 * 32;
-  if (threads > kMaxThreads || p.m * row_blocks > sms) return false;
-  ranks = row_blocks;
+  const int64_t by_length = (vectors + 4 * 32 - 1) / (4 * 32);
+  const int64_t by_sms = sms / p.m;  // >= 1: m <= sms
+  int64_t r = by_length < by_sms ? by_length : by_sms;
+  r = r < kMaxClusterRanks ? r : kMaxClusterRanks;
+  const int64_t per_block = (vectors + r - 1) / r;
+  int64_t per_thread = 1;
+  while (per_thread < kMaxVectorsPerLane &&
+         (per_block + per_thread - 1) / per_thread > kClusterBlockThreads)
+    per_thread *= 2;
+  const int64_t threads = ((per_block + per_thread - 1) / per_thread + 31) / 32 * 32;
+  if (threads > kMaxThreads) return false;
+  ranks = static_cast<uint32_t>(r);
   p.flags |= kClusterRows;
   p.warps = static_cast<uint16_t>(threads / 32);
-  p.vectors = 1;
+  p.vectors = static_cast<uint16_t>(per_thread);
   g.threads = static_cast<uint32_t>(threads);
   g.blocks = static_cast<uint32_t>(p.m) * ranks;
   g.shared = 0;

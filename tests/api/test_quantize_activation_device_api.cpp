@@ -180,8 +180,8 @@ TEST_F(QuantizeActivationDeviceApi, ChecksEveryArgumentAndLaunchesOneBlockPerRow
   hm_device_free(ctx_, buf);
 }
 
-// Per-token rows of a decode-sized call on sm_90+ run as thread-block clusters, one row per
-// cluster (src/api/quant_device.cpp, plan_cluster_rows); other calls as before.
+// Per-token rows of a call with at most one row per SM run on sm_90+ as thread-block clusters,
+// one row per cluster (src/api/quant_device.cpp, plan_cluster_rows); other calls as before.
 TEST_F(QuantizeActivationDeviceApi, PerTokenFewRowsLaunchAsClustersOnSm90) {
   uint64_t buf = 0;
   ASSERT_EQ(hm_device_alloc(ctx_, 8 << 20, &buf), HM_SUCCESS);
@@ -192,19 +192,26 @@ TEST_F(QuantizeActivationDeviceApi, PerTokenFewRowsLaunchAsClustersOnSm90) {
     unsigned grid, block, cluster;  // cluster 1: a plain launch
   };
   const Case cases[] = {
-      {3, 8192, 0, false, 24, 128, 8},   // 8 blocks of 128 threads per row
-      {16, 8192, 0, false, 128, 128, 8}, // 128 blocks: each on an SM of the 132
-      {17, 8192, 0, false, 17, 1024, 1}, // 136 blocks would share SMs: one block per row
-      {33, 4096, 0, false, 132, 128, 4}, // 4 blocks per row, exactly every SM
-      {34, 4096, 0, false, 34, 512, 1},  // 136 again
-      {2, 7168, 0, false, 14, 128, 7},   // 7
-      {1, 14336, 0, false, 8, 224, 8},   // wider blocks past K = 8192
-      {1, 8, 0, false, 1, 32, 1},        // one vector: a cluster of one block
-      {1, 65544, 0, false, 1, 1024, 1},  // longer than 8 x 1024 vectors: one block per row
-      {3, 8192, 128, false, 0, 0, 1},    // per group: the lane path (grid not checked)
-      {3, 8192, 0, true, 3, 1024, 1},    // a permutation: gathered, one block per row
+      {3, 8192, 0, false, 24, 128, 8},      // 8 blocks of 128 threads per row
+      {16, 8192, 0, false, 128, 128, 8},    // 128 blocks: each on an SM of the 132
+      {17, 8192, 0, false, 119, 160, 7},    // 132 / 17 = 7 blocks per row, 147 vectors each
+      {32, 8192, 0, false, 128, 256, 4},    // 4
+      {33, 4096, 0, false, 132, 128, 4},    // 4 blocks per row, exactly every SM
+      {34, 4096, 0, false, 102, 192, 3},    // 3
+      {64, 8192, 0, false, 128, 256, 2},    // 2 blocks of 512 vectors: 2 per thread
+      {128, 8192, 0, false, 128, 256, 1},   // one block of 1024 vectors: 4 per thread
+      {132, 8192, 0, false, 132, 256, 1},   // one row per SM, every SM
+      {133, 8192, 0, false, 0, 0, 1},       // more rows than SMs: the team path
+      {2, 7168, 0, false, 14, 128, 7},      // 7
+      {1, 14336, 0, false, 8, 224, 8},      // wider blocks past K = 8192
+      {1, 8, 0, false, 1, 32, 1},           // one vector: a cluster of one block
+      {1, 65544, 0, false, 8, 288, 8},      // 1025 vectors per block: 4 per thread
+      {1, 262144, 0, false, 8, 1024, 8},    // the longest: 8 x 1024 threads x 4 vectors
+      {1, 262152, 0, false, 1, 1024, 1},    // one vector longer: one block per row
+      {3, 8192, 128, false, 0, 0, 1},       // per group: the lane path (grid not checked)
+      {3, 8192, 0, true, 3, 1024, 1},       // a permutation: gathered, one block per row
   };
-  std::vector<int32_t> perm(65544);
+  std::vector<int32_t> perm(8192);
   for (size_t j = 0; j < perm.size(); ++j) perm[j] = static_cast<int32_t>(j);
   const uint64_t d_perm = buf + (6 << 20);
   ASSERT_EQ(hm_copy_to_device(ctx_, d_perm, perm.data(), 8192 * 4), HM_SUCCESS);

@@ -225,7 +225,7 @@ TEST(ActivationQuantGpu, LongRowsSmallGroupsAndUnalignedBuffers) {
 // The regimes of the launch (src/api/quant_device.cpp, plan_geometry and plan_cluster_rows): rows
 // <= SMs spread each unit over one vector per lane, more rows take four; per-token rows and
 // other group sizes are reduced over a team, power-of-two groups <= 256 over lanes; per-token
-// few rows with vector loads on sm_90+ over a cluster of blocks.
+// rows <= SMs with vector loads on sm_90+ over a cluster of blocks.
 TEST(ActivationQuantGpu, LaunchRegimesAtOddShapes) {
   Gpu gpu;
   ASSERT_NE(gpu.ctx, nullptr);
@@ -248,18 +248,27 @@ TEST(ActivationQuantGpu, LaunchRegimesAtOddShapes) {
     run_case(gpu, HM_DTYPE_F16, out, 4, 40960, 512, false, 0, 507);
     // Per token beyond 32768 columns with a permutation: gathered, read twice.
     run_case(gpu, HM_DTYPE_BF16, out, 200, 40000, 0, true, 0, 508);
-    // Per token, few rows, vector loads on sm_90+: a row over one cluster of blocks (at most 8,
-    // 128 threads each up to K = 8192, wider beyond): one vector (one block), a partly filled
-    // last block (1032: 2 blocks of 96 threads), 7 blocks (7168), 8 blocks of 224 threads
-    // (14336), the longest (65536: 8 x 1024), one vector longer (65544: the team path again),
-    // and 32 rows of 4 blocks (128 blocks: on an H100 or H200, one SM each).
+    // Per token, at most one row per SM, vector loads on sm_90+: a row over one cluster of
+    // blocks (at most 8 and at most SMs / m; 128 vectors per block up to K = 8192, then up to 4
+    // per thread). One vector (one block), a partly filled last block (1032: 2 blocks of 96
+    // threads), 7 blocks (7168), 8 blocks of 224 threads (14336), 4 vectors per thread (65536:
+    // 8 x 256 threads; 65544: 8 x 288, the last thread's vectors partly past k), the longest
+    // (262144: 8 x 1024 x 4) and one vector longer (the team path, read twice), 32 rows of 4
+    // blocks, 64 rows of 2 blocks with 4 vectors per thread and a ragged end (8200), 100 rows of
+    // one block with 2 vectors per thread (3000), and 128 rows of one block of 4 vectors per
+    // thread (on an H100 or H200: every block on an SM of its own).
     run_case(gpu, HM_DTYPE_F16, out, 3, 8, 0, false, 0, 509);
     run_case(gpu, HM_DTYPE_BF16, out, 5, 1032, 0, false, 0, 510);
     run_case(gpu, HM_DTYPE_F16, out, 4, 7168, 0, false, 0, 511);
     run_case(gpu, HM_DTYPE_BF16, out, 6, 14336, 0, false, 0, 512);
     run_case(gpu, HM_DTYPE_F16, out, 4, 65536, 0, false, 0, 513);
     run_case(gpu, HM_DTYPE_F16, out, 4, 65544, 0, false, 0, 514);
+    run_case(gpu, HM_DTYPE_BF16, out, 1, 262144, 0, false, 0, 516);
+    run_case(gpu, HM_DTYPE_F16, out, 1, 262152, 0, false, 0, 517);
     run_case(gpu, HM_DTYPE_BF16, out, 32, 4096, 0, false, 0, 515);
+    run_case(gpu, HM_DTYPE_BF16, out, 64, 8200, 0, false, 0, 518);
+    run_case(gpu, HM_DTYPE_F16, out, 100, 3000, 0, false, 0, 519);
+    run_case(gpu, HM_DTYPE_F16, out, 128, 8192, 0, false, 0, 520);
   }
 }
 

@@ -57,9 +57,10 @@ enum OutDtype : int { kOutE4m3 = 0, kOutE5m2 = 1, kOutInt8 = 2 };
 inline constexpr uint32_t kVectorLoads = 1u;   // a 16-byte aligned, k % 8 == 0, no perm
 inline constexpr uint32_t kVectorStores = 2u;  // codes 8-byte aligned, k % 8 == 0
 // Per-token rows, each spread over the blocks of one thread-block cluster (sm_90+, with
-// kVectorLoads and kVectorStores): block r of a row's cluster holds vectors r * blockDim.x ..
-// of it, one per thread, and the row's absmax meets in distributed shared memory
-// (activation_kernel.cuh, cluster_row). Params::warps and Params::vectors are unused then.
+// kVectorLoads and kVectorStores): block r of a row's cluster holds its lane-vectors
+// r * vectors * blockDim.x .. (r + 1) * vectors * blockDim.x - 1, Params::vectors per thread,
+// and the row's absmax meets in distributed shared memory (activation_kernel.cuh, cluster_row).
+// Params::warps is unused then.
 inline constexpr uint32_t kClusterRows = 4u;
 inline constexpr int kMaxClusterRanks = 8;  // the portable cluster size
 

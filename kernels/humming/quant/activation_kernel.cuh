@@ -398,12 +398,15 @@ HM_ACTQUANT_WORK_LOOP void quantize_team_groups(const Params& p, const Team& t, 
 }
 
 // kClusterRows (sm_90+): row blockIdx.x / ranks, spread over the ranks blocks of one cluster,
-// one lane-vector per thread. Each block reduces its part (shuffles, one block barrier), its
-// first warp writes that maximum into every block of the cluster (distributed shared memory),
-// and after one cluster barrier every block holds all of them. For the decode-sized calls this
-// serves, the work is a chain of latencies: a whole row in one block (the kTeamGroups path)
-// kept one SM issuing 32 warps' instructions (v30: 8 us at M = 1 under ncu, issue-bound on the
-// one busy SM); here a row's instructions spread over up to 8 SMs.
+// Params::vectors lane-vectors per thread (a block's are adjacent: vector i of every thread is
+// i x blockDim.x vectors into the block's span, so each warp load reads 512 adjacent bytes). Each
+// block reduces its part (shuffles, one block barrier), its first warp writes that maximum into
+// every block of the cluster (distributed shared memory), and after one cluster barrier every
+// block holds all of them. For the calls this serves (m <= SMs) the work is a chain of
+// latencies: a whole row in one block of 32 warps (the kTeamGroups path) kept one SM issuing 32
+// warps' instructions (v30: 8 us at M = 1 under ncu, issue-bound on the one busy SM); here a
+// row's instructions spread over up to 8 SMs, and a block takes more vectors per thread before
+// it takes more warps (plan_cluster_rows).
 template <int In, int Out>
 __device__ __forceinline__ void cluster_row(const Params& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -416,14 +419,23 @@ __device__ __forceinline__ void cluster_row(const Params& p) {
   const int64_t row = blockIdx.x / ranks;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int warps = static_cast<int>(blockDim.x / 32);
-  const int column = static_cast<int>((rank * blockDim.x + threadIdx.x) * kVector);
-  const bool here = column < p.k;  // k % 8 == 0 (kVectorLoads): a vector is wholly in or out
-  uint32_t h[kVector / 2] = {0u, 0u, 0u, 0u};
-  if (here)
-    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-        : "=r"(h[0]), "=r"(h[1]), "=r"(h[2]), "=r"(h[3])
-        : "l"(p.a + row * p.k + column));
-  const uint32_t m = warp_max(vector_absmax<In>(h));  // +0 for a vector past k
+  // At most 8 ranks x 1024 threads x 4 vectors x 8 columns: int holds every column.
+  const int first = static_cast<int>((rank * p.vectors * blockDim.x + threadIdx.x) * kVector);
+  const int step = static_cast<int>(blockDim.x * kVector);
+  const uint16_t* a_row = p.a + row * p.k;
+  // k % 8 == 0 (kVectorLoads): a vector is wholly in or out; one past k stays +0.
+  Pass s;
+#pragma unroll
+  for (int i = 0; i < kMaxVectorsPerLane; ++i) {
+    const int column = first + i * step;
+#pragma unroll
+    for (int e = 0; e < kVector / 2; ++e) s.h[i][e] = 0u;
+    if (i < p.vectors && column < p.k)
+      asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+          : "=r"(s.h[i][0]), "=r"(s.h[i][1]), "=r"(s.h[i][2]), "=r"(s.h[i][3])
+          : "l"(a_row + column));
+  }
+  const uint32_t m = warp_max(pass_absmax<In>(s));
   if (lane == 0) warp_maxima[warp] = m;
   __syncthreads();
   ptx::cluster_wait();
@@ -440,9 +452,13 @@ __device__ __forceinline__ void cluster_row(const Params& p) {
   for (uint32_t r = 0; r < ranks; ++r) all = umax(all, rank_maxima[r]);
   const ScaleDivisor d = divisor_of(group_scale_by_reciprocal<Out>(all));
   if (rank == 0 && threadIdx.x == 0) p.scales[row * p.groups] = d.scale;
-  if (here)
-    store_vector(p, p.codes + row * p.k, column, static_cast<int>(p.k),
-                 encode_vector<In, Out>(h, d));
+  uint8_t* codes_row = p.codes + row * p.k;
+#pragma unroll
+  for (int i = 0; i < kMaxVectorsPerLane; ++i) {
+    const int column = first + i * step;
+    if (i < p.vectors && column < p.k)
+      store_vector(p, codes_row, column, static_cast<int>(p.k), encode_vector<In, Out>(s.h[i], d));
+  }
 #endif
 }
 
