@@ -17,7 +17,8 @@
 # dependent launch overlap kernels here), actprofile (the quantizer at small M: e2e timings and
 # ncu at ACTPROFILE_MS), actquant_pdl (quantizer / PDL GPU tests, the quantizer benchmark, e2e in
 # three launch orders), actquant_variants (the quantizer benchmark over patched launch plans,
-# benchmarks/probes/actquant_*.patch).
+# benchmarks/probes/actquant_*.patch), kernel_variants (quantize + GEMM over patched copies of
+# kernels/, benchmarks/probes/kernels_*.patch).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -388,6 +389,27 @@ if want arrive_lanes_bench; then
     HUMMING_KERNEL_DIR=$kdir HUMMING_CACHE_DIR=/tmp/cache_$v timeout 100 ./build-gpu/benchmarks/bench_gemm \
       --ms 1,16,64,128,512,2048,16384 --no-cublas --label "arrive_$v" --json "$OUT/arrive_$v.json" |
       grep -E "^ +[0-9]+ " | sed "s/^/$v /"
+  done
+fi
+
+if want kernel_variants; then
+  # Kernel-side variants of quantize + GEMM (issue 17's bound): each entry of KERNEL_VARIANTS is
+  # one or more patches of benchmarks/probes/ joined by '+', applied to a copy of kernels/ that
+  # HUMMING_KERNEL_DIR points the library at (no rebuild); bench_activation_quant's e2e cells at
+  # ACTQUANT_MS (default 1,16,32,64,128), lines prefixed with the entry. The tree's own kernels
+  # are actquant_pdl's numbers in the same call.
+  R=$PWD
+  for spec in ${KERNEL_VARIANTS:-kernels_no_quantizer_trigger kernels_no_weight_prefetch kernels_no_quantizer_trigger+kernels_no_weight_prefetch}; do
+    echo "== bench: quantize + GEMM, kernel variant $spec"
+    rm -rf /tmp/kv && mkdir -p /tmp/kv && cp -r kernels /tmp/kv/
+    ok=1
+    for patchname in ${spec//+/ }; do
+      (cd /tmp/kv && apply_patch "$R/benchmarks/probes/$patchname.patch") || { echo "patch $patchname failed"; ok=0; }
+    done
+    [ $ok = 1 ] || continue
+    HUMMING_KERNEL_DIR=/tmp/kv/kernels HUMMING_CACHE_DIR="/tmp/cache_kv_${spec//+/_}" timeout 150 \
+      ./build-gpu/benchmarks/bench_activation_quant --e2e-only --ms "${ACTQUANT_MS:-1,16,32,64,128}" \
+      | sed "s/^/$spec /" | tee "$OUT/e2e_${spec//+/_}.txt"
   done
 fi
 
