@@ -399,7 +399,8 @@ if want kernel_variants; then
   # ACTQUANT_MS (default 1,16,32,64,128), lines prefixed with the entry. The tree's own kernels
   # are actquant_pdl's numbers in the same call.
   R=$PWD
-  for spec in ${KERNEL_VARIANTS:-kernels_no_quantizer_trigger kernels_no_weight_prefetch kernels_no_quantizer_trigger+kernels_no_weight_prefetch}; do
+  [ -n "${KERNEL_VARIANTS:-}" ] || echo "kernel_variants: set KERNEL_VARIANTS (patch names of benchmarks/probes/)"
+  for spec in ${KERNEL_VARIANTS:-}; do
     echo "== bench: quantize + GEMM, kernel variant $spec"
     rm -rf /tmp/kv && mkdir -p /tmp/kv && cp -r kernels /tmp/kv/
     ok=1

@@ -150,22 +150,17 @@ struct DenseWgmma {
   // params: the kernel's __grid_constant__ parameter (TMA reads its tensor maps in place).
   static __device__ __forceinline__ void run(const DenseParams& params) {
     // Launched programmatically (runtime/launch.hpp) this grid may start before the previous
-    // kernel on the stream ends: every thread waits for it before it reads or writes memory,
-    // so what overlaps is the launch, the blocks' start and the copying thread's L2 prefetch
-    // of the block's weights (on a normal launch the wait returns at once). A dense block's
-    // work depends only on the parameter; a MoE block's reads the routing, after the wait.
-    if constexpr (!C::kMoe) {
-      const BlockWork work = block_work<C, kWarps>(params);
-      Copier::prefetch_block_to_l2(params, work.strip0, work.kc_begin, work.kc_end);
-      ptx::griddep_wait();
-      run_tile(params, params, work);
-    } else {
-      ptx::griddep_wait();
-      const BlockWork work = block_work<C, kWarps>(params);
+    // kernel on the stream ends: every thread waits for it before it touches memory, so what
+    // overlaps is the launch and the blocks' start (on a normal launch the wait returns at once).
+    ptx::griddep_wait();
+    const BlockWork work = block_work<C, kWarps>(params);
+    if constexpr (C::kMoe) {
       if (work.expert < 0) return;  // no rows for this block (the whole cluster leaves)
       DenseParams p = params;
       move_to_expert<C>(p, work.expert);
       run_tile(p, params, work);
+    } else {
+      run_tile(params, params, work);
     }
   }
 

@@ -226,28 +226,6 @@ struct WgmmaStageCopier {
       zero.template plan<kZeroBytes>(p.zeros, p.n_pad, n0, p.n_pad, p.k_pad);
   }
 
-  // The copying thread of a TMA tile whose block is the only one to read its weights (one tile
-  // of M rows, dense) asks for all of the block's weight and code boxes in L2, before the
-  // kernel waits for the previous one (DenseWgmma::run): they depend only on the kernel's
-  // parameter, and with the previous kernel still running (the activation quantizer, launched
-  // to let this grid start early) the weight stream starts during it.
-  static __device__ __forceinline__ void prefetch_block_to_l2(const DenseParams& maps,
-                                                              int64_t strip0, int64_t kc_begin,
-                                                              int64_t kc_end) {
-    if constexpr (C::kTma && kCodesByTma && !C::kMoe) {
-      if (!copies_by_tma() || maps.m > C::kBlockM) return;
-      for (int kc = static_cast<int>(kc_begin); kc < static_cast<int>(kc_end); ++kc) {
-        ptx::tma_prefetch_l2_2d(&maps.tma_w, kc * kWarpStepElements, static_cast<int>(strip0));
-        if constexpr (kScaleBytes > 0)
-          ptx::tma_prefetch_l2_2d(&maps.tma_s, static_cast<int>(strip0) * 16,
-                                  D::group_of_slot(kc, 0));
-        if constexpr (kZeroBytes > 0)
-          ptx::tma_prefetch_l2_2d(&maps.tma_z, static_cast<int>(strip0) * 16,
-                                  D::group_of_slot(kc, 0));
-      }
-    }
-  }
-
   // Issues the copies of the next chunk into the stage at shared address `stage` (with TMA,
   // completing on the stage's `full` barrier), then steps to the chunk after it.
   // With kCodesByTma only the copying thread calls this; it then also arrives on `full`.

@@ -44,15 +44,6 @@ __device__ __forceinline__ void tma_load_2d(uint32 dst, const void* map, int x, 
       "l"(map), "r"(x), "r"(y), "r"(bar)
       : "memory");
 }
-// Asks the TMA unit to bring the box of tensor map `map` at (x, y) into L2, and returns: no
-// shared memory, no barrier, nothing to wait for. A hint with no effect on what any load
-// returns (L2 is where the GPU's global memory is coherent), so it may run before
-// griddepcontrol.wait, while the kernel that writes the data may still be running.
-__device__ __forceinline__ void tma_prefetch_l2_2d(const void* map, int x, int y) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(map),
-               "r"(x), "r"(y)
-               : "memory");
-}
 // Waits until the barrier's phase with parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint32 bar, uint32 parity) {
   asm volatile(

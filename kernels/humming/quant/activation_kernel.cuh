@@ -19,7 +19,6 @@
 
 #include <humming/core/types.cuh>
 #include <humming/ptx/cluster.cuh>
-#include <humming/ptx/griddep.cuh>
 #include <humming/quant/activation.h>
 
 namespace hm::actquant {
@@ -413,9 +412,6 @@ __device__ __forceinline__ void cluster_row(const Params& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ uint32_t warp_maxima[kMaxThreads / 32];
   __shared__ uint32_t rank_maxima[kMaxClusterRanks];
-  // The GEMM after this call may start its blocks beside these small ones and stream its
-  // weights into L2 while this runs (ptx/griddep.cuh); it waits for this grid before reading A.
-  ptx::griddep_launch_dependents();
   // The other blocks must have started before this one writes into their shared memory: every
   // thread arrives now and waits just before the write, by when the loads have long returned.
   ptx::cluster_arrive_relaxed();
