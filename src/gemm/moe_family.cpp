@@ -125,11 +125,17 @@ class MoeFamily final : public DenseFamily {
     }
     // wgmma with folds: the 64-row tile runs one block per SM (at two, the 128-register cap made
     // NVRTC spill 20-312 bytes, 44 without dequantizing ahead; compile matrix). Not measured.
+    // Every tile's blocks fit an SM's shared memory (tune::fit_wgmma_blocks: 8-bit weights on
+    // 8-bit activations get fewer stages; not measured for MoE).
+    auto fitted = [&](tune::DenseTile t) {
+      tune::fit_wgmma_blocks(t, f);
+      return tile(t);
+    };
     return {
-        {std::max<int64_t>(1, e / 2), tile(moe_wgmma_tile(8, 4, 8, 4, false, false))},
-        {2 * e, tile(moe_wgmma_tile(16, 4, 8, 3, false, false))},
-        {4 * e, tile(moe_wgmma_tile(32, 4, 8, 2, true, false))},
-        {INT64_MAX, tile(moe_wgmma_tile(64, 8, 6, folds ? 1 : 2, false, true))},
+        {std::max<int64_t>(1, e / 2), fitted(moe_wgmma_tile(8, 4, 8, 4, false, false))},
+        {2 * e, fitted(moe_wgmma_tile(16, 4, 8, 3, false, false))},
+        {4 * e, fitted(moe_wgmma_tile(32, 4, 8, 2, true, false))},
+        {INT64_MAX, fitted(moe_wgmma_tile(64, 8, 6, folds ? 1 : 2, false, true))},
     };
   }
 

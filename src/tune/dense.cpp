@@ -167,6 +167,17 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
     // copying warp (with one, the 288-thread block's register cap made NVRTC spill). Not tuned
     // (NOTES v21). Group scales that go into the weights' exponents need no second set;
     // activation scales per K group (a=e4m3:g128) do, and more registers still.
+    // 8-bit weights on 8-bit activations: a stage holds twice the weight bytes of a 4-bit one,
+    // and the small-M tiles' 8 stages at 4 blocks per SM (4 x 75-83 KB) left room for 2-3
+    // blocks, so their K splits, sized for 4, ran in 1.3-2 waves. 4 stages measured best of
+    // 3-8 at M <= 16 (H100, NOTES v34; W8A8 e4m3 channel / b128x128 8192^2: M = 1 38.5 -> 37.2
+    // and 43.6 -> 37.5 us, M = 16 41.2 -> 36.9 and 51.7 -> 37.2); the other tiles take what
+    // fit_wgmma_blocks gives them below (the 64-token tile 6 stages: 42.8 -> 38.2, 53.4 ->
+    // 40.3 at M = 64).
+    if (f.activation.bits() == 8 && f.weight.bits() == 8) {
+      for (DenseRange& r : ranges)
+        if (r.tile.block_m <= 16 && r.tile.producer) r.tile.stages = 4;
+    }
     if (f.activation.bits() == 8 && f.act_group_k > 0) {
       // Activation scales per K group add the fold's column scales on top: from 96 tokens on,
       // the 128-token tile without the second register set of dequantizing ahead (with it,
@@ -179,6 +190,7 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
       for (DenseRange& r : ranges)
         if (r.tile.block_m >= 128) r.tile = to_128;
     }
+    for (DenseRange& r : ranges) fit_wgmma_blocks(r.tile, f);
     return ranges;
   }
   // mma.sync: small M is weight-bandwidth bound: narrow blocks (64 channels) so that, with
@@ -348,6 +360,29 @@ int64_t dense_k_steps(const core::Format& f, int64_t k_padded) {
   return (k_padded + step - 1) / step;
 }
 
+uint32_t wgmma_smem_bytes(const DenseTile& tile, const core::Format& f) {
+  const int group_k = f.has_group_scales() ? f.group_k : 0;
+  return static_cast<uint32_t>(gemm::dense_wgmma_smem_bytes(
+      tile.block_m, tile.warps, tile.stages,
+      f.weight.bits() * gemm::dense_step_chunks(f.activation.bits()),
+      gemm::dense_group_slots(group_k, gemm::dense_step_k(f.activation.bits())),
+      wgmma_stages_scale_codes(f) ? code_bytes(f.scale) : 0,
+      f.has_zero_point() ? code_bytes(f.zero_point) : 0));
+}
+
+bool wgmma_blocks_fit(const DenseTile& tile, const core::Format& f) {
+  return uint64_t{static_cast<uint32_t>(tile.blocks_per_sm)} *
+             (wgmma_smem_bytes(tile, f) + kWgmmaBlockSmemOverhead) <=
+         kSm90SmemPerSm;
+}
+
+void fit_wgmma_blocks(DenseTile& tile, const core::Format& f) {
+  // The barrier pipeline that dequantizes ahead keeps two chunks in flight past the one in use.
+  const int least = !tile.decoupled && tile.dequant_ahead ? 3 : 2;
+  while (!wgmma_blocks_fit(tile, f) && tile.stages > least) --tile.stages;
+  while (!wgmma_blocks_fit(tile, f) && tile.blocks_per_sm > 1) --tile.blocks_per_sm;
+}
+
 DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int64_t m,
                               int64_t n_padded, int64_t k_padded, int multiprocessors) {
   DenseLaunch l{};
@@ -356,13 +391,7 @@ DenseLaunch plan_dense_launch(const DenseTile& tile, const core::Format& f, int6
   l.threads = static_cast<uint32_t>(tile.threads());
   const int bits = f.weight.bits();
   if (tile.kernel == DenseKernel::kWgmma) {
-    const int group_k = f.has_group_scales() ? f.group_k : 0;
-    l.smem_bytes = static_cast<uint32_t>(gemm::dense_wgmma_smem_bytes(
-        tile.block_m, tile.warps, tile.stages,
-        bits * gemm::dense_step_chunks(f.activation.bits()),
-        gemm::dense_group_slots(group_k, gemm::dense_step_k(f.activation.bits())),
-        wgmma_stages_scale_codes(f) ? code_bytes(f.scale) : 0,
-        f.has_zero_point() ? code_bytes(f.zero_point) : 0));
+    l.smem_bytes = wgmma_smem_bytes(tile, f);
   } else {
     l.smem_bytes = static_cast<uint32_t>(gemm::dense_smem_bytes(
         tile.block_m, tile.block_n(),

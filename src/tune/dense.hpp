@@ -103,6 +103,22 @@ DenseTile parse_dense_tile(const nlohmann::json& entry, DenseKernel kernel,
 // with scale codes that are not TMA boxes).
 void check_dense_tile(const DenseTile& tile, const core::Format& format);
 
+// The wgmma kernel's dynamic shared memory per block for a tile and format (its stages, or the
+// epilogue's staging when larger; gemm/params.h dense_wgmma_smem_bytes).
+uint32_t wgmma_smem_bytes(const DenseTile& tile, const core::Format& format);
+// What a wgmma block takes of an SM's shared memory beyond its dynamic bytes: the 1 KiB the
+// system reserves per block on sm_90, and the kernel's static shared memory (its pipeline
+// barriers and the epilogue's: 2 KiB in every compiled tile, cuobjdump -res-usage).
+constexpr uint32_t kWgmmaBlockSmemOverhead = 1024 + 2048;
+// Shared memory per SM on sm_90 (the wgmma kernel's only arch): 228 KiB.
+constexpr uint32_t kSm90SmemPerSm = 228 * 1024;
+// Whether blocks_per_sm blocks of the tile fit one sm_90 SM's shared memory.
+bool wgmma_blocks_fit(const DenseTile& tile, const core::Format& format);
+// Makes a default wgmma tile's blocks_per_sm blocks fit an SM's shared memory: fewer stages
+// (down to the pipeline's least), then fewer blocks per SM. The K splits are sized for
+// blocks_per_sm blocks on every SM; blocks that cannot be resident run as a second wave.
+void fit_wgmma_blocks(DenseTile& tile, const core::Format& format);
+
 struct DenseLaunch {
   int64_t grid_x, grid_y;  // channel blocks, token blocks
   int splits;              // K splits (grid z)

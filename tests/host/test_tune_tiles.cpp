@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "gemm/family.hpp"
+#include "gemm/dense_family.hpp"
 #include "tune/dense.hpp"
 
 namespace hm::tune {
@@ -94,6 +95,77 @@ TEST(DenseTileJson, WgmmaKeysAreRefusedForMma) {
       EXPECT_EQ(e.status(), HM_ERROR_PARSE) << json;
     }
   }
+}
+
+// Every default wgmma tile (dense and MoE) fits blocks_per_sm blocks into an sm_90 SM's shared
+// memory: the K splits are sized for that many blocks on every SM, and a block that cannot be
+// resident runs in a second wave (8-bit weights on 8-bit activations overflowed: 4 x 75-83 KB
+// at M <= 16; NOTES v34). The formats: each weight width on each activation width, with group,
+// block and zero-point codes, and a MoE format of each.
+TEST(DenseTileFit, EveryDefaultWgmmaTileFitsItsBlocksPerSm) {
+  const core::Arch arch = core::parse_arch("sm_90a");
+  int tiles = 0;
+  for (const char* text :
+       {"w=uint4b8 a=f16 c=f16 s=f16:g128 n=8192 k=8192", "w=uint8b128 a=f16 c=f16 s=f16:channel n=8192 k=8192",
+        "w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=bf16 n=4096 k=4096",
+        "w=e2m1 a=e4m3 c=bf16 s=bf16:channel n=8192 k=8192",
+        "w=e2m1 a=e4m3 c=bf16 s=e8m0:g32 n=8192 k=8192",
+        "w=e4m3 a=e4m3 c=bf16 s=f32:channel n=8192 k=8192",
+        "w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=8192 k=8192",
+        "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=8192 k=8192",
+        "w=uint8b128 a=int8 c=f16 s=f32:channel n=8192 k=8192",
+        "w=uint8 a=int8 c=f16 s=f16:g128 zp=uint8 n=4096 k=4096",
+        "w=uint4b8 a=int8 c=f16 s=f16:g128 n=8192 k=8192",
+        "w=uint4b8 a=f16 c=f16 s=f16:g128 n=1536 k=2048 e=128",
+        "w=e4m3 a=e4m3 c=bf16 s=f32:b128x128 n=4096 k=7168 e=256",
+        "w=uint8b128 a=int8 c=f16 s=f32:channel n=1536 k=2048 e=128"}) {
+    SCOPED_TRACE(text);
+    const core::Format format = core::Format::parse(text);
+    const gemm::Layer layer = gemm::make_layer(format, arch, "sm_90a", nullptr);
+    for (const gemm::Family* family : gemm::families_for(format, arch)) {
+      if (std::string(family->name()).find("wgmma") == std::string::npos) continue;
+      for (const auto& [max_m, tile] : family->default_tiles(layer)) {
+        const auto& t = dynamic_cast<const gemm::DenseTileOf&>(*tile).tile;
+        EXPECT_TRUE(wgmma_blocks_fit(t, format))
+            << family->name() << " M <= " << max_m << ": " << t.name() << " takes "
+            << wgmma_smem_bytes(t, format) + kWgmmaBlockSmemOverhead << " bytes x "
+            << t.blocks_per_sm << " blocks";
+        ++tiles;
+      }
+    }
+  }
+  EXPECT_GT(tiles, 60);
+}
+
+// fit_wgmma_blocks takes stages first, then blocks; a tile that fits is left as it is.
+TEST(DenseTileFit, StagesGoFirstThenBlocks) {
+  const core::Format w8 = core::Format::parse("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=8192 k=8192");
+  DenseTile t;
+  t.kernel = DenseKernel::kWgmma;
+  t.block_m = 64;
+  t.warps = 4;
+  t.stages = 8;
+  t.blocks_per_sm = 2;
+  t.decoupled = t.tma = t.producer = true;
+  fit_wgmma_blocks(t, w8);  // 2 x (8 x 16 KiB + ...) does not fit; 2 x (6 x 16 KiB + ...) does
+  EXPECT_EQ(t.stages, 6);
+  EXPECT_EQ(t.blocks_per_sm, 2);
+  t.stages = 8;
+  t.blocks_per_sm = 16;  // no stage count fits 16 blocks of 64 tokens
+  fit_wgmma_blocks(t, w8);
+  EXPECT_EQ(t.stages, 2);
+  EXPECT_LT(t.blocks_per_sm, 16);
+  EXPECT_TRUE(wgmma_blocks_fit(t, w8));
+  DenseTile fits = t;
+  fit_wgmma_blocks(fits, w8);
+  EXPECT_EQ(fits, t);
+  // The defaults for 8-bit weights on 8-bit activations: 4 stages at M <= 16, 6 at 33-64.
+  const auto ranges = default_dense_ranges(w8, core::parse_arch("sm_90a"));
+  ASSERT_GE(ranges.size(), 4u);
+  EXPECT_EQ(ranges[0].tile.stages, 4);
+  EXPECT_EQ(ranges[1].tile.stages, 4);
+  EXPECT_EQ(ranges[3].tile.block_m, 64);
+  EXPECT_EQ(ranges[3].tile.stages, 6);
 }
 
 }  // namespace
