@@ -413,15 +413,17 @@ if want kernel_variants; then
       (cd /tmp/kv && apply_patch "$R/benchmarks/probes/$patchname.patch") || { echo "patch $patchname failed"; ok=0; }
     done
     [ $ok = 1 ] || continue
-    # KERNEL_VARIANT_TESTS: a gtest filter of test_gpu run on the variant first.
-    if [ -n "${KERNEL_VARIANT_TESTS:-}" ]; then
-      HUMMING_KERNEL_DIR=/tmp/kv/kernels HUMMING_CACHE_DIR="/tmp/cache_kv_${spec//+/_}" timeout 200 \
-        ./build-gpu/tests/test_gpu --gtest_filter="$KERNEL_VARIANT_TESTS" > "$OUT/tests_${spec//+/_}.txt" 2>&1
-      echo "tests: exit $?"; grep -E "PASSED|FAILED|Failure" "$OUT/tests_${spec//+/_}.txt" | head -8
-    fi
-    HUMMING_KERNEL_DIR=/tmp/kv/kernels HUMMING_CACHE_DIR="/tmp/cache_kv_${spec//+/_}" timeout 150 \
-      ./build-gpu/benchmarks/bench_activation_quant --e2e-only --ms "${ACTQUANT_MS:-1,16,32,64,128}" \
-      | sed "s/^/$spec /" | tee "$OUT/e2e_${spec//+/_}.txt"
+    tag=${spec//+/_}  # the entry as a file name
+    (  # the variant's kernels and its own cache, for this entry only
+      export HUMMING_KERNEL_DIR=/tmp/kv/kernels HUMMING_CACHE_DIR="/tmp/cache_kv_$tag"
+      # KERNEL_VARIANT_TESTS: a gtest filter of test_gpu run on the variant first.
+      if [ -n "${KERNEL_VARIANT_TESTS:-}" ]; then
+        timeout 200 ./build-gpu/tests/test_gpu --gtest_filter="$KERNEL_VARIANT_TESTS" > "$OUT/tests_$tag.txt" 2>&1
+        echo "tests: exit $?"; grep -E "PASSED|FAILED|Failure" "$OUT/tests_$tag.txt" | head -8
+      fi
+      timeout 150 ./build-gpu/benchmarks/bench_activation_quant --e2e-only --ms "${ACTQUANT_MS:-1,16,32,64,128}" \
+        | sed "s/^/$spec /" | tee "$OUT/e2e_$tag.txt"
+    )
   done
 fi
 

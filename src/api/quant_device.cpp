@@ -93,6 +93,8 @@ Geometry plan_geometry(actquant::Params& p, int sms) {
   return g;
 }
 
+// Lane-vectors per block that set how many blocks a cluster row takes (1024 columns each).
+constexpr int64_t kClusterBlockVectors = 4 * 32;
 // Threads per block the cluster regime aims at: a block that would need more takes up to
 // kMaxVectorsPerLane lane-vectors per thread instead of more warps. 128, 256 and 1024 measured
 // within 0.3 us of each other (H100, K = 8192, M = 1-128; NOTES v33).
@@ -100,13 +102,14 @@ constexpr int64_t kClusterBlockThreads = 256;
 
 // Per-token rows of a call with at most one row per SM, on sm_90+: each row over the blocks of
 // one thread-block cluster (activation_kernel.cuh, cluster_row), the row's absmax meeting in
-// distributed shared memory. A row takes as many blocks as hold 128 lane-vectors each (K = 1024
-// columns), at most 8 (the portable cluster size) and at most SMs / m, so that every block of
+// distributed shared memory. A row takes as many blocks as hold kClusterBlockVectors each, at
+// most 8 (the portable cluster size) and at most SMs / m, so that every block of
 // the call has an SM of its own: one SM running several rows' blocks one after the other was
 // slower than one block per row (H100, K = 8192, m = 128 with 8 blocks per row: 10.59 us
 // against 8.03; NOTES v32), and SMs / m blocks per row faster still (m = 32 / 64 / 128: 6.70
-// / 6.72 / 7.42 us against 7.66 / 7.62 / 8.16 for one 1024-thread block per row; NOTES v33). A block of more than kClusterBlockThreads threads' worth of vectors
-// takes 2 or 4 per thread. On one SM per row with 32 warps the call was issue-bound on that SM
+// / 6.72 / 7.42 us against 7.66 / 7.62 / 8.16 for one 1024-thread block per row; NOTES v33).
+// A block of more than kClusterBlockThreads threads' worth of vectors takes 2 or 4 per
+// thread. On one SM per row with 32 warps the call was issue-bound on that SM
 // (NOTES v30). False (and g untouched) where it does not apply: the kernel is not built for
 // sm_90+, the driver cannot launch clusters, there are more rows than SMs, the scales are per
 // group, the loads or stores are not vectors (perm, alignment, k % 8), or the row is longer
@@ -120,7 +123,7 @@ bool plan_cluster_rows(actquant::Params& p, const core::Arch& target, const runt
       (p.flags & kFlags) != kFlags)
     return false;
   const int64_t vectors = p.k / kVector;
-  const int64_t by_length = (vectors + 4 * 32 - 1) / (4 * 32);
+  const int64_t by_length = (vectors + kClusterBlockVectors - 1) / kClusterBlockVectors;
   const int64_t by_sms = sms / p.m;  // >= 1: m <= sms
   int64_t r = by_length < by_sms ? by_length : by_sms;
   r = r < kMaxClusterRanks ? r : kMaxClusterRanks;
