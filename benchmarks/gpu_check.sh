@@ -401,8 +401,9 @@ if want kernel_variants; then
   # Kernel-side variants of quantize + GEMM (issue 17's bound): each entry of KERNEL_VARIANTS is
   # one or more patches of benchmarks/probes/ joined by '+', applied to a copy of kernels/ that
   # HUMMING_KERNEL_DIR points the library at (no rebuild); bench_activation_quant's e2e cells at
-  # ACTQUANT_MS (default 1,16,32,64,128), lines prefixed with the entry. The tree's own kernels
-  # are actquant_pdl's numbers in the same call.
+  # ACTQUANT_MS (default 1,16,32,64,128), lines prefixed with the entry; with
+  # KERNEL_VARIANT_BENCH=gemm, bench_gemm's cells instead (below). The entry "none" is the tree's
+  # own kernels through the same path.
   R=$PWD
   [ -n "${KERNEL_VARIANTS:-}" ] || echo "kernel_variants: set KERNEL_VARIANTS (patch names of benchmarks/probes/)"
   for spec in ${KERNEL_VARIANTS:-}; do
@@ -410,6 +411,7 @@ if want kernel_variants; then
     rm -rf /tmp/kv && mkdir -p /tmp/kv && cp -r kernels /tmp/kv/
     ok=1
     for patchname in ${spec//+/ }; do
+      [ "$patchname" = none ] && continue  # the tree's own kernels, read from the copy
       (cd /tmp/kv && apply_patch "$R/benchmarks/probes/$patchname.patch") || { echo "patch $patchname failed"; ok=0; }
     done
     [ $ok = 1 ] || continue
@@ -421,8 +423,19 @@ if want kernel_variants; then
         timeout 200 ./build-gpu/tests/test_gpu --gtest_filter="$KERNEL_VARIANT_TESTS" > "$OUT/tests_$tag.txt" 2>&1
         echo "tests: exit $?"; grep -E "PASSED|FAILED|Failure" "$OUT/tests_$tag.txt" | head -8
       fi
-      timeout 150 ./build-gpu/benchmarks/bench_activation_quant --e2e-only --ms "${ACTQUANT_MS:-1,16,32,64,128}" \
-        | sed "s/^/$spec /" | tee "$OUT/e2e_$tag.txt"
+      if [ "${KERNEL_VARIANT_BENCH:-e2e}" = gemm ]; then
+        # KERNEL_VARIANT_FORMATS: bench_gemm formats separated by ';' (default the int4 g128 f16
+        # 8192^2 layer), at KERNEL_VARIANT_MS (default 1,8,16,64,128).
+        IFS=';' read -ra formats <<< "${KERNEL_VARIANT_FORMATS:-w=uint4b8 a=f16 c=f16 s=f16:g128 n=8192 k=8192}"
+        for f in "${formats[@]}"; do
+          name=$(echo "$f" | sed 's/[ =:]/_/g')
+          $B --format "$f" --ms "${KERNEL_VARIANT_MS:-1,8,16,64,128}" --no-cublas --label "$tag" \
+            --json "$OUT/gemm_${tag}_$name.json" | grep -E "^ +[0-9]+ " | sed "s/^/$tag $name /"
+        done
+      else
+        timeout 150 ./build-gpu/benchmarks/bench_activation_quant --e2e-only --ms "${ACTQUANT_MS:-1,16,32,64,128}" \
+          | sed "s/^/$spec /" | tee "$OUT/e2e_$tag.txt"
+      fi
     )
   done
 fi
