@@ -152,8 +152,6 @@ struct DenseWgmma {
     // Launched programmatically (runtime/launch.hpp) this grid may start before the previous
     // kernel on the stream ends: every thread waits for it before it touches memory, so what
     // overlaps is the launch and the blocks' start (on a normal launch the wait returns at once).
-    // The tensor maps are this launch's own arguments: their fetch may overlap the wait.
-    Copier::prefetch_maps(params);
     ptx::griddep_wait();
     const BlockWork work = block_work<C, kWarps>(params);
     if constexpr (C::kMoe) {

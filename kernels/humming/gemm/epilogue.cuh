@@ -278,29 +278,11 @@ struct DenseEpilogue {
       const int64_t token = m0 + r, channel = n0 + c;
       if (channel >= p.n_pad) continue;  // the quads the splits wrote, padding channels included
       float sum[4] = {};
-      float4* at = reinterpret_cast<float4*>(p.partials + token * p.n_pad + channel);
-      const int64_t split_stride = static_cast<int64_t>(p.m) * p.n_pad / 4;  // in float4
-      // Four splits' loads are issued before their zeroing stores: the compiler cannot tell a
-      // store from the next split's load apart, and would otherwise wait out one L2 round trip
-      // per split, on the critical path of the tile's end. The sum keeps split order.
-      int z = 0;
-      for (; z + 4 <= p.splits; z += 4) {
-        float4 v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = __ldcg(at + (z + u) * split_stride);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) __stcg(at + (z + u) * split_stride, make_float4(0.f, 0.f, 0.f, 0.f));
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          sum[0] += v[u].x;
-          sum[1] += v[u].y;
-          sum[2] += v[u].z;
-          sum[3] += v[u].w;
-        }
-      }
-      for (; z < p.splits; ++z) {
-        const float4 v = __ldcg(at + z * split_stride);
-        __stcg(at + z * split_stride, make_float4(0.f, 0.f, 0.f, 0.f));
+      for (int z = 0; z < p.splits; ++z) {
+        float4* at = reinterpret_cast<float4*>(
+            p.partials + (static_cast<int64_t>(z) * p.m + token) * p.n_pad + channel);
+        const float4 v = __ldcg(at);
+        __stcg(at, make_float4(0.f, 0.f, 0.f, 0.f));
         sum[0] += v.x;
         sum[1] += v.y;
         sum[2] += v.z;

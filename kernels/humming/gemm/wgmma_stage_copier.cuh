@@ -73,19 +73,6 @@ struct WgmmaStageCopier {
     return threadIdx.x == (C::kProducer ? kThreads : 0);
   }
 
-  // The copying thread fetches the descriptors of the maps it will copy through (maps: the
-  // kernel's parameter). Tensor maps are launch arguments, never an earlier kernel's output, so
-  // this may run before griddep_wait: their fetch then overlaps the wait.
-  static __device__ __forceinline__ void prefetch_maps(const DenseParams& maps) {
-    if constexpr (C::kTma) {
-      if (!copies_by_tma()) return;
-      if constexpr (!kWarpGathers) ptx::prefetch_tensor_map(&maps.tma_a);
-      ptx::prefetch_tensor_map(&maps.tma_w);
-      if constexpr (kCodesByTma && kScaleBytes > 0) ptx::prefetch_tensor_map(&maps.tma_s);
-      if constexpr (kCodesByTma && kZeroBytes > 0) ptx::prefetch_tensor_map(&maps.tma_z);
-    }
-  }
-
   // Activations: unit u = t + j * kActThreads (t: the thread's index among the kActThreads that
   // copy them) is row u / 8, 16-byte unit u % 8 of the [kBlockM][64] tile, stored at unit
   // (u % 8) ^ (row % 8) (the 128B swizzle). With every computing thread copying (a multiple of

@@ -44,11 +44,6 @@ __device__ __forceinline__ void tma_load_2d(uint32 dst, const void* map, int x, 
       "l"(map), "r"(x), "r"(y), "r"(bar)
       : "memory");
 }
-// Brings the tensor map `map` (a generic address, as for tma_load_2d) into the TMA unit's
-// descriptor cache, so that the first copy through it does not wait for the 128-byte fetch.
-__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
-}
 // Waits until the barrier's phase with parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint32 bar, uint32 parity) {
   asm volatile(

@@ -417,25 +417,34 @@ __device__ __forceinline__ void cluster_row(const Params& p) {
   ptx::cluster_arrive_relaxed();
   const uint32_t rank = ptx::cluster_rank(), ranks = ptx::cluster_blocks();
   const int64_t row = blockIdx.x / ranks;
-  // The block is one team (plan_cluster_rows sets Params::warps to its warps), and its part of
-  // the row one pass: rank r takes columns [r x span, (r + 1) x span), the last ones possibly
-  // none. The plan requires kVectorLoads, so the pass never touches the (absent) staging.
-  const Team t = team_of(p);
-  const int span = 32 * t.warps * t.vectors * kVector;
-  const int64_t c0 = int64_t{rank} * span;
-  const int count = static_cast<int>(p.k - c0 < span ? (p.k > c0 ? p.k - c0 : 0) : span);
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  // At most 8 ranks x 1024 threads x 4 vectors x 8 columns: int holds every column.
+  const int first = static_cast<int>((rank * p.vectors * blockDim.x + threadIdx.x) * kVector);
+  const int step = static_cast<int>(blockDim.x * kVector);
+  const uint16_t* a_row = p.a + row * p.k;
+  // k % 8 == 0 (kVectorLoads): a vector is wholly in or out; one past k stays +0.
   Pass s;
-  load_pass(p, t, p.a + row * p.k, c0, count, nullptr, s);
+#pragma unroll
+  for (int i = 0; i < kMaxVectorsPerLane; ++i) {
+    const int column = first + i * step;
+#pragma unroll
+    for (int e = 0; e < kVector / 2; ++e) s.h[i][e] = 0u;
+    if (i < p.vectors && column < p.k)
+      asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+          : "=r"(s.h[i][0]), "=r"(s.h[i][1]), "=r"(s.h[i][2]), "=r"(s.h[i][3])
+          : "l"(a_row + column));
+  }
   const uint32_t m = warp_max(pass_absmax<In>(s));
-  if (t.lane == 0) warp_maxima[t.warp] = m;
+  if (lane == 0) warp_maxima[warp] = m;
   __syncthreads();
   ptx::cluster_wait();
-  if (t.warp == 0) {
-    const uint32_t block_max = warp_max(t.lane < t.warps ? warp_maxima[t.lane] : 0u);
-    if (t.lane < static_cast<int>(ranks))
+  if (warp == 0) {
+    const uint32_t block_max = warp_max(lane < warps ? warp_maxima[lane] : 0u);
+    if (lane < static_cast<int>(ranks))
       ptx::store_cluster_u32(
           ptx::cluster_map(static_cast<uint32_t>(__cvta_generic_to_shared(&rank_maxima[rank])),
-                           static_cast<uint32_t>(t.lane)),
+                           static_cast<uint32_t>(lane)),
           block_max);
   }
   ptx::cluster_sync();  // release / acquire: every rank's maximum is in rank_maxima
@@ -443,7 +452,13 @@ __device__ __forceinline__ void cluster_row(const Params& p) {
   for (uint32_t r = 0; r < ranks; ++r) all = umax(all, rank_maxima[r]);
   const ScaleDivisor d = divisor_of(group_scale_by_reciprocal<Out>(all));
   if (rank == 0 && threadIdx.x == 0) p.scales[row * p.groups] = d.scale;
-  encode_pass<In, Out>(p, t, p.codes + row * p.k + c0, count, s, d);
+  uint8_t* codes_row = p.codes + row * p.k;
+#pragma unroll
+  for (int i = 0; i < kMaxVectorsPerLane; ++i) {
+    const int column = first + i * step;
+    if (i < p.vectors && column < p.k)
+      store_vector(p, codes_row, column, static_cast<int>(p.k), encode_vector<In, Out>(s.h[i], d));
+  }
 #endif
 }
 
