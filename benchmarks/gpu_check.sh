@@ -17,8 +17,9 @@
 # dependent launch overlap kernels here), actprofile (the quantizer at small M: e2e timings and
 # ncu at ACTPROFILE_MS), actquant_pdl (quantizer / PDL GPU tests, the quantizer benchmark, e2e in
 # three launch orders), actquant_variants (the quantizer benchmark over patched launch plans,
-# benchmarks/probes/actquant_*.patch), kernel_variants (quantize + GEMM over patched copies of
-# kernels/, benchmarks/probes/kernels_*.patch).
+# benchmarks/probes/actquant_*.patch), kernel_variants (quantize + GEMM, or with
+# KERNEL_VARIANT_BENCH=gemm bench_gemm alone, over patched copies of kernels/,
+# benchmarks/probes/kernels_*.patch).
 # Environment: SWEEP_LIST (the sweep's list, default benchmarks/tuning/sweep.txt), SWEEP_FORMAT
 # (the sweep's format, default the benchmark's int4 g128 f16 8192 x 8192), PROFILE_MS
 # (the M values profiled, default "1 128 2048"), PROFILE_TUNING (a tuning JSON for the profile),
@@ -59,6 +60,8 @@ sanitize_tests() {
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard|Warpgroup|incomplete|Barrier|\[  FAILED|tests ran" \
     "$out" | sort | uniq -c | sort -rn | head -12
 }
+# A bench_gemm format as a file name: "w=e2m1 a=e4m3" -> w_e2m1_a_e4m3.
+file_tag() { echo "$1" | sed 's/[ =:]/_/g'; }
 # Applies (or with -R reverts) the unified diff PATCHFILE to this tree: patch(1), else git apply.
 apply_patch() {
   if command -v patch >/dev/null; then patch -p1 --quiet ${2:-} < "$1"; else git apply ${2:-} "$1"; fi
@@ -163,14 +166,14 @@ if want all bench a8; then
            "w=uint4b8 a=e4m3 c=bf16 s=bf16:channel" "w=uint4b8 a=e4m3 c=bf16 s=bf16:g128" \
            "w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor" "w=uint4b8 a=int8 c=bf16 s=bf16:channel" \
            "w=uint8b128 a=int8 c=bf16 s=f32:channel" "w=uint4b8 a=int8 c=bf16 s=bf16:g128"; do
-    name=$(echo "$f" | sed 's/[ =:]/_/g')
+    name=$(file_tag "$f")
     $B --format "$f n=8192 k=8192" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_a8_$name.json"
   done
   $B --format "w=e2m1 a=e4m3 c=bf16 s=bf16:channel n=28672 k=4096" --ms 1,128,2048 --no-cublas --label default --json "$OUT/gemm_a8_w4a8_n28672_k4096.json"
   # DeepSeek's FP8 recipe: 128 x 128 weight blocks with per-token (NOTES v21) and with 1 x 128
   # activation scales (a=e4m3:g128, NOTES v23 "Activation scales per token and K group").
   for f in "w=e4m3 a=e4m3 c=bf16 s=f32:b128x128" "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128"; do
-    name=$(echo "$f" | sed 's/[ =:]/_/g')
+    name=$(file_tag "$f")
     $B --format "$f n=7168 k=7168" --ms 1,16,128,2048,16384 --no-cublas --label default --json "$OUT/gemm_a8_$name.json"
   done
   for d in fp8 int8; do
@@ -290,7 +293,7 @@ if want a8mma; then
   echo "== bench: 8-bit activations on mma.sync (forced)"
   for f in "w=uint4b8 a=f16 c=f16 s=f16:channel" "w=uint4b8 a=e4m3 c=f16 s=f16:channel" \
            "w=uint4b8 a=int8 c=f16 s=f16:channel" "w=e4m3 a=e4m3 c=bf16 s=f32:channel"; do
-    name=$(echo "$f" | sed 's/[ =:]/_/g')
+    name=$(file_tag "$f")
     $B --format "$f n=8192 k=8192" --ms 1,16,128,2048 --no-cublas --tuning benchmarks/tuning/mma_v4.json \
       --label mma --json "$OUT/gemm_mma_$name.json"
   done
@@ -407,7 +410,7 @@ if want kernel_variants; then
   R=$PWD
   [ -n "${KERNEL_VARIANTS:-}" ] || echo "kernel_variants: set KERNEL_VARIANTS (patch names of benchmarks/probes/)"
   for spec in ${KERNEL_VARIANTS:-}; do
-    echo "== bench: quantize + GEMM, kernel variant $spec"
+    echo "== bench: ${KERNEL_VARIANT_BENCH:-e2e}, kernel variant $spec"
     rm -rf /tmp/kv && mkdir -p /tmp/kv && cp -r kernels /tmp/kv/
     ok=1
     for patchname in ${spec//+/ }; do
@@ -428,7 +431,7 @@ if want kernel_variants; then
         # 8192^2 layer), at KERNEL_VARIANT_MS (default 1,8,16,64,128).
         IFS=';' read -ra formats <<< "${KERNEL_VARIANT_FORMATS:-w=uint4b8 a=f16 c=f16 s=f16:g128 n=8192 k=8192}"
         for f in "${formats[@]}"; do
-          name=$(echo "$f" | sed 's/[ =:]/_/g')
+          name=$(file_tag "$f")
           $B --format "$f" --ms "${KERNEL_VARIANT_MS:-1,8,16,64,128}" --no-cublas --label "$tag" \
             --json "$OUT/gemm_${tag}_$name.json" | grep -E "^ +[0-9]+ " | sed "s/^/$tag $name /"
         done
