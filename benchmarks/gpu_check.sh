@@ -160,15 +160,23 @@ if want all bench a8; then
   # g128 scales, MXFP4 (e2m1 x ue8m0 g32 x tensor) x e4m3, and the INT8 cells (W4A8-INT8,
   # W8A8-INT8, int4 g128 x int8: NOTES "INT8 activations"); cuBLAS f16 in the same run through
   # bench_gemm, and the vendor's 8-bit GEMMs through torch after it (cublas_baseline.py:
-  # cuBLASLt FP8 row-wise, torch._scaled_mm; cuBLASLt INT8, torch._int_mm).
+  # cuBLASLt FP8 row-wise, torch._scaled_mm; cuBLASLt INT8, torch._int_mm); e2m1 on int8 with
+  # channel and MXFP4 scales (rule R11: counts of half steps, the step-table path).
+  # A8_FORMATS (';'-separated) replaces the 8192^2 list, A8_MS its M values; A8_EXTRAS=0 skips
+  # the other shapes and the vendor baselines after it.
   echo "== bench: 8-bit activations"
-  for f in "w=e2m1 a=e4m3 c=bf16 s=bf16:channel" "w=e4m3 a=e4m3 c=bf16 s=f32:channel" \
-           "w=uint4b8 a=e4m3 c=bf16 s=bf16:channel" "w=uint4b8 a=e4m3 c=bf16 s=bf16:g128" \
-           "w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor" "w=uint4b8 a=int8 c=bf16 s=bf16:channel" \
-           "w=uint8b128 a=int8 c=bf16 s=f32:channel" "w=uint4b8 a=int8 c=bf16 s=bf16:g128"; do
+  a8_default="w=e2m1 a=e4m3 c=bf16 s=bf16:channel;w=e4m3 a=e4m3 c=bf16 s=f32:channel;\
+w=uint4b8 a=e4m3 c=bf16 s=bf16:channel;w=uint4b8 a=e4m3 c=bf16 s=bf16:g128;\
+w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor;w=uint4b8 a=int8 c=bf16 s=bf16:channel;\
+w=uint8b128 a=int8 c=bf16 s=f32:channel;w=uint4b8 a=int8 c=bf16 s=bf16:g128;\
+w=e2m1 a=int8 c=bf16 s=bf16:channel;w=e2m1 a=int8 c=bf16 s=ue8m0:g32+tensor"
+  IFS=';' read -r -a a8_list <<< "${A8_FORMATS:-$a8_default}"
+  for f in "${a8_list[@]}"; do
     name=$(file_tag "$f")
-    $B --format "$f n=8192 k=8192" --ms 1,16,128,2048,16384 --label default --json "$OUT/gemm_a8_$name.json"
+    $B --format "$f n=8192 k=8192" --ms "${A8_MS:-1,16,128,2048,16384}" --label default --json "$OUT/gemm_a8_$name.json"
   done
+fi
+if want all bench a8 && [ "${A8_EXTRAS:-1}" != 0 ]; then
   $B --format "w=e2m1 a=e4m3 c=bf16 s=bf16:channel n=28672 k=4096" --ms 1,128,2048 --no-cublas --label default --json "$OUT/gemm_a8_w4a8_n28672_k4096.json"
   # DeepSeek's FP8 recipe: 128 x 128 weight blocks with per-token (NOTES v21) and with 1 x 128
   # activation scales (a=e4m3:g128, NOTES v23 "Activation scales per token and K group").

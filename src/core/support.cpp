@@ -30,10 +30,18 @@ double smallest_positive(Dtype d) {
 std::optional<ScaleExponentWindow> scale_exponent_window(const Format& f) {
   const Dtype w = f.weight, a = f.activation;
   if (f.scale_kind != ScaleKind::kGroupTensor || !is(f.scale, HM_DTYPE_UE8M0)) return std::nullopt;
-  if (!is(a, HM_DTYPE_E4M3) && !is(a, HM_DTYPE_E5M2)) return std::nullopt;
+  if (!is(a, HM_DTYPE_E4M3) && !is(a, HM_DTYPE_E5M2) && !is(a, HM_DTYPE_INT8)) return std::nullopt;
+  if (!is_signed_float(w) || w.bits() != 4) return std::nullopt;
+  if (is(a, HM_DTYPE_INT8)) {
+    // The largest magnitude's count of least steps, shifted left by the window's width, stays
+    // within 127 (rule R11 keeps the count itself there).
+    const double steps = w.max_value() / smallest_positive(w);
+    if (steps > 127.0) return std::nullopt;
+    return ScaleExponentWindow{0, static_cast<int>(std::floor(std::log2(127.0 / steps)))};
+  }
   // 4-bit signed floats whose mantissa the activation keeps whole (rule R9): the kernel looks
   // their 8 magnitudes up in a byte table.
-  if (!is_signed_float(w) || w.bits() != 4 || w.mantissa_bits() > a.mantissa_bits() ||
+  if (w.mantissa_bits() > a.mantissa_bits() ||
       w.exponent_bits() > a.exponent_bits())
     return std::nullopt;
   const double least_normal = std::ldexp(1.0, 1 - a.exponent_bias());

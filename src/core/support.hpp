@@ -74,15 +74,19 @@ IntegerRange weight_integer_range(Dtype weight, Dtype zero_point);
 // Every value of the float dtype `s` is exactly a value of the float dtype `a` (no rescaling).
 bool float_fits_exactly(Dtype s, Dtype a);
 
-// Group scales folded into the weights' exponents (the MXFP4 -> FP8 path, docs/activations.md):
-// ue8m0 group x tensor scales on 4-bit float weights (e2m1) with e4m3 / e5m2 activations. The
-// kernel writes each weight times its group scale 2^e straight into an activation code, exactly,
-// by adding e to the code's exponent; that is exact and stays a normal activation value for e in
-// [lo, hi] (e2m1 on e4m3: [-5, 6], so 0.5 * 2^-5 is e4m3's least normal and 6 * 2^6 = 384 <= 448;
-// on e5m2: [-13, 13]). The f32 global scale carries the rest: quantizers and converters put a
-// layer's (expert's) largest group exponent at hi, and raise the groups below lo to lo, re-rounding
-// their codes. A group scale outside the window reaches the kernel as NaN weights (never a
-// silently wrong product). No window (nullopt) for any other format.
+// Group scales folded into the weights' exponents (the MXFP4 -> FP8 / INT8 path,
+// docs/activations.md): ue8m0 group x tensor scales on 4-bit float weights (e2m1) with e4m3, e5m2
+// or int8 activations. The kernel writes each weight times its group scale 2^e straight into an
+// activation value, exactly: on e4m3 / e5m2 by adding e to the code's exponent, which is exact
+// and stays a normal activation value for e in [lo, hi] (e2m1 on e4m3: [-5, 6], so 0.5 * 2^-5 is
+// e4m3's least normal and 6 * 2^6 = 384 <= 448; on e5m2: [-13, 13]); on int8 by shifting the
+// weight's count of least steps (rule R11) left by e - lo, exact while the largest count still
+// fits a lane (e2m1: 12 << 3 = 96, a window of [0, 3]; lo = 0 by choice, the epilogue carries the
+// step). The f32 global scale carries the rest: quantizers and converters put a layer's
+// (expert's) largest group exponent at hi, and raise the groups below lo to lo, re-rounding their
+// codes. A group scale outside the window reaches the outputs as NaN (NaN weights on float
+// activations, NaN rows on int8; never a silently wrong product). No window (nullopt) for any
+// other format.
 struct ScaleExponentWindow {
   int lo, hi;  // group scales 2^lo .. 2^hi
 };

@@ -78,9 +78,13 @@ std::string describe_activation_path(const core::Format& f) {
                      (f.act_group_k > 0
                           ? " x " + groups + "-k group scales folded in f32 every " + groups + " k"
                           : " scales");
+  const bool int8_steps = f.activation.code() == HM_DTYPE_INT8 && f.weight.is_float();
+  if (int8_steps)
+    path += ", " + f.weight.name() + " weights as int8 counts of their least step";
   if (const auto window = core::scale_exponent_window(f))
     path += ", ue8m0 group scales (2^" + std::to_string(window->lo) + " .. 2^" +
-            std::to_string(window->hi) + ") written into the weights' exponents every " +
+            std::to_string(window->hi) + ") written into the weights' " +
+            (int8_steps ? "step counts (shifts)" : "exponents") + " every " +
             std::to_string(f.group_k) + " k";
   else if (f.has_group_scales())
     path += ", " + std::string(f.scale_kind == core::ScaleKind::kBlock ? "block" : "group") +

@@ -75,12 +75,16 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
            " activations have no kernel yet";
   if (act_int8) {
     // s8 x s8 MMAs into s32 (wgmma, or mma.sync m16n8k32, on Turing as four m8n8k16): the
-    // weights must be int8 lanes as they are (integers, rule R10); K bounds the s32 sums
-    // (|product| <= 2^14, exact while K < 2^17).
-    if (!w.is_integer())
-      return "float weights (" + w.name() + ") with int8 activations have no kernel yet (rule "
-             "R11 allows them as integer steps); use integer weights (uint4b8, uint8b128, ...) or "
-             "e4m3 activations";
+    // weights become int8 lanes (integers as they are, rule R10; floats as counts of their least
+    // step, rule R11: a byte table for 4-bit floats, f16 arithmetic for wider ones, whose step
+    // exponents must be f16 values); K bounds the s32 sums (|product| <= 2^14, exact while
+    // K < 2^17).
+    if (w.is_float() && w.bits() > 4) {
+      const int to_w = 15 - w.exponent_bias(), to_steps = w.exponent_bias() + w.mantissa_bits() - 1;
+      if (w.mantissa_bits() > 10 || to_w < -14 || to_w > 15 || to_steps < -14 || to_steps > 15)
+        return "float weights (" + w.name() + ") with int8 activations convert through f16, "
+               "which cannot hold this format's step; use e4m3 activations";
+    }
     if (f.k > kInt8MaxK)
       return "int8 activations accumulate in s32, which holds the sums exactly up to k=" +
              std::to_string(kInt8MaxK) + ", not k=" + std::to_string(f.k) +
@@ -102,7 +106,7 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
         gap += "; ue8m0 groups of 32 (MXFP4) run as group x tensor scales, which go into the "
                "weights' exponents (s=ue8m0:g" + std::to_string(f.group_k) +
                "+tensor: what the converters and the quantizer write for 8-bit activations)";
-      else if (!act_int8)
+      else
         gap += "; smaller groups run only as ue8m0 group x tensor scales on 4-bit float weights "
                "(MXFP4), not as " + f.scale.name() + " scales on " + f.weight.name() + " weights";
       return gap;

@@ -161,10 +161,29 @@ TEST_F(PlanApi, Int8ActivationPlansLaunchWithTheirActivationScales) {
   EXPECT_EQ(params.global, nullptr);
   hm_plan_destroy(p);
 
-  // Refused, each with its reason.
+  // Float weights on int8 (rule R11) plan: as counts of their least step, with channel scales
+  // and MXFP4's ue8m0 group x tensor scales (shifted into the counts), and the plan says so.
+  for (const char* text : {"w=e2m1 a=int8 c=bf16 s=bf16:channel n=256 k=256",
+                           "w=e2m1 a=int8 c=bf16 s=ue8m0:g32+tensor n=256 k=256",
+                           "w=e2m3 a=int8 c=f16 s=f16:channel n=256 k=256"}) {
+    hm_plan_t* fp = plan(text);
+    ASSERT_NE(fp, nullptr) << text << ": " << last_error();
+    char described[1024];
+    ASSERT_EQ(hm_plan_describe(fp, 1, described, sizeof described, nullptr), HM_SUCCESS)
+        << last_error();
+    EXPECT_NE(std::string(described).find("weights as int8 counts of their least step"),
+              std::string::npos)
+        << described;
+    if (std::string(text).find("ue8m0") != std::string::npos)
+      EXPECT_NE(std::string(described).find("(2^0 .. 2^3) written into the weights' step counts"),
+                std::string::npos)
+          << described;
+    hm_plan_destroy(fp);
+  }
+  // Refused, each with its reason: MXFP4's groups without the tensor scale would fold in f32
+  // per 128-k step, and the message names the form that runs.
   EXPECT_EQ(plan("w=e2m1 a=int8 c=bf16 s=ue8m0:g32 n=256 k=256", HM_ERROR_UNSUPPORTED), nullptr);
-  EXPECT_NE(last_error().find("float weights (e2m1) with int8 activations"), std::string::npos)
-      << last_error();
+  EXPECT_NE(last_error().find("s=ue8m0:g32+tensor"), std::string::npos) << last_error();
   EXPECT_EQ(plan("w=uint4b8 a=int8 c=bf16 s=bf16:g64 n=256 k=256", HM_ERROR_UNSUPPORTED), nullptr);
   EXPECT_NE(last_error().find("int8 activations need group_k a multiple of 128"),
             std::string::npos)

@@ -160,6 +160,16 @@ const FormatCase kCases[] = {
     {"w=uint8b128 a=int8 c=f16 s=f16:g256 n=128 k=3840", 2e-3},
     {"w=uint8b128 a=int8 c=bf16 s=f32:b128x128 n=200 k=640", 1e-2},
     {"w=uint4b8 a=int8 c=bf16 s=bf16:channel n=10944 k=7392", 1e-2},
+    // Float weights on int8 activations (rule R11: counts of the weight's least step): the 4-bit
+    // byte table with channel scales and a bias, with group scales folded from s32, and shifted
+    // by ue8m0 group exponents (MXFP4 -> INT8; with activation groups too); the f16 path of a
+    // wider float (e2m3, MXFP6's element) with tensor scales; another 4-bit float (e1m2).
+    {"w=e2m1 a=int8 c=bf16 s=bf16:channel bias=1 n=136 k=320", 1e-2},
+    {"w=e2m1 a=int8 c=f16 s=f16:g256 n=136 k=896", 2e-3},
+    {"w=e2m1 a=int8 c=bf16 s=ue8m0:g32+tensor n=200 k=640", 1e-2},
+    {"w=e2m1 a=int8:g128 c=bf16 s=ue8m0:g32+tensor n=136 k=640", 1e-2},
+    {"w=e2m3 a=int8 c=f16 s=tensor n=72 k=320", 2e-3},
+    {"w=e1m2 a=int8 c=f16 s=ue8m0:g64+tensor bias=1 n=64 k=1024", 2e-3},
     // Integer zero points (AWQ / asymmetric GPTQ, W4A8): q - z per row and K group in the
     // weights' conversion; groups of 128 (one per step) and 256 with e4m3, int8 (7-bit weights,
     // the widest the lanes hold), e5m2 with 3-bit weights, and per-channel zero points.
@@ -243,6 +253,11 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
                          Exact{"w=uint8b128 a=int8 c=f16 s=tensor n=72 k=320", 125, 131},
                          Exact{"w=uint4 a=int8 c=f16 s=f16:g128 n=200 k=640", 0, 3},
                          Exact{"w=uint2b2 a=int8 c=f16 s=f32:b128x64 n=200 k=640", 0, 3},
+                         // float weights on int8: every e2m1 code through the byte table (-0
+                         // included), every e2m3 code through f16, a group fold from s32
+                         Exact{"w=e2m1 a=int8 c=f16 s=f16:channel n=208 k=704", 0, 15},
+                         Exact{"w=e2m3 a=int8 c=f16 s=tensor n=72 k=320", 0, 63},
+                         Exact{"w=e2m1 a=int8 c=f16 s=f16:g128 n=200 k=640", 0, 15},
                          // activation scales per token and K group (a=<dtype>:g<K>), alone, with
                          // block scales, with smaller weight groups, on int8 with larger ones
                          Exact{"w=uint4b8 a=e4m3:g128 c=f16 s=f16:channel n=200 k=640", 5, 11},
@@ -341,7 +356,10 @@ TEST(DenseGemmA8Exact, ScaleExponentsBitExactAcrossTheWindow) {
     int global_exp;  // the global scale 2^global_exp
   };
   for (const Case& c : {Case{"w=e2m1 a=e4m3 c=f16 s=ue8m0:g32+tensor n=208 k=704", -5, 6, -3},
-                        Case{"w=e2m1 a=e5m2 c=f16 s=ue8m0:g64+tensor n=72 k=320", -13, 13, -9}}) {
+                        Case{"w=e2m1 a=e5m2 c=f16 s=ue8m0:g64+tensor n=72 k=320", -13, 13, -9},
+                        // int8 (MXFP4 -> INT8): step counts shifted by 0..3; outside, the row
+                        // is poisoned (int8 has no NaN weights)
+                        Case{"w=e2m1 a=int8 c=f16 s=ue8m0:g32+tensor n=208 k=704", 0, 3, -3}}) {
     for (bool poison : {false, true}) {
       Layer L = hm::gpu_test::parse_layer(c.text);
       hm_canonical_sizes_t cs;
@@ -423,10 +441,10 @@ void expect_converted_layer_serves(Gpu& gpu, int32_t scheme, const hm_checkpoint
 }
 
 // A gpt-oss style MXFP4 checkpoint (e2m1 blocks, e8m0 scales spanning more than the window)
-// converted for e4m3 activations (hm_convert_layer folds the scales into group x tensor ones in
-// the exponent window) and served as converted, against the f64 reference on the converted
-// canonical weight.
-TEST(DenseGemmA8Convert, Mxfp4CheckpointServesWithE4m3Activations) {
+// converted for e4m3 and for int8 activations (hm_convert_layer folds the scales into group x
+// tensor ones in the exponent window) and served as converted, against the f64 reference on the
+// converted canonical weight.
+TEST(DenseGemmA8Convert, Mxfp4CheckpointServesWithE4m3AndInt8Activations) {
   Gpu gpu;
   ASSERT_NE(gpu.ctx, nullptr);
   if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
@@ -449,6 +467,10 @@ TEST(DenseGemmA8Convert, Mxfp4CheckpointServesWithE4m3Activations) {
   t[1].data = scales.data(), t[1].bytes = scales.size();
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_MXFP4, t, 2, HM_DTYPE_E4M3,
                                                         "ue8m0:g32+tensor", rng));
+  // The same checkpoint for int8 activations: the window is 2^0 .. 2^3 (core/support.hpp), so
+  // more groups are raised to its bottom and re-rounded; the layer serves as converted.
+  ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_MXFP4, t, 2, HM_DTYPE_INT8,
+                                                        "a=int8", rng));
 }
 
 // A DeepSeek-style FP8 checkpoint (e4m3 weight, f32 weight_scale_inv per 128 x 128 block)

@@ -184,11 +184,12 @@ TEST(Mxfp4Convert, SplitGateUpDeinterleavesRows) {
   expect_bitwise(out.bias, bias, "bias");
 }
 
-// With e4m3 activations the e8m0 group scales become group x tensor scales inside the kernel's
-// exponent window [2^-5, 2^6] (core::scale_exponent_window): an expert whose group exponents span
-// at most the window's 12 converts exactly (the global scale takes the difference); one that spans
-// more has its lowest groups raised to the window's bottom and their codes re-rounded.
-TEST(Mxfp4Convert, E4m3ActivationsFoldTheScalesIntoTheExponentWindow) {
+// With 8-bit activations the e8m0 group scales become group x tensor scales inside the kernel's
+// exponent window (core::scale_exponent_window; `width` exponents: e4m3 [2^-5, 2^6], 12; int8
+// [2^0, 2^3], 4): an expert whose group exponents span at most the window converts exactly (the
+// global scale takes the difference); one that spans more has its lowest groups raised to the
+// window's bottom and their codes re-rounded.
+void expect_scales_fold_into_the_window(hm_dtype_t act, int width, const char* act_name) {
   Mxfp4 m = make_mxfp4(73);
   std::mt19937 rng(74);
   // Expert 0: exponents 118..129 (12 values, exact). Expert 1: 100..135, wider than the window.
@@ -203,12 +204,12 @@ TEST(Mxfp4Convert, E4m3ActivationsFoldTheScalesIntoTheExponentWindow) {
   for (int64_t g = 0; g < groups; ++g) m.scales[2 * m.n * groups + g] = 200;
   hm_convert_options_t options;
   hm_convert_options_init(&options);
-  options.activation = HM_DTYPE_E4M3;
+  options.activation = act;
   const Converted out = convert(HM_SCHEME_MXFP4, mxfp4_tensors(m), &options);
   ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
   EXPECT_EQ(out.scale_kind, HM_SCALE_GROUP_TENSOR) << out.format;
   EXPECT_EQ(out.scale_dtype, HM_DTYPE_UE8M0);
-  EXPECT_EQ(out.activation, HM_DTYPE_E4M3);
+  EXPECT_EQ(out.activation, act);
   std::vector<float> ref(m.codes.size());
   int64_t raised = 0;
   for (int64_t x = 0; x < m.e; ++x) {
@@ -219,7 +220,7 @@ TEST(Mxfp4Convert, E4m3ActivationsFoldTheScalesIntoTheExponentWindow) {
         for (int64_t i = g * 32; i < (g + 1) * 32; ++i) any |= (m.codes[(x * m.n + r) * m.k + i] & 7) != 0;
         if (any) top = std::max(top, m.scales[(x * m.n + r) * groups + g] - 127);
       }
-    const int bottom = top - 11;  // the window is 12 exponents wide
+    const int bottom = top - (width - 1);
     for (int64_t r = 0; r < m.n; ++r)
       for (int64_t i = 0; i < m.k; ++i) {
         const int64_t row = x * m.n + r;
@@ -237,11 +238,23 @@ TEST(Mxfp4Convert, E4m3ActivationsFoldTheScalesIntoTheExponentWindow) {
   EXPECT_GT(raised, 0) << "expert 1 spans more than the window";
   expect_bitwise(out.weight, ref, out.format);
   // The loss is reported with the layer; a lossless conversion has no note.
-  EXPECT_NE(out.note.find("scale groups lay below the e4m3 exponent window"), std::string::npos)
+  EXPECT_NE(out.note.find(std::string("scale groups lay below the ") + act_name +
+                          " exponent window"),
+            std::string::npos)
       << out.note;
   const Converted plain = convert(HM_SCHEME_MXFP4, mxfp4_tensors(m));
   ASSERT_EQ(plain.status, HM_SUCCESS) << plain.error;
   EXPECT_EQ(plain.note, "");
+}
+
+TEST(Mxfp4Convert, E4m3ActivationsFoldTheScalesIntoTheExponentWindow) {
+  expect_scales_fold_into_the_window(HM_DTYPE_E4M3, 12, "e4m3");
+}
+
+// int8 activations (MXFP4 -> INT8): the same fold into a window of 4 exponents, where the kernel
+// shifts the weights' counts of half steps (12 << 3 = 96 fits an int8 lane).
+TEST(Mxfp4Convert, Int8ActivationsFoldTheScalesIntoTheirNarrowerWindow) {
+  expect_scales_fold_into_the_window(HM_DTYPE_INT8, 4, "int8");
 }
 
 TEST(Mxfp4Convert, NanScaleIsRefused) {

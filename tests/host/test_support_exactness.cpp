@@ -182,8 +182,9 @@ TEST(SupportExactness, FloatFitsExactlyMatchesBruteForce) {
 // The exponent window (core::scale_exponent_window) is exactly the set of group exponents e for
 // which every 4-bit float weight value times 2^e is zero or a normal, finite value of the
 // activation (what the kernel's byte table and exponent add produce), checked over e in
-// [-40, 40] for every 4-bit signed float weight and both 8-bit float activations; and it exists
-// only for ue8m0 group x tensor scales.
+// [-40, 40] for every 4-bit signed float weight and both 8-bit float activations (int8: every
+// value times 2^e a whole count of least steps within a lane); and it exists only for ue8m0
+// group x tensor scales.
 TEST(SupportExactness, ScaleExponentWindowMatchesBruteForce) {
   for (const char* act : {"e4m3", "e5m2"})
     for (const char* weight : {"e2m1", "e1m2", "e3m0"}) {
@@ -207,6 +208,34 @@ TEST(SupportExactness, ScaleExponentWindowMatchesBruteForce) {
       EXPECT_EQ(window->hi, fits.back()) << weight << " on " << act;
       EXPECT_EQ(static_cast<int>(fits.size()), window->hi - window->lo + 1) << "no gaps";
     }
+  // int8 activations (rule R11): every weight value times 2^e is a whole count of the weight's
+  // least step that fits a lane (|count| <= 127), which is what the kernel's shifted step table
+  // produces.
+  for (const char* weight : {"e2m1", "e1m2", "e3m0"}) {
+    const Dtype w = Dtype::parse(weight);
+    Format f = Format::parse(std::string("w=") + weight + " a=int8 c=bf16 s=ue8m0:g32+tensor n=64 k=64");
+    const std::optional<ScaleExponentWindow> window = scale_exponent_window(f);
+    double step = 0;
+    for (double v : finite_values(w))
+      if (v > 0 && (step == 0 || v < step)) step = v;
+    std::vector<int> fits;
+    for (int e = -40; e <= 40; ++e) {
+      bool all = true;
+      for (double v : finite_values(w)) {
+        const double count = std::ldexp(v, e) / step;
+        all = all && count == std::floor(count) && std::fabs(count) <= 127.0;
+      }
+      if (all) fits.push_back(e);
+    }
+    ASSERT_TRUE(window.has_value()) << weight << " on int8";
+    ASSERT_FALSE(fits.empty()) << weight << " on int8";
+    EXPECT_EQ(window->lo, fits.front()) << weight << " on int8";
+    EXPECT_EQ(window->hi, fits.back()) << weight << " on int8";
+    EXPECT_EQ(static_cast<int>(fits.size()), window->hi - window->lo + 1) << "no gaps";
+  }
+  const Format int8 = Format::parse("w=e2m1 a=int8 c=bf16 s=ue8m0:g32+tensor n=64 k=64");
+  EXPECT_EQ(scale_exponent_window(int8)->lo, 0);
+  EXPECT_EQ(scale_exponent_window(int8)->hi, 3);  // 12 steps of 0.5, << 3 = 96
   const Format e4m3 = Format::parse("w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=64 k=64");
   EXPECT_EQ(scale_exponent_window(e4m3)->lo, -5);
   EXPECT_EQ(scale_exponent_window(e4m3)->hi, 6);

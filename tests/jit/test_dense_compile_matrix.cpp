@@ -245,6 +245,31 @@ TEST(DenseA8CompileMatrix, Int8EveryDefaultTileCompilesWithoutSpills) {
   EXPECT_GE(compiled, 6 * 7);
 }
 
+// Float weights on int8 activations (rule R11, gemm/dequant_a8.cuh: counts of the weight's least
+// step): every default tile of both kernels compiles without spills, for the 4-bit byte table
+// (channel scales; f32 group folds: the second accumulator set), the same table shifted by ue8m0
+// group exponents (MXFP4 -> INT8, with the rows' poison marks; with activation groups too), and
+// the f16 path of wider floats (e2m3, MXFP6's element); mma.sync on Turing and Ampere; the MoE
+// family with gpt-oss's MXFP4 experts.
+TEST(DenseA8CompileMatrix, FloatWeightsOnInt8CompileWithoutSpills) {
+  int compiled = 0;
+  for (const char* text : {"w=e2m1 a=int8 c=bf16 s=bf16:channel n=8192 k=8192",
+                           "w=e2m1 a=int8 c=bf16 s=bf16:g128 bias=1 n=8192 k=8192",
+                           "w=e2m1 a=int8 c=bf16 s=ue8m0:g32+tensor n=8192 k=8192",
+                           "w=e2m1 a=int8:g128 c=bf16 s=ue8m0:g32+tensor n=4096 k=4096",
+                           "w=e2m3 a=int8 c=f16 s=f16:channel n=4096 k=4096"})
+    compiled += expect_default_tiles_compile(text, "dense_wgmma");
+  for (const char* text : {"w=e2m1 a=int8 c=bf16 s=bf16:channel n=8192 k=8192",
+                           "w=e2m1 a=int8 c=bf16 s=ue8m0:g32+tensor n=8192 k=8192",
+                           "w=e2m3 a=int8 c=f16 s=f16:channel n=4096 k=4096"})
+    compiled += expect_default_tiles_compile(text, "dense_mma", "sm_80");
+  compiled += expect_default_tiles_compile("w=e2m1 a=int8 c=f16 s=ue8m0:g32+tensor n=4096 k=4096",
+                                           "dense_mma", "sm_75");
+  compiled += expect_default_tiles_compile(
+      "w=e2m1 a=int8 c=bf16 s=ue8m0:g32+tensor bias=1 n=5760 k=2880 e=128", "moe_wgmma");
+  EXPECT_GE(compiled, 5 * 7 + 4 * 3 + 4);
+}
+
 // 8-bit activations on the mma.sync kernel (m16n8k32, gemm/dense_mma.cuh): every default tile
 // compiles without spills on the first arch each runs on (fp8: sm_89, Ada; int8: sm_80, Ampere),
 // for each way a weight becomes an 8-bit code, the fold of group scales (the second set of

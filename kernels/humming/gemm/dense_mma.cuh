@@ -179,6 +179,7 @@ struct DenseMma {
 
     Acc acc{};
     Part part{};  // unused without folds (the compiler drops it)
+    uint32 poison = 0;  // rows to make NaN (step_fragments), int8 with group exponents only
 
     // Steps go in groups of kDepth: the loads of group i + 1 (weights into registers, activations
     // into the other shared-memory stage) are issued before group i is computed, so each warp has
@@ -250,14 +251,14 @@ struct DenseMma {
         const int64_t kc = kc0 + d;
         if (kc < kc_end) {
           if constexpr (Fold::kAny) {
-            compute_step(s.a[stage][d], words[d], codes[d], part, lane);
+            compute_step(s.a[stage][d], words[d], codes[d], part, lane, poison);
             // The group's (or the split's) last step: its sums join acc, scaled.
             if ((kc + 1) % Fold::kSteps == 0 || kc + 1 == kc_end) {
               fold(p, codes[d], part, acc, m0, kc, lane, act_rows);
               part = Part{};
             }
           } else {
-            compute_step(s.a[stage][d], words[d], codes[d], acc, lane);
+            compute_step(s.a[stage][d], words[d], codes[d], acc, lane, poison);
           }
         }
       }
@@ -298,16 +299,33 @@ struct DenseMma {
 #pragma unroll
             for (int q = 0; q < 4; ++q) wide[i][j][q] = accumulator_value(acc.v[i][j][q]);
       }
+      if constexpr (poisons_rows<C>()) poison_rows(wide, poison);
       Epilogue::run(p, reinterpret_cast<float*>(smem_raw), wide, n0, m0);
     } else {
+      if constexpr (poisons_rows<C>()) poison_rows(acc.v, poison);
       Epilogue::run(p, reinterpret_cast<float*>(smem_raw), acc.v, n0, m0);
     }
   }
 
+  // The sums of rows marked in `poison` (step_fragments) made NaN: every output of such a row is
+  // NaN whatever the epilogue adds (element q of a token group is row g, or g + 8 for q >= 2).
+  static __device__ __forceinline__ void poison_rows(float (&sums)[C::kWarpStrips][kTokenGroups][4],
+                                                     uint32 poison) {
+#pragma unroll
+    for (int i = 0; i < C::kWarpStrips; ++i)
+#pragma unroll
+      for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if ((poison >> (2 * i + q / 2)) & 1u) sums[i][j][q] = __int_as_float(0x7fc00000);
+  }
+
   // The 16 A registers of every strip for one step, dequantized.
+  // poison (int8 with group exponents, poisons_rows): bits 2i / 2i + 1 are set when
+  // strip i's row g / g + 8 met a group code outside the window.
   static __device__ __forceinline__ void step_fragments(uint32 (&a_frag)[C::kWarpStrips][16],
                                                         const StepWords& words,
-                                                        const ChunkCodes& codes) {
+                                                        const ChunkCodes& codes, uint32& poison) {
 #pragma unroll
     for (int i = 0; i < C::kWarpStrips; ++i) {
       if constexpr (!kA8) {
@@ -326,6 +344,9 @@ struct DenseMma {
         for (int gi = 0; gi < kGroupSlots; ++gi) {
           lo[gi] = DequantA8<C>::exponent_table(codes[i][gi][0].scale);
           hi[gi] = DequantA8<C>::exponent_table(codes[i][gi][1].scale);
+          if constexpr (poisons_rows<C>())
+            poison |= (DequantA8<C>::outside_window(codes[i][gi][0].scale) ? 1u : 0u) << (2 * i) |
+                      (DequantA8<C>::outside_window(codes[i][gi][1].scale) ? 2u : 0u) << (2 * i);
         }
         DequantA8<C>::template step_fragments_exp<kGroupSlots>(a_frag[i], words[i], lo, hi);
       } else if constexpr (C::kZeroPoint == kZeroInt) {
@@ -347,9 +368,9 @@ struct DenseMma {
   static __device__ __forceinline__ void compute_step(const Act (&tile)[C::kBlockM][kStepK],
                                                       const StepWords& words,
                                                       const ChunkCodes& codes, Sums& sums,
-                                                      int lane) {
+                                                      int lane, uint32& poison) {
     uint32 a_frag[C::kWarpStrips][16];
-    step_fragments(a_frag, words, codes);
+    step_fragments(a_frag, words, codes, poison);
     // B fragments by ldmatrix (two atoms per x4: each atom is 32 bytes of a row, k16 of 16-bit
     // or k32 of 8-bit activations, its two registers the units 2x and 2x + 1), then the MMAs.
 #pragma unroll

@@ -164,6 +164,16 @@ struct DenseWgmma {
     }
   }
 
+  // The sums of rows marked in `poison` (bit 0: row g, elements q < 2; bit 1: row g + 8) made
+  // NaN, so that every output of such a row is NaN whatever the epilogue or split-K adds.
+  static __device__ __forceinline__ void poison_rows(float (&sums)[kTokenGroups][4], uint32 poison) {
+#pragma unroll
+    for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if ((poison >> (q / 2)) & 1u) sums[j][q] = __int_as_float(0x7fc00000);
+  }
+
   // p: the tile's parameters (MoE: its expert's); maps: the kernel's parameter, for TMA.
   static __device__ __forceinline__ void run_tile(const DenseParams& p, const DenseParams& maps,
                                                   const BlockWork& work) {
@@ -193,6 +203,9 @@ struct DenseWgmma {
     // The rows of A of this thread's columns, for the activation scales of each fold: for MoE
     // resolved once per tile, not at every fold.
     const ColumnRows<C, kTokenGroups, kActFold && C::kMoe> act_rows(p, m0, lane);
+    // int8 activations with group exponents (MXFP4 -> INT8): bit 0 / 1 set once row g / g + 8
+    // met a group code outside the window, whose outputs are then NaN (poisons_rows).
+    uint32 poison = 0;
     // Dequantizes the weights of the step in stage s into the warp's 16 A registers.
     auto dequantize = [&](int s, uint32 (&a)[16]) {
       const uint32 stage = s * kStageBytes;
@@ -208,8 +221,12 @@ struct DenseWgmma {
 #pragma unroll
           for (int slot = 0; slot < kSlots; ++slot) {
             const void* codes = smem_raw + scales_at + stage + slot * kBlockN * kScaleBytes;
-            lo[slot] = DequantA8<C>::exponent_table(D::scale_code(codes, 0));
-            hi[slot] = DequantA8<C>::exponent_table(D::scale_code(codes, 8));
+            const uint32 code_lo = D::scale_code(codes, 0), code_hi = D::scale_code(codes, 8);
+            lo[slot] = DequantA8<C>::exponent_table(code_lo);
+            hi[slot] = DequantA8<C>::exponent_table(code_hi);
+            if constexpr (poisons_rows<C>())
+              poison |= (DequantA8<C>::outside_window(code_lo) ? 1u : 0u) |
+                        (DequantA8<C>::outside_window(code_hi) ? 2u : 0u);
           }
           DequantA8<C>::template step_fragments_exp<kSlots>(a, words, lo, hi);
         } else if constexpr (kZeroBytes > 0) {
@@ -366,8 +383,10 @@ struct DenseWgmma {
       for (int j = 0; j < kTokenGroups; ++j)
 #pragma unroll
         for (int q = 0; q < 4; ++q) wide[0][j][q] = accumulator_value(acc.v[0][j][q]);
+      if constexpr (poisons_rows<C>()) poison_rows(wide[0], poison);
       Epilogue::run(p, reinterpret_cast<float*>(base), wide, strip0 * 16, m0);
     } else {
+      if constexpr (poisons_rows<C>()) poison_rows(acc.v[0], poison);
       Epilogue::run(p, reinterpret_cast<float*>(base), acc.v, strip0 * 16, m0);
     }
   }

@@ -17,7 +17,13 @@
 //    these small integers);
 //  - integers on int8 activations (value q - implicit zero point in [-128, 127], rule R10): the
 //    byte itself, two's complement, by one add and one xor per register (quant::int8_lanes,
-//    layout/spec.h).
+//    layout/spec.h);
+//  - float weights on int8 activations (rule R11): each weight as a whole number of its least
+//    step 2^kStepExp (e2m1: -12..12 halves), the step left to the epilogue. A 4-bit float's 8
+//    magnitudes are a byte table (float_steps) looked up two registers at a time like the
+//    exponent tables below, then negated lane by lane where the sign is set; wider floats go
+//    through f16 (the code placed in an f16's fields, scaled to its step count exactly, and the
+//    byte of 1152 + steps kept), for formats like e2m3 (MXFP6) that need no speed here.
 // Channel and tensor scales are applied by the epilogue in f32; group scales either fold in f32 per
 // K group (GroupFold below) or, for ue8m0 group x tensor scales on 4-bit float weights
 // (C::kScaleExponents, the MXFP4 -> FP8 path), go into the weights' exponents here:
@@ -29,6 +35,10 @@
 //  - a code outside the window makes the group's nonzero weights NaN (the table's entries
 //    become 0x7F), so a scale the quantizer or converter did not place shows in the output
 //    instead of overflowing or flushing silently.
+//  On int8 activations (MXFP4 -> INT8) the table holds the magnitudes' step counts and a group
+//  code e in its window [lo, hi] shifts both table words left by e - lo (12 << 3 = 96 still fits
+//  a lane). int8 has no NaN: a code outside the window zeroes the group's weights and the kernel
+//  marks the row (poisons), so its outputs come out NaN in the epilogue all the same.
 // Integer zero points (C::kZeroPoint == kZeroInt: AWQ and asymmetric GPTQ): the same two integer
 // paths, with the zero point of the register's row and K group in place of the implicit one —
 // f16 (1024 + z) subtracted from the magic pair, or the byte add 128 - z before the xor — one
@@ -62,11 +72,26 @@ HM_PARAMS_HD constexpr uint32 exponent_table_entry(int c, int w_man, int w_bias,
   return static_cast<uint32>(((x + exp_lo + act_bias) << act_man) | (r << (act_man - p)));
 }
 
+// A float weight's magnitude code c (w_man mantissa bits) as a count of the format's least step
+// (its least subnormal, 2^(1 - bias - w_man)): m for subnormals, (2^w_man + m) << (e - 1) above.
+HM_PARAMS_HD constexpr uint32 float_steps(int c, int w_man) {
+  const int e = c >> w_man, m = c & ((1 << w_man) - 1);
+  return e == 0 ? static_cast<uint32>(m) : static_cast<uint32>(((1 << w_man) | m) << (e - 1));
+}
+
 // Whether Config C's activations are int8 (8 bits, no exponent): the wgmma is then s8 x s8 into
 // s32 accumulators (gemm/dense_wgmma.cuh) and the weights become int8 lanes.
 template <class C>
 HM_PARAMS_HD constexpr bool act_is_int8() {
   return C::kActBits == 8 && C::kActExpBits == 0;
+}
+
+// Whether Config C marks rows to poison (DequantA8::outside_window): int8 activations with ue8m0
+// group exponents in the weights, where a group code outside the window cannot make the weights
+// NaN as it does on float activations, so the kernel makes the row's sums NaN instead.
+template <class C>
+HM_PARAMS_HD constexpr bool poisons_rows() {
+  return C::kScaleExponents && act_is_int8<C>();
 }
 
 // How a kernel with 8-bit activations (gemm/dense_mma.cuh, gemm/dense_wgmma.cuh) applies the
@@ -106,12 +131,21 @@ struct DequantA8 {
   static constexpr int kActMan = C::kActManBits;
   static constexpr int kActBias = kActInt8 ? 0 : (1 << (C::kActExpBits - 1)) - 1;
   static_assert(kActInt8 || C::kActExpBits + kActMan == 7, "e4m3 or e5m2");
-  static_assert(!kActInt8 || (!C::kWeightIsFloat && !C::kScaleExponents),
-                "int8 activations take integer weights (float weights: rule R11, no kernel yet)");
-  // The power of two the conversion leaves in every weight (epilogue: C *= 2^kFactorExp); none
-  // when the group scales' exponents go into the weights (they restore the value exactly).
+  // Float weights on int8: the least step's exponent, and the top magnitude's step count.
+  static constexpr bool kFloatOnInt8 = kActInt8 && C::kWeightIsFloat;
+  static constexpr int kStepExp = C::kWeightIsFloat ? 1 - C::kWeightBias - C::kWeightManBits : 0;
+  static constexpr uint32 kMostSteps =
+      kFloatOnInt8 ? float_steps((1 << (kBits - 1)) - 1, C::kWeightManBits) : 0;
+  static_assert(!kFloatOnInt8 || kMostSteps <= 127u, "float weights on int8 fit a lane (rule R11)");
+  static_assert(!C::kScaleExponents || kBits == 4, "group scales go into 4-bit float weights only");
+  // The power of two the conversion leaves in every weight (epilogue: C *= 2^kFactorExp). Float
+  // activations: the bias difference, none when the group scales' exponents go into the weights
+  // (they restore the value exactly). int8: the least step, times 2^lo of the exponent window.
   static constexpr int kFactorExp =
-      C::kScaleExponents ? 0 : C::kWeightIsFloat ? kActBias - C::kWeightBias : 0;
+      kActInt8 ? kStepExp + (C::kScaleExponents ? C::kScaleExpLo : 0)
+      : C::kScaleExponents ? 0
+      : C::kWeightIsFloat  ? kActBias - C::kWeightBias
+                           : 0;
   // Registers per 64-wide chunk: 2 atoms of m16n8k32, 4 registers each.
   static constexpr int kChunkRegisters = quant::registers_per_chunk(kActBits);
   static_assert(kChunkRegisters == 8, "the 8-bit layout");
@@ -135,8 +169,9 @@ struct DequantA8 {
 
   // int8 activations: the fields become int8 lanes q - zp (quant::int8_lanes), which needs the
   // zero point the layout implies and every value in [-128, 127] (rule R10).
-  static_assert(!kActInt8 || (C::kImplicitZeroPoint == 0 ? kBits <= 7
-                                                         : C::kImplicitZeroPoint == 1 << (kBits - 1)),
+  static_assert(!kActInt8 || C::kWeightIsFloat ||
+                    (C::kImplicitZeroPoint == 0 ? kBits <= 7
+                                                : C::kImplicitZeroPoint == 1 << (kBits - 1)),
                 "q - zp fits int8 (rule R10)");
 
   static_assert(C::kZeroPoint != kZeroFloat, "float zero points need 16-bit activations (R14)");
@@ -154,6 +189,49 @@ struct DequantA8 {
       return h | (h << 16);
     }
   }
+
+  // ---- float weights on int8 activations (rule R11) -----------------------------------------
+  // Lanes of magnitudes (step counts, each <= 127) made signed where the sign byte's bit 7 is
+  // set: -m is (0x80 - m) ^ 0x80 lane by lane (no borrow crosses a lane for m <= 127, and -0 is
+  // 0), chosen by the sign replicated over its lane (prmt's sign mode: selector nibbles 8..B).
+  static __device__ __forceinline__ uint32 signed_lanes(uint32 magnitudes, uint32 sign_bytes) {
+    uint32 mask;
+    asm("prmt.b32 %0, %1, 0, 0xBA98;\n" : "=r"(mask) : "r"(sign_bytes));
+    const uint32 negated = (0x80808080u - magnitudes) ^ 0x80808080u;
+    return (magnitudes & ~mask) | (negated & mask);
+  }
+  // Four codes of a float weight wider than 4 bits (one per byte, in its low kBits) as int8
+  // lanes of their step counts, two at a time through f16: the code's exponent and mantissa go
+  // under an f16's (value w * 2^(bias - 15), subnormals included), times 2^(15 - bias) is w,
+  // times 2^(bias + kWeightManBits - 1) plus 1152 is 1152 + steps, exact in [1025, 1279] where
+  // an f16's low byte is 128 + steps; the xor makes it two's complement.
+  static __device__ __forceinline__ uint32 float_int8_lanes(uint32 x) {
+    static_assert(kFloatOnInt8 && C::kWeightManBits <= 10 && 15 - C::kWeightBias >= -14 &&
+                      15 - C::kWeightBias <= 15 && C::kWeightBias + C::kWeightManBits - 1 >= -14 &&
+                      C::kWeightBias + C::kWeightManBits - 1 <= 15,
+                  "the f16 steps of float weights on int8 (the dense family's gap check)");
+    constexpr uint32 kMag = quant::replicate(quant::low_bits(kBits - 1), 16);
+    constexpr int kUp = 10 - C::kWeightManBits;
+    auto pair = [](uint32 h) {
+      const uint32 f = ((h & kMag) << kUp) | ((h << (16 - kBits)) & 0x80008000u);
+      constexpr uint32 kToW = static_cast<uint32>(15 - C::kWeightBias + 15) << 10;  // 2^(15 - bias)
+      constexpr uint32 kToSteps = static_cast<uint32>(C::kWeightBias + C::kWeightManBits - 1 + 15)
+                                  << 10;  // 2^(bias + man - 1)
+      constexpr uint32 kMagic = 0x6480u;  // 1152
+      return Pair<f16>::fma(Pair<f16>::mul(f, kToW | (kToW << 16)), kToSteps | (kToSteps << 16),
+                            kMagic | (kMagic << 16));
+    };
+    const uint32 lo = pair(__byte_perm(x, 0u, 0x4140u)), hi = pair(__byte_perm(x, 0u, 0x4342u));
+    return __byte_perm(lo, hi, 0x6420u) ^ 0x80808080u;
+  }
+  // The byte table of a 4-bit float's step counts (entries 0..3, 4..7).
+  static constexpr uint32 steps_word(int first) {
+    return float_steps(first, C::kWeightManBits) | (float_steps(first + 1, C::kWeightManBits) << 8) |
+           (float_steps(first + 2, C::kWeightManBits) << 16) |
+           (float_steps(first + 3, C::kWeightManBits) << 24);
+  }
+  static constexpr uint32 kStepsLo = kFloatOnInt8 && kBits == 4 ? steps_word(0) : 0;
+  static constexpr uint32 kStepsHi = kFloatOnInt8 && kBits == 4 ? steps_word(4) : 0;
 
   // Register kReg (0..7) of one chunk, from a lane's kBits stored words, for a row whose
   // zero point's term (zero_term) is `zero`.
@@ -173,7 +251,9 @@ struct DequantA8 {
   template <int kReg>
   static __device__ __forceinline__ uint32 fragment(const uint32 (&words)[kBits]) {
     const uint32 x = quant::extract_register_fixed<kBits, kActBits, kReg>(words);
-    if constexpr (kActInt8) {
+    if constexpr (kFloatOnInt8) {
+      return float_int8_lanes(x);
+    } else if constexpr (kActInt8) {
       return quant::int8_lanes(x, C::kImplicitZeroPoint);
     } else if constexpr (C::kWeightIsFloat) {
       if constexpr (kBits == 8 && C::kWeightManBits == kActMan) {
@@ -204,14 +284,17 @@ struct DequantA8 {
                                  C::kScaleExpLo) << 24);
   }
   static constexpr int kExpWindow = C::kScaleExpHi - C::kScaleExpLo;  // + 1 codes
-  static constexpr uint32 kTableLo = C::kScaleExponents ? table_word(0) : 0;
-  static constexpr uint32 kTableHi = C::kScaleExponents ? table_word(4) : 0;
-  static constexpr int kLeastField = C::kScaleExponents ? int((kTableLo >> 8 & 0xFFu) >> kActMan) : 1;
-  static constexpr int kMostField = C::kScaleExponents ? int((kTableHi >> 24) >> kActMan) + kExpWindow : 0;
+  static constexpr bool kFloatTable = C::kScaleExponents && !kActInt8;  // tables of act codes
+  static constexpr uint32 kTableLo = kFloatTable ? table_word(0) : 0;
+  static constexpr uint32 kTableHi = kFloatTable ? table_word(4) : 0;
+  static constexpr int kLeastField = kFloatTable ? int((kTableLo >> 8 & 0xFFu) >> kActMan) : 1;
+  static constexpr int kMostField = kFloatTable ? int((kTableHi >> 24) >> kActMan) + kExpWindow : 0;
   static_assert(!C::kScaleExponents || (C::kWeightIsFloat && kBits == 4),
                 "group scales go into the exponents of 4-bit float weights only");
   static_assert(kLeastField >= 1, "every nonzero table entry is a normal activation code");
-  static_assert(!C::kScaleExponents || kMostField < (1 << C::kActExpBits) - 1 ||
+  static_assert(!C::kScaleExponents || !kActInt8 || (kMostSteps << kExpWindow) <= 127u,
+                "int8: the top magnitude shifted to the window's top fits a lane");
+  static_assert(!kFloatTable || kMostField < (1 << C::kActExpBits) - 1 ||
                     (C::kActExpBits == 4 && kMostField == 15 &&
                      (((kTableHi >> 24) & ((1u << kActMan) - 1)) != (1u << kActMan) - 1)),
                 "the window's top stays finite (e4m3's top field holds finite values below its NaN)");
@@ -221,9 +304,21 @@ struct DequantA8 {
   struct Table {
     uint32 lo, hi;  // entries 0..3, 4..7
   };
+  static constexpr uint32 kWindowBase = static_cast<uint32>(127 + C::kScaleExpLo);  // lo's code
+  // Whether rows with group code `code` are poisoned (poisons_rows: int8 activations; float
+  // activations make such weights NaN instead and need no mark).
+  static __device__ __forceinline__ bool outside_window(uint32 code) {
+    return code - kWindowBase > static_cast<uint32>(kExpWindow);
+  }
   static __device__ __forceinline__ Table exponent_table(uint32 code) {
+    if constexpr (kActInt8) {
+      // Step counts shifted by e - lo; outside the window, zero weights (the row is poisoned).
+      const uint32 shift = code - kWindowBase;
+      if (shift > static_cast<uint32>(kExpWindow)) return {0u, 0u};
+      return {kStepsLo << shift, kStepsHi << shift};
+    }
     // code * step - base * step folds into one multiply-add per word (exact modulo 2^32).
-    constexpr uint32 kBase = static_cast<uint32>(127 + C::kScaleExpLo);
+    constexpr uint32 kBase = kWindowBase;
     constexpr uint32 kStepLo = (1u << kActMan) * 0x01010100u, kStepHi = (1u << kActMan) * 0x01010101u;
     const Table t{code * kStepLo + (kTableLo - kBase * kStepLo),
                   code * kStepHi + (kTableHi - kBase * kStepHi)};
@@ -244,8 +339,15 @@ struct DequantA8 {
     const uint32 lo1 = __byte_perm(lo.lo, lo.hi, selector_hi);  // ... of nibbles 4..7
     const uint32 hi0 = __byte_perm(hi.lo, hi.hi, selector);
     const uint32 hi1 = __byte_perm(hi.lo, hi.hi, selector_hi);
-    even = __byte_perm(lo0, lo1, 0x6420u) | ((word << 4) & 0x80808080u);
-    odd = __byte_perm(hi0, hi1, 0x7531u) | (word & 0x80808080u);
+    if constexpr (kActInt8) {
+      // Step counts: negated lane by lane where the code's sign (bit 3) is set, about 17
+      // instructions for eight weights.
+      even = signed_lanes(__byte_perm(lo0, lo1, 0x6420u), word << 4);
+      odd = signed_lanes(__byte_perm(hi0, hi1, 0x7531u), word);
+    } else {
+      even = __byte_perm(lo0, lo1, 0x6420u) | ((word << 4) & 0x80808080u);
+      odd = __byte_perm(hi0, hi1, 0x7531u) | (word & 0x80808080u);
+    }
   }
   // The 16 A registers of a step (words: a lane's 4 stored words of each of the step's two
   // chunks); lo / hi: the tables of rows g and g + 8 per group slot.
@@ -279,11 +381,19 @@ struct DequantA8 {
 
   // The 16 A registers of one 128-wide K step (two chunks, four k32 atoms): chunk c's eight
   // registers are a[8c .. 8c + 7], atom x of the step being a[4x .. 4x + 3].
+  // 4-bit float weights on int8 take the step-count table two registers at a time (word_exp).
   template <int kReg = 0>
   static __device__ __forceinline__ void step_fragments(uint32 (&a)[16],
                                                         const uint32 (&words)[2][kBits]) {
-    a[kReg] = fragment<kReg % kChunkRegisters>(words[kReg / kChunkRegisters]);
-    if constexpr (kReg + 1 < 16) step_fragments<kReg + 1>(a, words);
+    if constexpr (kFloatOnInt8 && kBits == 4) {
+      static_assert(kReg == 0, "the whole step at once");
+      const Table steps{kStepsLo, kStepsHi};
+#pragma unroll
+      for (int v = 0; v < 8; ++v) word_exp(words[v / 4][v % 4], steps, steps, a[2 * v], a[2 * v + 1]);
+    } else {
+      a[kReg] = fragment<kReg % kChunkRegisters>(words[kReg / kChunkRegisters]);
+      if constexpr (kReg + 1 < 16) step_fragments<kReg + 1>(a, words);
+    }
   }
 };
 
