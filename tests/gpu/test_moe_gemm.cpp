@@ -188,11 +188,13 @@ const MoeCase kCases[] = {
     // f32 accumulation and the output rounding, as in test_dense_gemm_a8.cpp): gpt-oss-style
     // MXFP4 experts with e4m3 and a bias, DeepSeek-style FP8 experts (1 x 128 activation
     // groups, 128 x 128 weight blocks, N ending inside a block), GPTQ int4 g128 with int8, and
-    // K = 320 (an odd number of 64-wide chunks: the last 128-k step is half full).
+    // K = 320 (an odd number of 64-wide chunks: the last 128-k step is half full); the same
+    // MXFP4 experts with int8 (rule R11, the group exponents shifted into half-step counts).
     {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor bias=1 n=136 k=640 e=6", 1e-2},
     {"w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=200 k=512 e=8", 1e-2},
     {"w=uint4b8 a=int8 c=f16 s=f16:g128 n=192 k=384 e=8", 2e-3},
     {"w=uint4b8 a=e4m3 c=f16 s=f16:channel n=64 k=320 e=4", 2e-3},
+    {"w=e2m1 a=int8 c=bf16 s=ue8m0:g32+tensor bias=1 n=136 k=640 e=6", 1e-2},
 };
 
 class MoeGemm : public testing::TestWithParam<MoeCase> {};
