@@ -127,6 +127,64 @@ int64_t fold_scale_exponents(Layer& layer) {
   return raised;
 }
 
+int64_t requantize_per_channel_for_8bit_activations(Layer& layer) {
+  core::Format& f = layer.format;
+  const hm_dtype_t act = f.activation.code();
+  if (act != HM_DTYPE_E4M3 && act != HM_DTYPE_E5M2 && act != HM_DTYPE_INT8) return 0;
+  const core::Dtype target = act == HM_DTYPE_INT8 ? dtype(HM_DTYPE_INT8) : f.activation;
+  const bool integer = target.is_integer();
+  const int64_t experts = f.experts, n = f.n, k = f.k;
+  const int64_t groups = f.group_k > 0 ? (k + f.group_k - 1) / f.group_k : 1;
+  HM_REQUIRE(static_cast<int64_t>(layer.codes.size()) == experts * n * k &&
+                 static_cast<int64_t>(layer.scales.size()) == experts * n * groups,
+             HM_ERROR_INTERNAL,
+             "requantize_per_channel_for_8bit_activations: the layer's buffers do not match its "
+             "format");
+  const core::Dtype w = f.weight;
+  const bool had_global = f.scale_kind == core::ScaleKind::kGroupTensor;
+  std::vector<float> channel(static_cast<size_t>(experts * n));
+  std::vector<int64_t> row_changed(static_cast<size_t>(experts * n), 0);
+  parallel_for(experts * n, k, [&](int64_t r0, int64_t r1) {
+    std::vector<double> v(static_cast<size_t>(k));
+    for (int64_t r = r0; r < r1; ++r) {
+      const double g = had_global ? layer.global_scale.at(static_cast<size_t>(r / n)) : 1.0;
+      uint8_t* codes = layer.codes.data() + r * k;
+      double top = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const double s = layer.scales[static_cast<size_t>(r * groups + i / f.group_k)];
+        v[static_cast<size_t>(i)] = w.decode(codes[i]) * s * g;  // exact in double
+        top = std::max(top, std::fabs(v[static_cast<size_t>(i)]));
+      }
+      double c = 1.0;
+      if (top > 0)
+        c = integer ? top / 127.0 : std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(top / target.max_value()))));
+      const auto cf = static_cast<float>(c);
+      HM_REQUIRE(std::isfinite(cf) && cf > 0.0f, HM_ERROR_NON_FINITE,
+                 "row " + std::to_string(r) + ": the channel scale " + std::to_string(c) +
+                     " that holds its weights in " + target.name() + " is not a finite positive f32");
+      channel[static_cast<size_t>(r)] = cf;
+      int64_t changed = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const double want = v[static_cast<size_t>(i)];
+        const uint32_t code = target.encode(want / static_cast<double>(cf));
+        codes[i] = static_cast<uint8_t>(code);
+        changed += target.decode(code) * static_cast<double>(cf) != want;
+      }
+      row_changed[static_cast<size_t>(r)] = changed;
+    }
+  });
+  f.weight = target;
+  f.scale_kind = core::ScaleKind::kChannel;
+  f.scale = dtype(HM_DTYPE_F32);
+  f.group_k = 0;
+  f.group_n = 0;
+  layer.scales = std::move(channel);
+  layer.global_scale.clear();
+  int64_t changed = 0;
+  for (int64_t c : row_changed) changed += c;
+  return changed;
+}
+
 void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,
                         const io::TensorView& zero_tensor) {
   core::Format& f = layer.format;

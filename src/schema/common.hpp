@@ -48,6 +48,15 @@ void set_integer_weight(Layer& layer, int bits, std::vector<float> zero_points,
 // and the scales are set. Returns how many groups lost a value to that rounding.
 int64_t fold_scale_exponents(Layer& layer);
 
+// For 8-bit activations (e4m3, e5m2, int8): group scales that no 8-bit kernel applies exactly
+// (NVFP4's e4m3 scales per 16 k: too small a group to fold between MMA steps, and e2m1 times an
+// e4m3 scale needs up to 6 significant bits) are multiplied into the weights, which become the
+// activation's own 8-bit type with one f32 scale per row (global scale included): a power of two
+// that puts the row's largest value at or below the type's top for float types, largest / 127 for
+// int8; each value rounded to nearest even. The one lossy step of such a conversion (docs/
+// convert.md); does nothing for 16-bit activations. Returns how many weights changed value.
+int64_t requantize_per_channel_for_8bit_activations(Layer& layer);
+
 // Act-order: from g_idx [K] (group of each input column), the permutation that makes the groups
 // contiguous (empty when g_idx already is k / group_k). Fails naming g_idx when a group id is out
 // of range or a group does not have group_k members (the last may be smaller).

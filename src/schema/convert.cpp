@@ -152,6 +152,12 @@ quant::ConstCanonicalWeight Layer::canonical() const {
 
 std::string conversion_note(const Layer& layer) {
   const core::Format& f = layer.format;
+  if (layer.rerounded_weights > 0)
+    return "the group scales cannot be applied exactly with " + f.activation.name() +
+           " activations, so the weights became " + f.weight.name() +
+           " with f32 channel scales: " + std::to_string(layer.rerounded_weights) + " of " +
+           std::to_string(f.experts * f.n * f.k) +
+           " weights were re-rounded (lossy, docs/convert.md)";
   if (layer.rerounded_groups <= 0) return "";
   return std::to_string(layer.rerounded_groups) + " of " +
          std::to_string(f.experts * f.n * ((f.k + f.group_k - 1) / f.group_k)) +

@@ -71,6 +71,9 @@ struct Layer {
   // Groups (of a row) that lost a value when fold_scale_exponents re-rounded their codes into the
   // exponent window of 8-bit activations (docs/convert.md); reported with the layer, never silent.
   int64_t rerounded_groups = 0;
+  // Weights that changed value when requantize_per_channel_for_8bit_activations turned group
+  // scales no 8-bit kernel applies (NVFP4's) into 8-bit weights with channel scales; reported too.
+  int64_t rerounded_weights = 0;
 
   quant::CanonicalWeight canonical();
   quant::ConstCanonicalWeight canonical() const;

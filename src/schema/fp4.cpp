@@ -9,6 +9,8 @@
 //             into [gate rows, up rows]. With 8-bit activations (--act e4m3 / e5m2) the e8m0
 //             scales become group x tensor scales in the kernel's exponent window
 //             (fold_scale_exponents).
+//             With 8-bit activations NVFP4 becomes 8-bit weights of the activation's type with
+//             f32 channel scales (requantize_per_channel_for_8bit_activations: lossy, noted).
 // input_scale / input_global_scale tensors are accepted and ignored.
 #include <cmath>
 #include <cstring>
@@ -82,6 +84,9 @@ Layer nvfp4(const io::TensorView& weight, const io::TensorView& scale, const io:
   unpack_nibbles(weight, n, k, layer.codes.data());
   layer.scales = read_scales(scale);
   set_scale_dtype(layer, dtype(HM_DTYPE_E4M3));
+  // 8-bit activations: e4m3 scales per 16 k have no exact 8-bit path; the weights become the
+  // activation's 8-bit type with channel scales (lossy, counted in the layer's note).
+  layer.rerounded_weights = requantize_per_channel_for_8bit_activations(layer);
   return layer;
 }
 

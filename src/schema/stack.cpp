@@ -65,6 +65,7 @@ Layer stack_layers(const std::vector<const Layer*>& parts, StackAxis axis) {
   out.format = f0;
   out.k_permutation = first.k_permutation;
   for (const Layer* p : parts) out.rerounded_groups += p->rerounded_groups;
+  for (const Layer* p : parts) out.rerounded_weights += p->rerounded_weights;
   const quant::CanonicalShape s0 = quant::canonical_shape(f0);
   // Each buffer sized once: a joined MoE layer can take gigabytes, and growing it by doubling
   // would copy it again and hold up to twice its size for a moment.

@@ -473,6 +473,43 @@ TEST(DenseGemmA8Convert, Mxfp4CheckpointServesWithE4m3AndInt8Activations) {
                                                         "a=int8", rng));
 }
 
+// A ModelOpt NVFP4 checkpoint (e2m1 codes, e4m3 scales per 16 k, an f32 global) converted for
+// e4m3 and for int8 activations: its scales have no exact 8-bit path, so the converter writes the
+// activation's 8-bit type with f32 channel scales (lossy, noted), which plans and runs against the
+// f64 reference on the converted canonical weight.
+TEST(DenseGemmA8Convert, Nvfp4CheckpointServesWithE4m3AndInt8Activations) {
+  Gpu gpu;
+  ASSERT_NE(gpu.ctx, nullptr);
+  if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
+  const int64_t n = 200, k = 640;
+  std::mt19937 rng(29);
+  std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2)), scales(static_cast<size_t>(n * k / 16));
+  for (auto& b : packed) b = static_cast<uint8_t>(rng());
+  std::uniform_int_distribution<int> scale_code(0x20, 0x5f);  // positive e4m3, 2^-3 .. 2^4
+  for (auto& s : scales) s = static_cast<uint8_t>(scale_code(rng));
+  const float global = 1.0f / 1024;
+  hm_checkpoint_tensor_t t[3];
+  hm_checkpoint_tensor_init(&t[0]);
+  t[0].name = "model.layers.0.mlp.down_proj.weight";
+  t[0].dtype = "U8";
+  t[0].shape[0] = n, t[0].shape[1] = k / 2, t[0].ndim = 2;
+  t[0].data = packed.data(), t[0].bytes = packed.size();
+  hm_checkpoint_tensor_init(&t[1]);
+  t[1].name = "model.layers.0.mlp.down_proj.weight_scale";
+  t[1].dtype = "F8_E4M3";
+  t[1].shape[0] = n, t[1].shape[1] = k / 16, t[1].ndim = 2;
+  t[1].data = scales.data(), t[1].bytes = scales.size();
+  hm_checkpoint_tensor_init(&t[2]);
+  t[2].name = "model.layers.0.mlp.down_proj.weight_scale_2";
+  t[2].dtype = "F32";
+  t[2].ndim = 0;
+  t[2].data = &global, t[2].bytes = sizeof global;
+  ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_NVFP4, t, 3, HM_DTYPE_E4M3,
+                                                        "w=e4m3 a=e4m3", rng));
+  ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_NVFP4, t, 3, HM_DTYPE_INT8,
+                                                        "w=int8 a=int8", rng));
+}
+
 // A DeepSeek-style FP8 checkpoint (e4m3 weight, f32 weight_scale_inv per 128 x 128 block)
 // converted for e4m3 activations (hm_convert_layer) and served as converted: the converter's
 // output format plans and runs, against the f64 reference on the converted canonical weight.

@@ -104,6 +104,64 @@ TEST(Nvfp4Convert, CompressedTensorsDividesByTheGlobalScale) {
   }
 }
 
+// With 8-bit activations NVFP4's e4m3 scales per 16 k have no exact kernel path (too small a
+// group to fold between MMA steps; e2m1 times an e4m3 scale needs up to 6 significant bits), so
+// the weights become the activation's 8-bit type with f32 channel scales: a power of two putting
+// the row's largest |w| at or below the type's top (float types), or largest / 127 (int8); each
+// weight rounded once to nearest even, within half a step of the checkpoint's value, and the
+// loss is counted in the layer's note.
+TEST(Nvfp4Convert, EightBitActivationsTakeChannelScaledEightBitWeights) {
+  const Nvfp4 l = make_nvfp4(63);
+  const double g = f32(0.000173);
+  const std::vector<Tensor> t = {
+      make_tensor("m.weight", "U8", {l.n, l.k / 2}, pack_fp4(l.codes)),
+      make_tensor("m.weight_scale", "F8_E4M3", {l.n, l.k / 16}, l.scales),
+      f32_tensor("m.weight_scale_2", {}, {g})};
+  for (hm_dtype_t act : {HM_DTYPE_E4M3, HM_DTYPE_E5M2, HM_DTYPE_INT8}) {
+    hm_convert_options_t options;
+    hm_convert_options_init(&options);
+    options.activation = act;
+    const Converted out = convert(HM_SCHEME_NVFP4, t, &options);
+    ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+    EXPECT_EQ(out.weight_dtype, act) << out.format;
+    EXPECT_EQ(out.scale_kind, HM_SCALE_CHANNEL) << out.format;
+    EXPECT_EQ(out.scale_dtype, HM_DTYPE_F32) << out.format;
+    const double top_code = act == HM_DTYPE_INT8 ? 127.0 : act == HM_DTYPE_E4M3 ? 448.0 : 57344.0;
+    int64_t changed = 0;
+    for (int64_t r = 0; r < l.n; ++r) {
+      std::vector<double> v(static_cast<size_t>(l.k));
+      double top = 0;
+      for (int64_t i = 0; i < l.k; ++i) {
+        v[i] = e2m1(l.codes[r * l.k + i]) *
+               decode(HM_DTYPE_E4M3, l.scales[r * (l.k / 16) + i / 16]) * g;
+        top = std::max(top, std::fabs(v[i]));
+      }
+      const double c = act == HM_DTYPE_INT8
+                           ? static_cast<double>(f32(top / 127.0))
+                           : std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(top / top_code))));
+      for (int64_t i = 0; i < l.k; ++i) {
+        uint32_t code = 0;
+        double q = 0;
+        ASSERT_EQ(hm_dtype_encode(act, v[i] / c, &code), HM_SUCCESS);
+        ASSERT_EQ(hm_dtype_decode(act, code, &q), HM_SUCCESS);
+        const double got = out.weight[r * l.k + i];
+        EXPECT_EQ(got, f32(q * c)) << "row " << r << " k " << i << " of " << out.format;
+        // Within half a step of the value: 2^-4 relative (e4m3) or 2^-3 (e5m2) above the type's
+        // subnormals, half a code times c for int8 and below the normals.
+        const double step = act == HM_DTYPE_INT8 ? c
+                            : act == HM_DTYPE_E4M3 ? std::max(std::fabs(v[i]) / 8, c * std::ldexp(1.0, -9))
+                                                   : std::max(std::fabs(v[i]) / 4, c * std::ldexp(1.0, -16));
+        // (plus the f32 rounding of the dequantized value itself)
+        EXPECT_LE(std::fabs(got - v[i]), step / 2 + std::fabs(got) * std::ldexp(1.0, -23))
+            << "row " << r << " k " << i;
+        changed += f32(q * c) != f32(v[i]);
+      }
+    }
+    EXPECT_GT(changed, 0) << "random NVFP4 blocks lose bits in 8 bits";
+    EXPECT_NE(out.note.find("weights were re-rounded"), std::string::npos) << out.note;
+  }
+}
+
 TEST(Nvfp4Convert, UnequalShardGlobalsAreRefused) {
   const Nvfp4 l = make_nvfp4(62);
   const Converted out =
