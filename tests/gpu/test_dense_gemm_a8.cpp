@@ -417,6 +417,21 @@ TEST(DenseGemmA8Exact, ScaleExponentsBitExactAcrossTheWindow) {
   }
 }
 
+// The checkpoint tensor `name` (safetensors `dtype`, `shape`) over `bytes` bytes at `data`.
+hm_checkpoint_tensor_t checkpoint_tensor(const char* name, const char* dtype,
+                                         std::initializer_list<int64_t> shape, const void* data,
+                                         uint64_t bytes) {
+  hm_checkpoint_tensor_t t;
+  hm_checkpoint_tensor_init(&t);
+  t.name = name;
+  t.dtype = dtype;
+  t.ndim = 0;
+  for (int64_t d : shape) t.shape[t.ndim++] = d;
+  t.data = data;
+  t.bytes = bytes;
+  return t;
+}
+
 // Converts the checkpoint tensors `t` with `scheme` for `act` activations (hm_convert_layer) and
 // serves the layer as converted: its format (whose text must contain `expect`) plans and runs
 // against the f64 reference on the converted canonical weight, at several M.
@@ -454,17 +469,11 @@ TEST(DenseGemmA8Convert, Mxfp4CheckpointServesWithE4m3AndInt8Activations) {
   for (auto& b : blocks) b = static_cast<uint8_t>(rng());
   std::uniform_int_distribution<int> exponent(108, 124);  // 2^-19 .. 2^-3: wider than the window
   for (auto& s : scales) s = static_cast<uint8_t>(exponent(rng));
-  hm_checkpoint_tensor_t t[2];
-  hm_checkpoint_tensor_init(&t[0]);
-  t[0].name = "model.layers.0.mlp.down_proj_blocks";
-  t[0].dtype = "U8";
-  t[0].shape[0] = n, t[0].shape[1] = kb, t[0].shape[2] = 16, t[0].ndim = 3;
-  t[0].data = blocks.data(), t[0].bytes = blocks.size();
-  hm_checkpoint_tensor_init(&t[1]);
-  t[1].name = "model.layers.0.mlp.down_proj_scales";
-  t[1].dtype = "U8";
-  t[1].shape[0] = n, t[1].shape[1] = kb, t[1].ndim = 2;
-  t[1].data = scales.data(), t[1].bytes = scales.size();
+  const hm_checkpoint_tensor_t t[2] = {
+      checkpoint_tensor("model.layers.0.mlp.down_proj_blocks", "U8", {n, kb, 16}, blocks.data(),
+                        blocks.size()),
+      checkpoint_tensor("model.layers.0.mlp.down_proj_scales", "U8", {n, kb}, scales.data(),
+                        scales.size())};
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_MXFP4, t, 2, HM_DTYPE_E4M3,
                                                         "ue8m0:g32+tensor", rng));
   // The same checkpoint for int8 activations: the window is 2^0 .. 2^3 (core/support.hpp), so
@@ -488,22 +497,13 @@ TEST(DenseGemmA8Convert, Nvfp4CheckpointServesWithE4m3AndInt8Activations) {
   std::uniform_int_distribution<int> scale_code(0x20, 0x5f);  // positive e4m3, 2^-3 .. 2^4
   for (auto& s : scales) s = static_cast<uint8_t>(scale_code(rng));
   const float global = 1.0f / 1024;
-  hm_checkpoint_tensor_t t[3];
-  hm_checkpoint_tensor_init(&t[0]);
-  t[0].name = "model.layers.0.mlp.down_proj.weight";
-  t[0].dtype = "U8";
-  t[0].shape[0] = n, t[0].shape[1] = k / 2, t[0].ndim = 2;
-  t[0].data = packed.data(), t[0].bytes = packed.size();
-  hm_checkpoint_tensor_init(&t[1]);
-  t[1].name = "model.layers.0.mlp.down_proj.weight_scale";
-  t[1].dtype = "F8_E4M3";
-  t[1].shape[0] = n, t[1].shape[1] = k / 16, t[1].ndim = 2;
-  t[1].data = scales.data(), t[1].bytes = scales.size();
-  hm_checkpoint_tensor_init(&t[2]);
-  t[2].name = "model.layers.0.mlp.down_proj.weight_scale_2";
-  t[2].dtype = "F32";
-  t[2].ndim = 0;
-  t[2].data = &global, t[2].bytes = sizeof global;
+  const hm_checkpoint_tensor_t t[3] = {
+      checkpoint_tensor("model.layers.0.mlp.down_proj.weight", "U8", {n, k / 2}, packed.data(),
+                        packed.size()),
+      checkpoint_tensor("model.layers.0.mlp.down_proj.weight_scale", "F8_E4M3", {n, k / 16},
+                        scales.data(), scales.size()),
+      checkpoint_tensor("model.layers.0.mlp.down_proj.weight_scale_2", "F32", {}, &global,
+                        sizeof global)};
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_NVFP4, t, 3, HM_DTYPE_E4M3,
                                                         "w=e4m3 a=e4m3", rng));
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_NVFP4, t, 3, HM_DTYPE_INT8,
@@ -527,17 +527,10 @@ TEST(DenseGemmA8Convert, Fp8BlockCheckpointServesWithE4m3Activations) {
   std::vector<float> inv(static_cast<size_t>(((n + 127) / 128) * ((k + 127) / 128)));
   std::uniform_real_distribution<float> uni(1e-3f, 1e-2f);
   for (auto& v : inv) v = uni(rng);
-  hm_checkpoint_tensor_t t[2];
-  hm_checkpoint_tensor_init(&t[0]);
-  t[0].name = "model.layers.0.mlp.up_proj.weight";
-  t[0].dtype = "F8_E4M3";
-  t[0].shape[0] = n, t[0].shape[1] = k, t[0].ndim = 2;
-  t[0].data = w.data(), t[0].bytes = w.size();
-  hm_checkpoint_tensor_init(&t[1]);
-  t[1].name = "model.layers.0.mlp.up_proj.weight_scale_inv";
-  t[1].dtype = "F32";
-  t[1].shape[0] = (n + 127) / 128, t[1].shape[1] = (k + 127) / 128, t[1].ndim = 2;
-  t[1].data = inv.data(), t[1].bytes = inv.size() * 4;
+  const hm_checkpoint_tensor_t t[2] = {
+      checkpoint_tensor("model.layers.0.mlp.up_proj.weight", "F8_E4M3", {n, k}, w.data(), w.size()),
+      checkpoint_tensor("model.layers.0.mlp.up_proj.weight_scale_inv", "F32",
+                        {(n + 127) / 128, (k + 127) / 128}, inv.data(), inv.size() * 4)};
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_FP8, t, 2, HM_DTYPE_E4M3,
                                                         "b128x128", rng));
 }
@@ -558,20 +551,11 @@ TEST(DenseGemmA8Convert, CompressedTensorsW8A8ServesWithInt8Activations) {
   std::uniform_real_distribution<float> uni(1e-4f, 1e-2f);
   for (auto& v : scale) v = uni(rng);
   const float input_scale = 0.02f;
-  hm_checkpoint_tensor_t t[3];
-  for (auto& x : t) hm_checkpoint_tensor_init(&x);
-  t[0].name = "model.layers.0.mlp.down_proj.weight";
-  t[0].dtype = "I8";
-  t[0].shape[0] = n, t[0].shape[1] = k, t[0].ndim = 2;
-  t[0].data = q.data(), t[0].bytes = q.size();
-  t[1].name = "model.layers.0.mlp.down_proj.weight_scale";
-  t[1].dtype = "F32";
-  t[1].shape[0] = n, t[1].shape[1] = 1, t[1].ndim = 2;
-  t[1].data = scale.data(), t[1].bytes = scale.size() * 4;
-  t[2].name = "model.layers.0.mlp.down_proj.input_scale";
-  t[2].dtype = "F32";
-  t[2].shape[0] = 1, t[2].ndim = 1;
-  t[2].data = &input_scale, t[2].bytes = 4;
+  const hm_checkpoint_tensor_t t[3] = {
+      checkpoint_tensor("model.layers.0.mlp.down_proj.weight", "I8", {n, k}, q.data(), q.size()),
+      checkpoint_tensor("model.layers.0.mlp.down_proj.weight_scale", "F32", {n, 1}, scale.data(),
+                        scale.size() * 4),
+      checkpoint_tensor("model.layers.0.mlp.down_proj.input_scale", "F32", {1}, &input_scale, 4)};
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_CT_INT8, t, 3, HM_DTYPE_INT8,
                                                         "a=int8", rng));
 }
@@ -597,20 +581,13 @@ TEST(DenseGemmA8Convert, AwqCheckpointServesWithE4m3AndInt8Activations) {
     hm_dtype_encode(HM_DTYPE_F16, uni(rng), &code);
     s = static_cast<uint16_t>(code);
   }
-  hm_checkpoint_tensor_t t[3];
-  for (auto& x : t) hm_checkpoint_tensor_init(&x);
-  t[0].name = "model.layers.0.self_attn.o_proj.qweight";
-  t[0].dtype = "I32";
-  t[0].shape[0] = k, t[0].shape[1] = n / 8, t[0].ndim = 2;
-  t[0].data = qweight.data(), t[0].bytes = qweight.size() * 4;
-  t[1].name = "model.layers.0.self_attn.o_proj.qzeros";
-  t[1].dtype = "I32";
-  t[1].shape[0] = groups, t[1].shape[1] = n / 8, t[1].ndim = 2;
-  t[1].data = qzeros.data(), t[1].bytes = qzeros.size() * 4;
-  t[2].name = "model.layers.0.self_attn.o_proj.scales";
-  t[2].dtype = "F16";
-  t[2].shape[0] = groups, t[2].shape[1] = n, t[2].ndim = 2;
-  t[2].data = scales.data(), t[2].bytes = scales.size() * 2;
+  const hm_checkpoint_tensor_t t[3] = {
+      checkpoint_tensor("model.layers.0.self_attn.o_proj.qweight", "I32", {k, n / 8},
+                        qweight.data(), qweight.size() * 4),
+      checkpoint_tensor("model.layers.0.self_attn.o_proj.qzeros", "I32", {groups, n / 8},
+                        qzeros.data(), qzeros.size() * 4),
+      checkpoint_tensor("model.layers.0.self_attn.o_proj.scales", "F16", {groups, n},
+                        scales.data(), scales.size() * 2)};
   for (hm_dtype_t act : {HM_DTYPE_E4M3, HM_DTYPE_INT8})
     ASSERT_NO_FATAL_FAILURE(
         expect_converted_layer_serves(gpu, HM_SCHEME_AWQ, t, 3, act, "zp=uint4", rng));
