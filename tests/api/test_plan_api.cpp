@@ -174,10 +174,11 @@ TEST_F(PlanApi, Int8ActivationPlansLaunchWithTheirActivationScales) {
     EXPECT_NE(std::string(described).find("weights as int8 counts of their least step"),
               std::string::npos)
         << described;
-    if (std::string(text).find("ue8m0") != std::string::npos)
+    if (std::string(text).find("ue8m0") != std::string::npos) {
       EXPECT_NE(std::string(described).find("(2^0 .. 2^3) written into the weights' step counts"),
                 std::string::npos)
           << described;
+    }
     hm_plan_destroy(fp);
   }
   // Refused, each with its reason: MXFP4's groups without the tensor scale would fold in f32
