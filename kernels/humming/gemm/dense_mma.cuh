@@ -322,7 +322,7 @@ struct DenseMma {
 
   // The 16 A registers of every strip for one step, dequantized.
   // poison (int8 with group exponents, poisons_rows): bits 2i / 2i + 1 are set when
-  // strip i's row g / g + 8 met a group code outside the window.
+  // strip i's row g / g + 8 met a group code outside the window with a nonzero weight.
   static __device__ __forceinline__ void step_fragments(uint32 (&a_frag)[C::kWarpStrips][16],
                                                         const StepWords& words,
                                                         const ChunkCodes& codes, uint32& poison) {
@@ -344,9 +344,13 @@ struct DenseMma {
         for (int gi = 0; gi < kGroupSlots; ++gi) {
           lo[gi] = DequantA8<C>::exponent_table(codes[i][gi][0].scale);
           hi[gi] = DequantA8<C>::exponent_table(codes[i][gi][1].scale);
-          if constexpr (poisons_rows<C>())
-            poison |= (DequantA8<C>::outside_window(codes[i][gi][0].scale) ? 1u : 0u) << (2 * i) |
-                      (DequantA8<C>::outside_window(codes[i][gi][1].scale) ? 2u : 0u) << (2 * i);
+          if constexpr (poisons_rows<C>()) {
+            const bool out_lo = DequantA8<C>::outside_window(codes[i][gi][0].scale),
+                       out_hi = DequantA8<C>::outside_window(codes[i][gi][1].scale);
+            if (out_lo || out_hi)
+              poison |= DequantA8<C>::template slot_poison<kGroupSlots>(words[i], gi, out_lo, out_hi)
+                        << (2 * i);
+          }
         }
         DequantA8<C>::template step_fragments_exp<kGroupSlots>(a_frag[i], words[i], lo, hi);
       } else if constexpr (C::kZeroPoint == kZeroInt) {

@@ -204,7 +204,8 @@ struct DenseWgmma {
     // resolved once per tile, not at every fold.
     const ColumnRows<C, kTokenGroups, kActFold && C::kMoe> act_rows(p, m0, lane);
     // int8 activations with group exponents (MXFP4 -> INT8): bit 0 / 1 set once row g / g + 8
-    // met a group code outside the window, whose outputs are then NaN (poisons_rows).
+    // met a group code outside the window with a nonzero weight in the group, whose outputs are
+    // then NaN (poisons_rows).
     uint32 poison = 0;
     // Dequantizes the weights of the step in stage s into the warp's 16 A registers.
     auto dequantize = [&](int s, uint32 (&a)[16]) {
@@ -224,9 +225,12 @@ struct DenseWgmma {
             const uint32 code_lo = D::scale_code(codes, 0), code_hi = D::scale_code(codes, 8);
             lo[slot] = DequantA8<C>::exponent_table(code_lo);
             hi[slot] = DequantA8<C>::exponent_table(code_hi);
-            if constexpr (poisons_rows<C>())
-              poison |= (DequantA8<C>::outside_window(code_lo) ? 1u : 0u) |
-                        (DequantA8<C>::outside_window(code_hi) ? 2u : 0u);
+            if constexpr (poisons_rows<C>()) {
+              const bool out_lo = DequantA8<C>::outside_window(code_lo),
+                         out_hi = DequantA8<C>::outside_window(code_hi);
+              if (out_lo || out_hi)
+                poison |= DequantA8<C>::template slot_poison<kSlots>(words, slot, out_lo, out_hi);
+            }
           }
           DequantA8<C>::template step_fragments_exp<kSlots>(a, words, lo, hi);
         } else if constexpr (kZeroBytes > 0) {

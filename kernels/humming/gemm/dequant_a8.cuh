@@ -38,7 +38,8 @@
 //  On int8 activations (MXFP4 -> INT8) the table holds the magnitudes' step counts and a group
 //  code e in its window [lo, hi] shifts both table words left by e - lo (12 << 3 = 96 still fits
 //  a lane). int8 has no NaN: a code outside the window zeroes the group's weights and the kernel
-//  marks the row (poisons), so its outputs come out NaN in the epilogue all the same.
+//  marks the row when the group has a nonzero weight (poisons), so its outputs come out NaN in
+//  the epilogue all the same.
 // Integer zero points (C::kZeroPoint == kZeroInt: AWQ and asymmetric GPTQ): the same two integer
 // paths, with the zero point of the register's row and K group in place of the implicit one —
 // f16 (1024 + z) subtracted from the magic pair, or the byte add 128 - z before the xor — one
@@ -309,6 +310,25 @@ struct DequantA8 {
   // activations make such weights NaN instead and need no mark).
   static __device__ __forceinline__ bool outside_window(uint32 code) {
     return code - kWindowBase > static_cast<uint32>(kExpWindow);
+  }
+  // The poison bits (1: row g, 2: row g + 8) of group slot `slot` of a step whose row codes were
+  // outside the window (out_lo / out_hi), for rows with a nonzero weight in that slot only: float
+  // activations make only nonzero weights NaN, and an all-zero group (or the half step past K,
+  // whose words are zero and codes arbitrary) is zero either way. words as step_fragments_exp
+  // takes them (row g in the even nibbles of each word, row g + 8 in the odd ones). Called on
+  // the rare path only, so the common path costs two window checks per slot.
+  template <int kSlots>
+  static __device__ __forceinline__ uint32 slot_poison(const uint32 (&words)[2][kBits], int slot,
+                                                       bool out_lo, bool out_hi) {
+    uint32 lo = 0, hi = 0;
+#pragma unroll
+    for (int v = 0; v < 8; ++v) {
+      if (Dequant<C>::slot_of_atom(v / 2) == slot) {
+        lo |= words[v / 4][v % 4] & 0x07070707u;
+        hi |= words[v / 4][v % 4] & 0x70707070u;
+      }
+    }
+    return (out_lo && lo != 0 ? 1u : 0u) | (out_hi && hi != 0 ? 2u : 0u);
   }
   static __device__ __forceinline__ Table exponent_table(uint32 code) {
     if constexpr (kActInt8) {
