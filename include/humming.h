@@ -606,7 +606,8 @@ HM_API hm_status_t hm_plan_describe(const hm_plan_t *plan, int64_t m, char *buf,
 /* Allocates / frees device memory on the context's device (cuMemAlloc / cuMemFree). */
 HM_API hm_status_t hm_device_alloc(hm_context_t *context, size_t bytes, uint64_t *device_pointer);
 HM_API hm_status_t hm_device_free(hm_context_t *context, uint64_t device_pointer);
-/* Synchronous copies between host and device memory. */
+/* Synchronous copies between host and device memory: on return the destination holds the data,
+ * also for work the caller then launches on a non-blocking stream. */
 HM_API hm_status_t hm_copy_to_device(hm_context_t *context, uint64_t dst, const void *src,
                                      size_t bytes);
 HM_API hm_status_t hm_copy_to_host(hm_context_t *context, void *dst, uint64_t src, size_t bytes);

@@ -112,6 +112,12 @@ void Device::copy_to_device(uint64_t dst, const void* src, size_t bytes) const {
   const CUresult result = driver_->api().cuMemcpyHtoD(dst, src, bytes);
   if (result != CUDA_SUCCESS)
     driver_->fail_call(result, "cuMemcpyHtoD", bytes_detail("copying", bytes, ordinal()));
+  // From pageable memory cuMemcpyHtoD may return once the bytes are staged, before the DMA has
+  // written them; only the legacy stream is ordered after it. Work the caller then puts on a
+  // non-blocking stream (a graph replay, say) could read the old bytes, so the copy is waited
+  // for here: "synchronous" means the device memory holds the data on return (an H100 saw a
+  // routing graph on a non-blocking stream read stale ids, NOTES v36).
+  driver_->check(driver_->api().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
 }
 
 void Device::copy_to_host(void* dst, uint64_t src, size_t bytes) const {

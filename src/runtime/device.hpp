@@ -66,7 +66,9 @@ class Device {
   // Device memory (cuMemAlloc / cuMemFree). alloc(0) is an error; free(0) does nothing.
   uint64_t alloc(size_t bytes) const;
   void free(uint64_t pointer) const;
-  // Synchronous copies; a size of 0 does nothing.
+  // Synchronous copies: on return the destination holds the data, for work on any stream (the
+  // host-to-device copy waits for its DMA, which cuMemcpyHtoD alone does not from pageable
+  // memory); a size of 0 does nothing.
   void copy_to_device(uint64_t dst, const void* src, size_t bytes) const;
   void copy_to_host(void* dst, uint64_t src, size_t bytes) const;
   void memset_async(uint64_t dst, uint8_t value, size_t bytes, CUstream stream) const;

@@ -108,6 +108,26 @@ TEST(RuntimeDevice, TheMockRefusesCallsWithoutACurrentContext) {
   EXPECT_EQ(driver->api().cuMemAlloc(&pointer, 64), CUDA_ERROR_INVALID_CONTEXT);
 }
 
+// A host-to-device copy waits for its DMA before it returns: from pageable memory cuMemcpyHtoD
+// alone may return with the bytes only staged, ordered before later work on the legacy stream but
+// not on a non-blocking one (an H100 saw a graph replayed on such a stream read stale routing ids,
+// NOTES v36). The wait is a cuStreamSynchronize of the legacy stream after the copy.
+TEST(RuntimeDevice, CopyToDeviceWaitsForItsDma) {
+  MockControl mock;
+  const auto driver = Driver::load(mock_driver_path());
+  const Device d0(driver, 0);
+  std::vector<uint8_t> in(256, 7);
+  const uint64_t p = d0.alloc(in.size());
+  const int64_t copies = mock.driver_calls("cuMemcpyHtoD_v2");
+  const int64_t syncs = mock.driver_calls("cuStreamSynchronize");
+  d0.copy_to_device(p, in.data(), in.size());
+  EXPECT_EQ(mock.driver_calls("cuMemcpyHtoD_v2"), copies + 1);
+  EXPECT_EQ(mock.driver_calls("cuStreamSynchronize"), syncs + 1);
+  d0.copy_to_device(p, in.data(), 0);  // nothing to copy, nothing to wait for
+  EXPECT_EQ(mock.driver_calls("cuStreamSynchronize"), syncs + 1);
+  d0.free(p);
+}
+
 TEST(RuntimeDevice, MemoryRoundTripsAndKnowsItsDevice) {
   MockControl mock;
   const auto driver = Driver::load(mock_driver_path());
