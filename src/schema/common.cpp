@@ -151,13 +151,15 @@ int64_t requantize_per_channel_for_8bit_activations(Layer& layer) {
       uint8_t* codes = layer.codes.data() + r * k;
       double top = 0;
       for (int64_t i = 0; i < k; ++i) {
-        const double s = layer.scales[static_cast<size_t>(r * groups + i / f.group_k)];
+        const int64_t group = f.group_k > 0 ? i / f.group_k : 0;
+        const double s = layer.scales[static_cast<size_t>(r * groups + group)];
         v[static_cast<size_t>(i)] = w.decode(codes[i]) * s * g;  // exact in double
         top = std::max(top, std::fabs(v[static_cast<size_t>(i)]));
       }
-      double c = 1.0;
-      if (top > 0)
-        c = integer ? top / 127.0 : std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(top / target.max_value()))));
+      double c = 1.0;  // an all-zero row keeps 1
+      if (top > 0 && integer) c = top / 127.0;
+      if (top > 0 && !integer)
+        c = std::ldexp(1.0, static_cast<int>(std::ceil(std::log2(top / target.max_value()))));
       const auto cf = static_cast<float>(c);
       HM_REQUIRE(std::isfinite(cf) && cf > 0.0f, HM_ERROR_NON_FINITE,
                  "row " + std::to_string(r) + ": the channel scale " + std::to_string(c) +
