@@ -27,13 +27,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                   "bytes match dtype x shape");
   }
   if (header.tensors.empty() || header.tensors.size() > 16) return 0;
-  for (int32_t s = HM_SCHEME_GPTQ; s <= HM_SCHEME_BITNET; ++s) {
-    hm::schema::Options options;
-    try {
-      hm::schema::convert_layer(hm::schema::scheme_from_int(s), header.tensors, options);
-    } catch (const hm::Error&) {
+  // Each converter for 16-bit activations (the default), and for e4m3 and int8, whose paths fold
+  // MXFP4's scales into the exponent windows and requantize NVFP4 per channel.
+  for (int32_t s = HM_SCHEME_GPTQ; s <= HM_SCHEME_BITNET; ++s)
+    for (hm_dtype_t act : {HM_DTYPE_NONE, HM_DTYPE_E4M3, HM_DTYPE_INT8}) {
+      hm::schema::Options options;
+      if (act != HM_DTYPE_NONE) options.activation = hm::core::Dtype::from_code(act);
+      try {
+        hm::schema::convert_layer(hm::schema::scheme_from_int(s), header.tensors, options);
+      } catch (const hm::Error&) {
+      }
     }
-  }
   const std::string key = hm::schema::kFormatKey;
   auto find = [&](const std::string& name) -> const hm::io::TensorView* {
     for (const hm::io::TensorView& t : header.tensors)
