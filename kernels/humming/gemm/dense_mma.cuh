@@ -348,7 +348,7 @@ struct DenseMma {
             const bool out_lo = DequantA8<C>::outside_window(codes[i][gi][0].scale),
                        out_hi = DequantA8<C>::outside_window(codes[i][gi][1].scale);
             if (out_lo || out_hi)
-              poison |= DequantA8<C>::template slot_poison<kGroupSlots>(words[i], gi, out_lo, out_hi)
+              poison |= DequantA8<C>::slot_poison(words[i], gi, out_lo, out_hi)
                         << (2 * i);
           }
         }

@@ -229,7 +229,7 @@ struct DenseWgmma {
               const bool out_lo = DequantA8<C>::outside_window(code_lo),
                          out_hi = DequantA8<C>::outside_window(code_hi);
               if (out_lo || out_hi)
-                poison |= DequantA8<C>::template slot_poison<kSlots>(words, slot, out_lo, out_hi);
+                poison |= DequantA8<C>::slot_poison(words, slot, out_lo, out_hi);
             }
           }
           DequantA8<C>::template step_fragments_exp<kSlots>(a, words, lo, hi);

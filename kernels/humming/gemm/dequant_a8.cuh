@@ -301,7 +301,8 @@ struct DequantA8 {
                 "the window's top stays finite (e4m3's top field holds finite values below its NaN)");
 
   // The byte table of one row's group: its code e in the window adds e - lo to the exponent of
-  // the nonzero entries (no carry leaves a byte: the window keeps them below the sign bit).
+  // the nonzero entries (no carry leaves a byte: the window keeps them below the sign bit); on
+  // int8, shifts the step counts left by e - lo (the window keeps them within 127).
   struct Table {
     uint32 lo, hi;  // entries 0..3, 4..7
   };
@@ -317,7 +318,6 @@ struct DequantA8 {
   // whose words are zero and codes arbitrary) is zero either way. words as step_fragments_exp
   // takes them (row g in the even nibbles of each word, row g + 8 in the odd ones). Called on
   // the rare path only, so the common path costs two window checks per slot.
-  template <int kSlots>
   static __device__ __forceinline__ uint32 slot_poison(const uint32 (&words)[2][kBits], int slot,
                                                        bool out_lo, bool out_hi) {
     uint32 lo = 0, hi = 0;
