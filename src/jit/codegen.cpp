@@ -108,7 +108,8 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
                "+tensor: what the converters and the quantizer write for 8-bit activations)";
       else
         gap += "; smaller groups run only as ue8m0 group x tensor scales on 4-bit float weights "
-               "(MXFP4), not as " + f.scale.name() + " scales on " + f.weight.name() + " weights";
+               "(MXFP4), not as " + f.scale.name() + " scales on " + f.weight.name() +
+               " weights: serve this layer with f16 or bf16 activations";
       return gap;
     }
     if (core::scale_exponent_window(f) && 128 % f.group_k != 0 && f.group_k % 128 != 0)

@@ -189,6 +189,8 @@ TEST_F(PlanApi, Int8ActivationPlansLaunchWithTheirActivationScales) {
   EXPECT_NE(last_error().find("int8 activations need group_k a multiple of 128"),
             std::string::npos)
       << last_error();
+  EXPECT_NE(last_error().find("serve this layer with f16 or bf16 activations"), std::string::npos)
+      << last_error();
   // Integer zero points run (AWQ-style W4A8: q - z as int8 lanes); 8-bit unsigned weights
   // with one do not fit the lanes, which validation says first (rule R10).
   hm_plan_t* zp = plan("w=uint4 zp=uint4 a=int8 c=f16 s=f16:g128 n=256 k=256");
