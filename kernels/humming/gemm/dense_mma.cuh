@@ -307,19 +307,6 @@ struct DenseMma {
     }
   }
 
-  // The sums of rows marked in `poison` (step_fragments) made NaN: every output of such a row is
-  // NaN whatever the epilogue adds (element q of a token group is row g, or g + 8 for q >= 2).
-  static __device__ __forceinline__ void poison_rows(float (&sums)[C::kWarpStrips][kTokenGroups][4],
-                                                     uint32 poison) {
-#pragma unroll
-    for (int i = 0; i < C::kWarpStrips; ++i)
-#pragma unroll
-      for (int j = 0; j < kTokenGroups; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          if ((poison >> (2 * i + q / 2)) & 1u) sums[i][j][q] = __int_as_float(0x7fc00000);
-  }
-
   // The 16 A registers of every strip for one step, dequantized.
   // poison (int8 with group exponents, poisons_rows): bits 2i / 2i + 1 are set when
   // strip i's row g / g + 8 met a group code outside the window with a nonzero weight.

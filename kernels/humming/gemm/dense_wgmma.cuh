@@ -164,16 +164,6 @@ struct DenseWgmma {
     }
   }
 
-  // The sums of rows marked in `poison` (bit 0: row g, elements q < 2; bit 1: row g + 8) made
-  // NaN, so that every output of such a row is NaN whatever the epilogue or split-K adds.
-  static __device__ __forceinline__ void poison_rows(float (&sums)[kTokenGroups][4], uint32 poison) {
-#pragma unroll
-    for (int j = 0; j < kTokenGroups; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        if ((poison >> (q / 2)) & 1u) sums[j][q] = __int_as_float(0x7fc00000);
-  }
-
   // p: the tile's parameters (MoE: its expert's); maps: the kernel's parameter, for TMA.
   static __device__ __forceinline__ void run_tile(const DenseParams& p, const DenseParams& maps,
                                                   const BlockWork& work) {
@@ -387,10 +377,10 @@ struct DenseWgmma {
       for (int j = 0; j < kTokenGroups; ++j)
 #pragma unroll
         for (int q = 0; q < 4; ++q) wide[0][j][q] = accumulator_value(acc.v[0][j][q]);
-      if constexpr (poisons_rows<C>()) poison_rows(wide[0], poison);
+      if constexpr (poisons_rows<C>()) poison_rows(wide, poison);
       Epilogue::run(p, reinterpret_cast<float*>(base), wide, strip0 * 16, m0);
     } else {
-      if constexpr (poisons_rows<C>()) poison_rows(acc.v[0], poison);
+      if constexpr (poisons_rows<C>()) poison_rows(acc.v, poison);
       Epilogue::run(p, reinterpret_cast<float*>(base), acc.v, strip0 * 16, m0);
     }
   }

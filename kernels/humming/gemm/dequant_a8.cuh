@@ -95,6 +95,21 @@ HM_PARAMS_HD constexpr bool poisons_rows() {
   return C::kScaleExponents && act_is_int8<C>();
 }
 
+// The sums of the rows marked in `poison` made NaN (poisons_rows), so that every output of such a
+// row is NaN whatever the epilogue or split-K adds: bits 2i and 2i + 1 are strip i's rows g and
+// g + 8, which are elements q < 2 and q >= 2 of each token group (the wgmma kernel has one strip).
+template <int kStrips, int kTokenGroups>
+__device__ __forceinline__ void poison_rows(float (&sums)[kStrips][kTokenGroups][4],
+                                            uint32 poison) {
+#pragma unroll
+  for (int i = 0; i < kStrips; ++i)
+#pragma unroll
+    for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if ((poison >> (2 * i + q / 2)) & 1u) sums[i][j][q] = __int_as_float(0x7fc00000);
+}
+
 // How a kernel with 8-bit activations (gemm/dense_mma.cuh, gemm/dense_wgmma.cuh) applies the
 // scales that change along K: group and block scales cannot go into the 8-bit weights without
 // rounding them, so each K group's products go into a second set of accumulators that is folded
