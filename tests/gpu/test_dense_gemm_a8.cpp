@@ -27,6 +27,7 @@ using hm::gpu_test::act_groups;
 using hm::gpu_test::fill_values;
 using hm::gpu_test::quantized_activations;
 using hm::gpu_test::device_has_wgmma;
+using hm::gpu_test::checkpoint_tensor;
 using hm::gpu_test::exact_layer;
 using hm::gpu_test::last_error;
 using namespace hm::gpu_test::tunings;
@@ -417,21 +418,6 @@ TEST(DenseGemmA8Exact, ScaleExponentsBitExactAcrossTheWindow) {
   }
 }
 
-// The checkpoint tensor `name` (safetensors `dtype`, `shape`) over `bytes` bytes at `data`.
-hm_checkpoint_tensor_t checkpoint_tensor(const char* name, const char* dtype,
-                                         std::initializer_list<int64_t> shape, const void* data,
-                                         uint64_t bytes) {
-  hm_checkpoint_tensor_t t;
-  hm_checkpoint_tensor_init(&t);
-  t.name = name;
-  t.dtype = dtype;
-  t.ndim = 0;
-  for (int64_t d : shape) t.shape[t.ndim++] = d;
-  t.data = data;
-  t.bytes = bytes;
-  return t;
-}
-
 // Converts the checkpoint tensors `t` with `scheme` for `act` activations (hm_convert_layer) and
 // serves the layer as converted: its format (whose text must contain `expect`) plans and runs
 // against the f64 reference on the converted canonical weight, at several M.
@@ -470,10 +456,8 @@ TEST(DenseGemmA8Convert, Mxfp4CheckpointServesWithE4m3AndInt8Activations) {
   std::uniform_int_distribution<int> exponent(108, 124);  // 2^-19 .. 2^-3: wider than the window
   for (auto& s : scales) s = static_cast<uint8_t>(exponent(rng));
   const hm_checkpoint_tensor_t t[2] = {
-      checkpoint_tensor("model.layers.0.mlp.down_proj_blocks", "U8", {n, kb, 16}, blocks.data(),
-                        blocks.size()),
-      checkpoint_tensor("model.layers.0.mlp.down_proj_scales", "U8", {n, kb}, scales.data(),
-                        scales.size())};
+      checkpoint_tensor("model.layers.0.mlp.down_proj_blocks", "U8", {n, kb, 16}, blocks),
+      checkpoint_tensor("model.layers.0.mlp.down_proj_scales", "U8", {n, kb}, scales)};
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_MXFP4, t, 2, HM_DTYPE_E4M3,
                                                         "ue8m0:g32+tensor", rng));
   // The same checkpoint for int8 activations: the window is 2^0 .. 2^3 (core/support.hpp), so
@@ -492,16 +476,16 @@ TEST(DenseGemmA8Convert, Nvfp4CheckpointServesWithE4m3AndInt8Activations) {
   if (!device_has_wgmma(gpu)) GTEST_SKIP() << "8-bit activations run on sm_90a only";
   const int64_t n = 200, k = 640;
   std::mt19937 rng(29);
-  std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2)), scales(static_cast<size_t>(n * k / 16));
+  std::vector<uint8_t> packed(static_cast<size_t>(n * k / 2));
+  std::vector<uint8_t> scales(static_cast<size_t>(n * k / 16));
   for (auto& b : packed) b = static_cast<uint8_t>(rng());
   std::uniform_int_distribution<int> scale_code(0x20, 0x5f);  // positive e4m3, 2^-3 .. 2^4
   for (auto& s : scales) s = static_cast<uint8_t>(scale_code(rng));
   const float global = 1.0f / 1024;
   const hm_checkpoint_tensor_t t[3] = {
-      checkpoint_tensor("model.layers.0.mlp.down_proj.weight", "U8", {n, k / 2}, packed.data(),
-                        packed.size()),
+      checkpoint_tensor("model.layers.0.mlp.down_proj.weight", "U8", {n, k / 2}, packed),
       checkpoint_tensor("model.layers.0.mlp.down_proj.weight_scale", "F8_E4M3", {n, k / 16},
-                        scales.data(), scales.size()),
+                        scales),
       checkpoint_tensor("model.layers.0.mlp.down_proj.weight_scale_2", "F32", {}, &global,
                         sizeof global)};
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_NVFP4, t, 3, HM_DTYPE_E4M3,
@@ -528,9 +512,9 @@ TEST(DenseGemmA8Convert, Fp8BlockCheckpointServesWithE4m3Activations) {
   std::uniform_real_distribution<float> uni(1e-3f, 1e-2f);
   for (auto& v : inv) v = uni(rng);
   const hm_checkpoint_tensor_t t[2] = {
-      checkpoint_tensor("model.layers.0.mlp.up_proj.weight", "F8_E4M3", {n, k}, w.data(), w.size()),
+      checkpoint_tensor("model.layers.0.mlp.up_proj.weight", "F8_E4M3", {n, k}, w),
       checkpoint_tensor("model.layers.0.mlp.up_proj.weight_scale_inv", "F32",
-                        {(n + 127) / 128, (k + 127) / 128}, inv.data(), inv.size() * 4)};
+                        {(n + 127) / 128, (k + 127) / 128}, inv)};
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_FP8, t, 2, HM_DTYPE_E4M3,
                                                         "b128x128", rng));
 }
@@ -552,9 +536,8 @@ TEST(DenseGemmA8Convert, CompressedTensorsW8A8ServesWithInt8Activations) {
   for (auto& v : scale) v = uni(rng);
   const float input_scale = 0.02f;
   const hm_checkpoint_tensor_t t[3] = {
-      checkpoint_tensor("model.layers.0.mlp.down_proj.weight", "I8", {n, k}, q.data(), q.size()),
-      checkpoint_tensor("model.layers.0.mlp.down_proj.weight_scale", "F32", {n, 1}, scale.data(),
-                        scale.size() * 4),
+      checkpoint_tensor("model.layers.0.mlp.down_proj.weight", "I8", {n, k}, q),
+      checkpoint_tensor("model.layers.0.mlp.down_proj.weight_scale", "F32", {n, 1}, scale),
       checkpoint_tensor("model.layers.0.mlp.down_proj.input_scale", "F32", {1}, &input_scale, 4)};
   ASSERT_NO_FATAL_FAILURE(expect_converted_layer_serves(gpu, HM_SCHEME_CT_INT8, t, 3, HM_DTYPE_INT8,
                                                         "a=int8", rng));
@@ -582,12 +565,9 @@ TEST(DenseGemmA8Convert, AwqCheckpointServesWithE4m3AndInt8Activations) {
     s = static_cast<uint16_t>(code);
   }
   const hm_checkpoint_tensor_t t[3] = {
-      checkpoint_tensor("model.layers.0.self_attn.o_proj.qweight", "I32", {k, n / 8},
-                        qweight.data(), qweight.size() * 4),
-      checkpoint_tensor("model.layers.0.self_attn.o_proj.qzeros", "I32", {groups, n / 8},
-                        qzeros.data(), qzeros.size() * 4),
-      checkpoint_tensor("model.layers.0.self_attn.o_proj.scales", "F16", {groups, n},
-                        scales.data(), scales.size() * 2)};
+      checkpoint_tensor("model.layers.0.self_attn.o_proj.qweight", "I32", {k, n / 8}, qweight),
+      checkpoint_tensor("model.layers.0.self_attn.o_proj.qzeros", "I32", {groups, n / 8}, qzeros),
+      checkpoint_tensor("model.layers.0.self_attn.o_proj.scales", "F16", {groups, n}, scales)};
   for (hm_dtype_t act : {HM_DTYPE_E4M3, HM_DTYPE_INT8})
     ASSERT_NO_FATAL_FAILURE(
         expect_converted_layer_serves(gpu, HM_SCHEME_AWQ, t, 3, act, "zp=uint4", rng));

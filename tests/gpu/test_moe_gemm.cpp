@@ -284,20 +284,12 @@ TEST(MoeGemmConvert, GptOssMxfp4ExpertsServeAsConverted) {
     hm_dtype_encode(HM_DTYPE_BF16, uni(rng), &code);
     b = static_cast<uint16_t>(code);
   }
-  hm_checkpoint_tensor_t t[3];
-  for (auto& x : t) hm_checkpoint_tensor_init(&x);
-  t[0].name = "model.layers.0.mlp.experts.down_proj_blocks";
-  t[0].dtype = "U8";
-  t[0].shape[0] = e, t[0].shape[1] = n, t[0].shape[2] = kb, t[0].shape[3] = 16, t[0].ndim = 4;
-  t[0].data = blocks.data(), t[0].bytes = blocks.size();
-  t[1].name = "model.layers.0.mlp.experts.down_proj_scales";
-  t[1].dtype = "U8";
-  t[1].shape[0] = e, t[1].shape[1] = n, t[1].shape[2] = kb, t[1].ndim = 3;
-  t[1].data = scales.data(), t[1].bytes = scales.size();
-  t[2].name = "model.layers.0.mlp.experts.down_proj_bias";
-  t[2].dtype = "BF16";
-  t[2].shape[0] = e, t[2].shape[1] = n, t[2].ndim = 2;
-  t[2].data = bias.data(), t[2].bytes = bias.size() * 2;
+  using hm::gpu_test::checkpoint_tensor;
+  const hm_checkpoint_tensor_t t[3] = {
+      checkpoint_tensor("model.layers.0.mlp.experts.down_proj_blocks", "U8", {e, n, kb, 16},
+                        blocks),
+      checkpoint_tensor("model.layers.0.mlp.experts.down_proj_scales", "U8", {e, n, kb}, scales),
+      checkpoint_tensor("model.layers.0.mlp.experts.down_proj_bias", "BF16", {e, n}, bias)};
   for (hm_dtype_t act : {HM_DTYPE_BF16, HM_DTYPE_E4M3}) {
     hm_convert_options_t options;
     hm_convert_options_init(&options);
@@ -340,17 +332,11 @@ TEST(MoeGemmConvert, GptqExpertsStackedServeAsOneLayer) {
       hm_dtype_encode(HM_DTYPE_F16, uni(rng), &code);
       v = static_cast<uint16_t>(code);
     }
-    hm_checkpoint_tensor_t t[3];
-    for (auto& y : t) hm_checkpoint_tensor_init(&y);
-    t[0].name = "qweight", t[0].dtype = "I32";
-    t[0].shape[0] = k / 8, t[0].shape[1] = n, t[0].ndim = 2;
-    t[0].data = qweight.data(), t[0].bytes = qweight.size() * 4;
-    t[1].name = "qzeros", t[1].dtype = "I32";
-    t[1].shape[0] = groups, t[1].shape[1] = n / 8, t[1].ndim = 2;
-    t[1].data = qzeros.data(), t[1].bytes = qzeros.size() * 4;
-    t[2].name = "scales", t[2].dtype = "F16";
-    t[2].shape[0] = groups, t[2].shape[1] = n, t[2].ndim = 2;
-    t[2].data = scales.data(), t[2].bytes = scales.size() * 2;
+    using hm::gpu_test::checkpoint_tensor;
+    const hm_checkpoint_tensor_t t[3] = {
+        checkpoint_tensor("qweight", "I32", {k / 8, n}, qweight),
+        checkpoint_tensor("qzeros", "I32", {groups, n / 8}, qzeros),
+        checkpoint_tensor("scales", "F16", {groups, n}, scales)};
     hm_converted_layer_t* layer = nullptr;
     ASSERT_EQ(hm_convert_layer(HM_SCHEME_GPTQ, t, 3, nullptr, &layer), HM_SUCCESS) << last_error();
     experts.push_back(layer);

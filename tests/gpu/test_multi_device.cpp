@@ -587,27 +587,13 @@ struct Converted {
   std::vector<int32_t> permutation;
 };
 
-template <typename T>
-hm_checkpoint_tensor_t tensor(const char* name, const char* dtype, std::vector<int64_t> shape,
-                              const std::vector<T>& data) {
-  hm_checkpoint_tensor_t t;
-  hm_checkpoint_tensor_init(&t);
-  t.name = name;
-  t.dtype = dtype;
-  t.ndim = static_cast<int32_t>(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) t.shape[d] = shape[d];
-  t.data = data.data();
-  t.bytes = data.size() * sizeof(T);
-  return t;
-}
-
 Converted convert_gptq(const GptqCheckpoint& c) {
   const int64_t groups = static_cast<int64_t>(c.scales.size()) / c.n;
   const hm_checkpoint_tensor_t tensors[] = {
-      tensor("qweight", "I32", {c.k / 8, c.n}, c.qweight),
-      tensor("qzeros", "I32", {groups, c.n / 8}, c.qzeros),
-      tensor("scales", "F16", {groups, c.n}, c.scales),
-      tensor("g_idx", "I32", {c.k}, c.g_idx)};
+      hm::gpu_test::checkpoint_tensor("qweight", "I32", {c.k / 8, c.n}, c.qweight),
+      hm::gpu_test::checkpoint_tensor("qzeros", "I32", {groups, c.n / 8}, c.qzeros),
+      hm::gpu_test::checkpoint_tensor("scales", "F16", {groups, c.n}, c.scales),
+      hm::gpu_test::checkpoint_tensor("g_idx", "I32", {c.k}, c.g_idx)};
   Converted out;
   hm_converted_layer_t* converted = nullptr;
   out.status = hm_convert_layer(HM_SCHEME_GPTQ, tensors, 4, nullptr, &converted);

@@ -36,6 +36,13 @@ Nvfp4 make_nvfp4(uint32_t seed) {
   return l;
 }
 
+// A ModelOpt NVFP4 layer's tensors: the packed codes, the e4m3 block scales and `global`
+// (weight_scale_2).
+std::vector<Tensor> modelopt_tensors(const Nvfp4& l, const Tensor& global) {
+  return {make_tensor("m.weight", "U8", {l.n, l.k / 2}, pack_fp4(l.codes)),
+          make_tensor("m.weight_scale", "F8_E4M3", {l.n, l.k / 16}, l.scales), global};
+}
+
 std::vector<float> nvfp4_reference(const Nvfp4& l, double global, bool divide) {
   std::vector<float> ref(l.codes.size());
   for (int64_t r = 0; r < l.n; ++r)
@@ -50,10 +57,8 @@ std::vector<float> nvfp4_reference(const Nvfp4& l, double global, bool divide) {
 TEST(Nvfp4Convert, ModelOptMultipliesTheGlobalScale) {
   const Nvfp4 l = make_nvfp4(60);
   const double g = f32(0.000173);
-  const std::vector<Tensor> t = {
-      make_tensor("m.weight", "U8", {l.n, l.k / 2}, pack_fp4(l.codes)),
-      make_tensor("m.weight_scale", "F8_E4M3", {l.n, l.k / 16}, l.scales),
-      f32_tensor("m.weight_scale_2", {}, {g}), f32_tensor("m.input_scale", {}, {0.5})};
+  std::vector<Tensor> t = modelopt_tensors(l, f32_tensor("m.weight_scale_2", {}, {g}));
+  t.push_back(f32_tensor("m.input_scale", {}, {0.5}));
   Converted out = convert(HM_SCHEME_NVFP4, t);
   ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
   EXPECT_EQ(out.weight_dtype, HM_DTYPE_E2M1);
@@ -113,10 +118,7 @@ TEST(Nvfp4Convert, CompressedTensorsDividesByTheGlobalScale) {
 TEST(Nvfp4Convert, EightBitActivationsTakeChannelScaledEightBitWeights) {
   const Nvfp4 l = make_nvfp4(63);
   const double g = f32(0.000173);
-  const std::vector<Tensor> t = {
-      make_tensor("m.weight", "U8", {l.n, l.k / 2}, pack_fp4(l.codes)),
-      make_tensor("m.weight_scale", "F8_E4M3", {l.n, l.k / 16}, l.scales),
-      f32_tensor("m.weight_scale_2", {}, {g})};
+  const std::vector<Tensor> t = modelopt_tensors(l, f32_tensor("m.weight_scale_2", {}, {g}));
   for (hm_dtype_t act : {HM_DTYPE_E4M3, HM_DTYPE_E5M2, HM_DTYPE_INT8}) {
     hm_convert_options_t options;
     hm_convert_options_init(&options);
@@ -164,10 +166,8 @@ TEST(Nvfp4Convert, EightBitActivationsTakeChannelScaledEightBitWeights) {
 
 TEST(Nvfp4Convert, UnequalShardGlobalsAreRefused) {
   const Nvfp4 l = make_nvfp4(62);
-  const Converted out =
-      convert(HM_SCHEME_NVFP4, {make_tensor("m.weight", "U8", {l.n, l.k / 2}, pack_fp4(l.codes)),
-                                make_tensor("m.weight_scale", "F8_E4M3", {l.n, l.k / 16}, l.scales),
-                                f32_tensor("m.weight_scale_2", {2}, {0.5, 0.25})});
+  const Converted out = convert(
+      HM_SCHEME_NVFP4, modelopt_tensors(l, f32_tensor("m.weight_scale_2", {2}, {0.5, 0.25})));
   EXPECT_EQ(out.status, HM_ERROR_UNSUPPORTED);
   EXPECT_NE(out.error.find("weight_scale_2"), std::string::npos) << out.error;
 }

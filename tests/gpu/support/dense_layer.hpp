@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <thread>
@@ -216,6 +217,29 @@ inline Layer exact_layer(const std::string& text, std::mt19937& rng, int lo, int
     for (size_t i = 0; i < L.bias.size(); ++i) L.bias_codes[i] = encode16(L.out, 1.0, &L.bias[i]);
   }
   return L;
+}
+
+// The checkpoint tensor `name` (safetensors `dtype`, `shape`) over `bytes` bytes at `data`, for
+// hm_convert_layer; the data stays the caller's.
+inline hm_checkpoint_tensor_t checkpoint_tensor(const char* name, const char* dtype,
+                                                std::initializer_list<int64_t> shape,
+                                                const void* data, uint64_t bytes) {
+  hm_checkpoint_tensor_t t;
+  hm_checkpoint_tensor_init(&t);
+  t.name = name;
+  t.dtype = dtype;
+  t.ndim = 0;
+  for (int64_t d : shape) t.shape[t.ndim++] = d;
+  t.data = data;
+  t.bytes = bytes;
+  return t;
+}
+// The same over a whole vector.
+template <typename T>
+hm_checkpoint_tensor_t checkpoint_tensor(const char* name, const char* dtype,
+                                         std::initializer_list<int64_t> shape,
+                                         const std::vector<T>& data) {
+  return checkpoint_tensor(name, dtype, shape, data.data(), data.size() * sizeof(T));
 }
 
 // The layer a conversion made (hm_convert_layer, hm_converted_layer_stack): its format (text in
