@@ -98,7 +98,12 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
     if (kernel == tune::DenseKernel::kMma && f.accumulator.code() == HM_DTYPE_F16)
       return "f16 accumulation of " + act.name() + " activations runs on the wgmma kernel "
              "(sm_90a) only; the mma.sync kernel accumulates 8-bit products in f32 (acc=f32)";
-    if (core::folds_weight_groups_in_f32(f) && f.group_k % 128 != 0) {
+    // Groups of 32 or 64 k (GPTQ g32 / g64) fold every step on the wgmma kernel, a partial set
+    // per group slot (GroupFold::kSets); block scales and the mma.sync kernel fold per 128 k.
+    const bool folds_under_a_step = kernel == tune::DenseKernel::kWgmma &&
+                                    f.scale_kind != core::ScaleKind::kBlock && f.group_k > 0 &&
+                                    128 % f.group_k == 0;
+    if (core::folds_weight_groups_in_f32(f) && f.group_k % 128 != 0 && !folds_under_a_step) {
       std::string gap = "group and block scales with " + act.name() +
                         " activations need group_k a multiple of 128 (the kernel's K step), not " +
                         std::to_string(f.group_k);

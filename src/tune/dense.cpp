@@ -190,6 +190,14 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
       for (DenseRange& r : ranges)
         if (r.tile.block_m >= 128) r.tile = to_128;
     }
+    if (const int cap = folded_group_token_cap(f); cap > 0) {
+      // Groups of 32 or 64 k fold every step, one partial set per group slot (128 / group_k
+      // sets next to the accumulators): tiles stop at folded_group_token_cap. Not measured.
+      const DenseTile capped = producer_covers(f) ? wgmma(cap, 4, 8, 2, kProducer | kCluster)
+                                                  : wgmma(cap, 8, 6, 2, kTma);
+      for (DenseRange& r : ranges)
+        if (r.tile.block_m > cap) r.tile = capped;
+    }
     for (DenseRange& r : ranges) fit_wgmma_blocks(r.tile, f);
     return ranges;
   }
@@ -328,7 +336,21 @@ DenseTile parse_dense_tile(const nlohmann::json& e, DenseKernel kernel, const st
   return t;
 }
 
+int folded_group_token_cap(const core::Format& f) {
+  if (!core::folds_weight_groups_in_f32(f) || f.group_k <= 0 || f.group_k % 128 == 0 ||
+      128 % f.group_k != 0)
+    return 0;
+  return f.group_k == 32 ? 32 : 64;  // the sets take the registers of two 128-token sets
+}
+
 void check_dense_tile(const DenseTile& tile, const core::Format& f) {
+  const int cap = folded_group_token_cap(f);
+  if (tile.kernel == DenseKernel::kWgmma && cap > 0 && tile.block_m > cap)
+    fail(HM_ERROR_UNSUPPORTED,
+         "tile " + tile.name() + ": " + std::to_string(tile.block_m) + " tokens; groups of " +
+             std::to_string(f.group_k) + " k on " + f.activation.name() +
+             " activations hold a partial accumulator set per group slot, which fits tiles of "
+             "at most " + std::to_string(cap) + " tokens");
   const bool int8_activations = f.activation.is_integer();
   if (tile.kernel == DenseKernel::kWgmma &&
       !gemm::dense_wgmma_token_width_ok(tile.block_m, int8_activations))

@@ -89,6 +89,12 @@ bool wgmma_stages_scale_codes(const core::Format& format);
 // codes must come as TMA boxes (group sizes that are multiples or divisors of 64).
 bool producer_covers(const core::Format& format);
 
+// The most tokens a wgmma tile of `format` may hold when its weight groups are under a 128-k
+// step (8-bit activations with group scales of 32 or 64 k fold every step, one partial
+// accumulator set per group slot, GroupFold::kSets): 32 for g32, 64 for g64; 0 (no cap) for
+// every other format.
+int folded_group_token_cap(const core::Format& format);
+
 // The default table for a format on an arch: the wgmma kernel's where it covers the format,
 // else the mma kernel's; with `kernel`, that kernel's (the format on the arch it covers).
 std::vector<DenseRange> default_dense_ranges(const core::Format& format, const core::Arch& arch);

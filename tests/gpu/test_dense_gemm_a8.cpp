@@ -179,7 +179,38 @@ const FormatCase kCases[] = {
     {"w=uint4 zp=uint4 a=int8 c=bf16 s=bf16:g128 n=200 k=576", 1e-2},
     {"w=uint7 zp=uint7 a=int8 c=f16 s=f16:channel n=136 k=320", 2e-3},
     {"w=uint3 zp=uint3 a=e5m2 c=f16 s=f16:channel n=72 k=384", 2e-3},
+    // Group scales of 32 and 64 k (GPTQ g32 / g64 W4A8), folded every step on the wgmma kernel
+    // (a partial set per group slot): e4m3 and int8, a half step past K, zero points per group,
+    // e4m3 group x tensor scales, activation groups on top.
+    {"w=uint4b8 a=e4m3 c=bf16 s=bf16:g64 n=200 k=640", 1e-2},
+    {"w=uint4b8 a=int8 c=bf16 s=bf16:g32 n=136 k=320", 1e-2},
+    {"w=uint4 zp=uint4 a=e4m3 c=f16 s=f16:g64 bias=1 n=136 k=896", 2e-3},
+    {"w=e2m1 a=e4m3 c=bf16 s=e4m3:g32+tensor n=200 k=640", 1e-2},
+    {"w=uint4b8 a=e4m3:g128 c=bf16 s=bf16:g32 n=136 k=640", 1e-2},
 };
+
+// Group scales under a 128-k step fold on the wgmma kernel only, in tiles of at most 32 tokens
+// (g32) or 64 (g64) (tune::folded_group_token_cap; the mma.sync kernel folds per 128 k and
+// refuses them, and plan creation refuses wider tiles): such formats take kFoldSetTiles in place
+// of the shared forced tunings: a block barrier with two warpgroups, a copying warp with two
+// stages and cluster split-K, dequantization ahead, TMA.
+bool folds_under_a_step(const std::string& text) {
+  return (text.find(":g32") != std::string::npos || text.find(":g64") != std::string::npos) &&
+         text.find("ue8m0") == std::string::npos;
+}
+const char* const kFoldSetTiles =
+    R"({"dense": [{"max_m": 8, "kernel": "wgmma", "block_m": 8, "warps": 8, "stages": 3},
+                  {"max_m": 16, "kernel": "wgmma", "block_m": 16, "warps": 4, "stages": 2,
+                   "pipeline": "mbarrier", "copy": "tma", "producer": true, "split": "cluster"},
+                  {"max_m": 24, "kernel": "wgmma", "block_m": 24, "warps": 4, "stages": 3,
+                   "pipeline": "mbarrier", "dequant_ahead": true, "split": "cluster"},
+                  {"kernel": "wgmma", "block_m": 32, "warps": 8, "stages": 3,
+                   "pipeline": "mbarrier", "copy": "tma", "dequant_ahead": true}]})";
+// The forced tunings a format runs through (kForceMma last: the mma.sync kernel).
+std::vector<const char*> forced_tunings(const std::string& text) {
+  if (folds_under_a_step(text)) return {kFoldSetTiles};
+  return {kWgmmaWide, kWgmmaAhead, kWgmmaTma, kWgmmaCluster, kWgmmaProducer, kForceMma};
+}
 
 class DenseGemmA8 : public testing::TestWithParam<FormatCase> {};
 
@@ -210,8 +241,7 @@ TEST_P(DenseGemmA8, MatchesTheHostReferenceThroughForcedTiles) {
   std::mt19937 rng(22);
   Layer L = hm::gpu_test::make_layer(GetParam().text, rng);
   if (L.n * L.k > (int64_t{1} << 24)) GTEST_SKIP() << "the default tiles cover the large shape";
-  for (const char* tuning :
-       {kWgmmaWide, kWgmmaAhead, kWgmmaTma, kWgmmaCluster, kWgmmaProducer, kForceMma})
+  for (const char* tuning : forced_tunings(GetParam().text))
     for (int64_t m : {1, 3, 17, 70, 300}) {
       if (tuning == kForceMma && std::string(GetParam().text).find("acc=f16") != std::string::npos)
         continue;
@@ -268,10 +298,14 @@ TEST(DenseGemmA8Exact, BitExactOnRepresentableInputs) {
                          // integer zero points (drawn from the codes' range: q - z in -6..6)
                          Exact{"w=uint4 zp=uint4 a=e4m3 c=f16 s=f16:g128 n=200 k=640", 5, 11},
                          Exact{"w=uint4 zp=uint4 a=int8 c=f16 s=f16:channel n=200 k=640", 5, 11},
-                         Exact{"w=uint7 zp=uint7 a=int8 c=f16 s=f16:g256 n=128 k=1280", 60, 66}}) {
+                         Exact{"w=uint7 zp=uint7 a=int8 c=f16 s=f16:g256 n=128 k=1280", 60, 66},
+                         // groups of 32 and 64 k, a partial set per group slot
+                         Exact{"w=uint4b8 a=e4m3 c=f16 s=f16:g64 n=200 k=640", 5, 11},
+                         Exact{"w=uint4b8 a=int8 c=f16 s=f16:g32 n=200 k=704", 5, 11}}) {
     Layer L = exact_layer(e.text, rng, e.lo, e.hi);
-    for (const char* tuning : {static_cast<const char*>(nullptr), kWgmmaWide, kWgmmaAhead,
-                               kWgmmaTma, kWgmmaCluster, kWgmmaProducer, kForceMma})
+    std::vector<const char*> tunings = forced_tunings(e.text);
+    tunings.insert(tunings.begin(), nullptr);  // the defaults first
+    for (const char* tuning : tunings)
       for (int64_t m : {1, 3, 16, 17, 40, 97, 129, 260}) {
         const Activations8 a = exact_activations(L, m, rng);
         const Result r = run(gpu, L, a, m, tuning);

@@ -57,6 +57,8 @@ struct DenseMma {
   // f32 accumulators (`part` holds the group's sums); int8 sums are s32, converted to f32 at each
   // fold or, without folds, once before the epilogue.
   using Fold = GroupFold<C>;
+  static_assert(Fold::kSets == 1,
+                "group scales under a 128-k step fold on the wgmma kernel only (the gap check)");
   static constexpr bool kActInt8 = kA8 && act_is_int8<C>();
   static constexpr bool kAccS32 = kActInt8 && !Fold::kAny;
 

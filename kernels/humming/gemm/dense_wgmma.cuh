@@ -119,6 +119,9 @@ struct DenseWgmma {
   static constexpr bool kFoldGroups = Fold::kAny;
   static constexpr int kFoldK = Fold::kK;
   static constexpr int kStepsPerGroup = Fold::kSteps;
+  // Weight groups under a step (32 or 64 k) fold every step, a partial set per group slot.
+  static constexpr int kFoldSets = Fold::kSets;
+  static_assert(kFoldSets == 1 || kFoldSets == kSlots, "a partial set per staged group slot");
   // int8 activations: the wgmma's accumulators are s32 (`part` when groups fold, whose f32 sum
   // `acc` stays f32; else `acc` itself, converted to f32 before the epilogue).
   static constexpr bool kActInt8 = act_is_int8<C>();
@@ -178,8 +181,9 @@ struct DenseWgmma {
     const int64_t strip0 = work.strip0, m0 = work.m0, kc_begin = work.kc_begin;
     const int n = static_cast<int>(work.kc_end - kc_begin);  // >= 1: the host makes no empty split
     typename WgmmaAccumulators<kAccS32, C::kAccF16, kTokenGroups>::Type acc{};
-    // kFoldGroups: a K group's sums
-    typename WgmmaAccumulators<kActInt8, false, kFoldGroups ? kTokenGroups : 1>::Type part;
+    // kFoldGroups: a K group's sums (one set per group slot of a step for groups under a step)
+    typename WgmmaAccumulators<kActInt8, false, kFoldGroups ? kTokenGroups : 1>::Type
+        part[kFoldSets];
 
     // What a thread reads in every stage, as offsets from smem_raw worked out once and pinned in
     // registers: left to itself the compiler recomputes them (thread index, alignment, window
@@ -278,13 +282,22 @@ struct DenseWgmma {
         block_hi = D::scale_code(codes, hi < last ? hi : last);
       }
       ptx::wgmma_fence();
-      if constexpr (kFoldGroups) {
+      if constexpr (kFoldGroups && kFoldSets > 1) {
+        // Groups under a step: atom x is group slot x / (4 / kFoldSets)'s, and each slot's first
+        // atom starts its set afresh.
+        constexpr int kAtomsPerSet = 4 / kFoldSets;
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+          C::Wgmma::run(part[x / kAtomsPerSet].v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2],
+                        a[4 * x + 3], ptx::advance_descriptor(stage_descriptor, x * 32),
+                        x % kAtomsPerSet == 0 ? 0 : 1);
+      } else if constexpr (kFoldGroups) {
         // The first step of a group (or of this split) starts `part` afresh.
         const int64_t kc = kc_begin + i;
         const int fresh = (i == 0 || kc % kStepsPerGroup == 0) ? 0 : 1;
 #pragma unroll
         for (int x = 0; x < 4; ++x)
-          C::Wgmma::run(part.v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
+          C::Wgmma::run(part[0].v[0], a[4 * x], a[4 * x + 1], a[4 * x + 2], a[4 * x + 3],
                         ptx::advance_descriptor(stage_descriptor, x * 32), x == 0 ? fresh : 1);
       } else {
 #pragma unroll
@@ -303,21 +316,26 @@ struct DenseWgmma {
       if constexpr (kFoldGroups) {
         const int64_t kc = kc_begin + i;
         if ((kc + 1) % kStepsPerGroup != 0 && i + 1 != n) return;
-        float lo = 1.0f, hi = 1.0f;
-        if constexpr (kWeightFold) {
-          if constexpr (kBlockCodesFromGlobal) {
-            lo = D::scale_from_code(block_lo);
-            hi = D::scale_from_code(block_hi);
-          } else {
-            const void* codes = smem_raw + scales_at + s * kStageBytes;
-            lo = D::scale_from_code(D::scale_code(codes, 0));
-            hi = D::scale_from_code(D::scale_code(codes, 8));
-          }
-          if constexpr (C::kScaleKind == kScaleGroupTensor) {
-            // Group x tensor: the global scale joins the group's here, not in the epilogue, so
-            // a group scale near its dtype's top (the global then tiny) cannot overflow f32.
-            lo *= p.global[0];
-            hi *= p.global[0];
+        // Each set's row scales (rows g and g + 8): its group slot's codes in the stage.
+        float lo[kFoldSets], hi[kFoldSets];
+#pragma unroll
+        for (int set = 0; set < kFoldSets; ++set) {
+          lo[set] = hi[set] = 1.0f;
+          if constexpr (kWeightFold) {
+            if constexpr (kBlockCodesFromGlobal) {
+              lo[set] = D::scale_from_code(block_lo);
+              hi[set] = D::scale_from_code(block_hi);
+            } else {
+              const void* codes = smem_raw + scales_at + s * kStageBytes + set * kBlockN * kScaleBytes;
+              lo[set] = D::scale_from_code(D::scale_code(codes, 0));
+              hi[set] = D::scale_from_code(D::scale_code(codes, 8));
+            }
+            if constexpr (C::kScaleKind == kScaleGroupTensor) {
+              // Group x tensor: the global scale joins the group's here, not in the epilogue,
+              // so a group scale near its dtype's top (the global then tiny) cannot overflow.
+              lo[set] *= p.global[0];
+              hi[set] *= p.global[0];
+            }
           }
         }
         // The activation group of this fold's K steps (a fold never spans two: kFoldK divides
@@ -336,20 +354,25 @@ struct DenseWgmma {
               col[h] = scales[act_rows(p, col0, j, h) * p.act_groups];
             }
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              ptx::fence_operand(part.v[0][j][q]);
-              acc.v[0][j][q] +=
-                  accumulator_value(part.v[0][j][q]) * ((q < 2 ? lo : hi) * col[q & 1]);
-            }
+            for (int set = 0; set < kFoldSets; ++set)
+#pragma unroll
+              for (int q = 0; q < 4; ++q) {
+                ptx::fence_operand(part[set].v[0][j][q]);
+                acc.v[0][j][q] += accumulator_value(part[set].v[0][j][q]) *
+                                  ((q < 2 ? lo[set] : hi[set]) * col[q & 1]);
+              }
           }
         } else {
 #pragma unroll
-          for (int j = 0; j < kTokenGroups; ++j)
+          for (int set = 0; set < kFoldSets; ++set)
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              ptx::fence_operand(part.v[0][j][q]);
-              acc.v[0][j][q] += accumulator_value(part.v[0][j][q]) * (q < 2 ? lo : hi);
-            }
+            for (int j = 0; j < kTokenGroups; ++j)
+#pragma unroll
+              for (int q = 0; q < 4; ++q) {
+                ptx::fence_operand(part[set].v[0][j][q]);
+                acc.v[0][j][q] +=
+                    accumulator_value(part[set].v[0][j][q]) * (q < 2 ? lo[set] : hi[set]);
+              }
         }
       }
     };

@@ -125,13 +125,21 @@ struct GroupFold {
       C::kActBits == 8 && Dequant<C>::kGroupScalesInMainloop && !C::kScaleExponents;
   static constexpr bool kAct = C::kActBits == 8 && C::kActGroupK > 0;
   static constexpr bool kAny = kWeight || kAct;
-  // The fold period in k: the group, or the smaller of the two.
-  static constexpr int kK = !kAct      ? (kWeight ? C::kGroupK : 0)
-                            : !kWeight ? C::kActGroupK
-                            : C::kGroupK < C::kActGroupK ? C::kGroupK
-                                                         : C::kActGroupK;
   static constexpr int kStepK = dense_step_k(C::kActBits);
+  // Weight groups smaller than a step (32 or 64 k: GPTQ g32 / g64) fold every step, one partial
+  // set per group slot of the step (the wgmma kernel: atom x into set x / (4 / kSets)); larger
+  // ones fold at their last step into one set.
+  static constexpr int kSets =
+      kWeight && C::kGroupK > 0 && C::kGroupK < kStepK ? kStepK / C::kGroupK : 1;
+  static constexpr int kWeightK = kSets > 1 ? kStepK : C::kGroupK;
+  // The fold period in k: the group (a step for the smaller ones), or the smaller of the two.
+  static constexpr int kK = !kAct      ? (kWeight ? kWeightK : 0)
+                            : !kWeight ? C::kActGroupK
+                            : kWeightK < C::kActGroupK ? kWeightK
+                                                       : C::kActGroupK;
   static constexpr int kSteps = kAny ? kK / kStepK : 1;  // K steps per fold
+  static_assert(kSets == 1 || (kStepK % C::kGroupK == 0 && C::kScaleKind != kScaleBlock),
+                "group scales under a step divide it (32 or 64 k), and are not block scales");
   static_assert(!(kWeight && kAct) || C::kGroupK % C::kActGroupK == 0 ||
                     C::kActGroupK % C::kGroupK == 0,
                 "weight and activation groups: one size divides the other");
