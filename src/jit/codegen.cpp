@@ -104,17 +104,22 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
                                     f.scale_kind != core::ScaleKind::kBlock && f.group_k > 0 &&
                                     128 % f.group_k == 0;
     if (core::folds_weight_groups_in_f32(f) && f.group_k % 128 != 0 && !folds_under_a_step) {
-      std::string gap = "group and block scales with " + act.name() +
-                        " activations need group_k a multiple of 128 (the kernel's K step), not " +
-                        std::to_string(f.group_k);
+      const bool wgmma = kernel == tune::DenseKernel::kWgmma;
+      std::string gap = "group and block scales with " + act.name() + " activations need ";
+      if (wgmma && f.scale_kind != core::ScaleKind::kBlock)
+        gap += "group_k dividing 128 (32 or 64: folded per group slot) or a multiple of 128, not ";
+      else if (wgmma)
+        gap += "block scales' K a multiple of 128 (the kernel's K step), not ";
+      else
+        gap += "group_k a multiple of 128 on this kernel (groups of 32 / 64 run on the wgmma "
+               "kernel, sm_90a), not ";
+      gap += std::to_string(f.group_k);
       if (f.scale.code() == HM_DTYPE_UE8M0 && f.weight.is_float() && f.weight.bits() == 4)
         gap += "; ue8m0 groups of 32 (MXFP4) run as group x tensor scales, which go into the "
                "weights' exponents (s=ue8m0:g" + std::to_string(f.group_k) +
                "+tensor: what the converters and the quantizer write for 8-bit activations)";
       else
-        gap += "; smaller groups run only as ue8m0 group x tensor scales on 4-bit float weights "
-               "(MXFP4), not as " + f.scale.name() + " scales on " + f.weight.name() +
-               " weights: serve this layer with f16 or bf16 activations";
+        gap += "; or serve this layer with f16 or bf16 activations";
       return gap;
     }
     if (core::scale_exponent_window(f) && 128 % f.group_k != 0 && f.group_k % 128 != 0)

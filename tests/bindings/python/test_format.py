@@ -108,7 +108,7 @@ def test_kernels_name_the_families_or_what_is_missing():
     fp8_channel = Format("w=e4m3 a=e4m3 c=bf16 s=f32:channel n=256 k=256")
     assert fp8_channel.kernels("sm_90a") == ["dense_wgmma", "dense_mma"]
     assert fp8_channel.kernels("sm_89") == ["dense_mma"]
-    fp8 = Format("w=uint4b8 a=e4m3 c=f16 s=f16:g64 n=256 k=256")
+    fp8 = Format("w=uint4b8 a=e4m3 c=f16 s=f16:g96 n=256 k=256")
     fp8.validate("sm_90a")  # well formed...
     with pytest.raises(humming.UnsupportedError) as info:  # ...but no kernel yet
         fp8.kernels("sm_90a")

@@ -140,7 +140,7 @@ fn formats() {
     assert_eq!(fp8.kernels(Some("sm_90a")).unwrap(), ["dense_wgmma", "dense_mma"]);
     assert_eq!(fp8.kernels(Some("sm_89")).unwrap(), ["dense_mma"]);
     // Valid, but no kernel yet: the error names what is missing.
-    let fp8_groups = Format::parse("w=uint4b8 a=e4m3 c=f16 s=f16:g64 n=256 k=256").unwrap();
+    let fp8_groups = Format::parse("w=uint4b8 a=e4m3 c=f16 s=f16:g96 n=256 k=256").unwrap();
     let e = fp8_groups.kernels(Some("sm_90a")).unwrap_err();
     assert_eq!(e.status(), sys::HM_ERROR_UNSUPPORTED, "{e}");
     assert!(e.message().contains("e4m3 activations"), "{e}");
