@@ -104,15 +104,17 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
                                     f.scale_kind != core::ScaleKind::kBlock && f.group_k > 0 &&
                                     128 % f.group_k == 0;
     if (core::folds_weight_groups_in_f32(f) && f.group_k % 128 != 0 && !folds_under_a_step) {
-      const bool wgmma = kernel == tune::DenseKernel::kWgmma;
+      // One reason for every kernel (the plan error lists the families by reason), except
+      // mma.sync with groups the wgmma kernel runs.
+      const bool wgmma_runs_it =
+          f.scale_kind != core::ScaleKind::kBlock && f.group_k > 0 && 128 % f.group_k == 0;
       std::string gap = "group and block scales with " + act.name() + " activations need ";
-      if (wgmma && f.scale_kind != core::ScaleKind::kBlock)
-        gap += "group_k dividing 128 (32 or 64: folded per group slot) or a multiple of 128, not ";
-      else if (wgmma)
-        gap += "block scales' K a multiple of 128 (the kernel's K step), not ";
+      if (wgmma_runs_it)
+        gap += "group_k a multiple of 128 on the mma.sync kernel (groups of 32 / 64 run on the "
+               "dense wgmma kernel, sm_90a), not ";
       else
-        gap += "group_k a multiple of 128 on this kernel (groups of 32 / 64 run on the wgmma "
-               "kernel, sm_90a), not ";
+        gap += "group_k a multiple of 128 (the kernel's K step; group scales of 32 or 64 k also "
+               "run on the dense wgmma kernel), not ";
       gap += std::to_string(f.group_k);
       if (f.scale.code() == HM_DTYPE_UE8M0 && f.weight.is_float() && f.weight.bits() == 4)
         gap += "; ue8m0 groups of 32 (MXFP4) run as group x tensor scales, which go into the "

@@ -151,16 +151,16 @@ TEST(KernelSupportApi, NamesFamiliesAndSaysWhatIsMissing) {
   EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
   EXPECT_EQ(kernels_of(f, "sm_89", &status), "");
   EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("need group_k a multiple of 128 on this kernel (groups of 32 / 64 "
-                              "run on the wgmma kernel"),
+  EXPECT_NE(last_error().find("need group_k a multiple of 128 on the mma.sync kernel (groups of "
+                              "32 / 64 run on the dense wgmma kernel"),
             std::string::npos)
       << last_error();
   hm_format_destroy(f);
   ASSERT_EQ(hm_format_parse("w=uint4b8 a=e4m3 c=bf16 s=bf16:g96 n=4096 k=4096", &f), HM_SUCCESS);
   EXPECT_EQ(kernels_of(f, "sm_90a", &status), "");
   EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("need group_k dividing 128 (32 or 64: folded per group slot) or a "
-                              "multiple of 128, not 96"),
+  EXPECT_NE(last_error().find("need group_k a multiple of 128 (the kernel's K step; group scales "
+                              "of 32 or 64 k also run on the dense wgmma kernel), not 96"),
             std::string::npos)
       << last_error();
   hm_format_destroy(f);

@@ -186,7 +186,8 @@ TEST_F(PlanApi, Int8ActivationPlansLaunchWithTheirActivationScales) {
   EXPECT_NE(plain, nullptr);
   hm_plan_destroy(plain);
   EXPECT_EQ(plan("w=uint4b8 a=int8 c=bf16 s=bf16:g96 n=256 k=256", HM_ERROR_UNSUPPORTED), nullptr);
-  EXPECT_NE(last_error().find("int8 activations need group_k dividing 128 (32 or 64"),
+  EXPECT_NE(last_error().find("int8 activations need group_k a multiple of 128 (the kernel's K "
+                              "step; group scales of 32 or 64 k also run on the dense wgmma"),
             std::string::npos)
       << last_error();
   EXPECT_NE(last_error().find("serve this layer with f16 or bf16 activations"), std::string::npos)
