@@ -55,6 +55,11 @@ bool folds_weight_groups_in_f32(const Format& f) {
   return f.activation.bits() == 8 && f.has_group_scales() && !scale_exponent_window(f);
 }
 
+bool folds_weight_groups_per_slot(const Format& f) {
+  return folds_weight_groups_in_f32(f) && f.scale_kind != ScaleKind::kBlock && f.group_k > 0 &&
+         f.group_k % 128 != 0 && 128 % f.group_k == 0;
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------

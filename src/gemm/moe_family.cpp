@@ -92,7 +92,7 @@ class MoeFamily final : public DenseFamily {
     if (!wgmma() && !tune::rows_in_16_byte_units(one))
       return "the mma.sync MoE kernel gathers rows of A in 16-byte units: K must be a multiple "
              "of " + std::to_string(128 / f.activation.bits()) + ", not " + std::to_string(f.k);
-    if (core::folds_weight_groups_in_f32(one) && one.group_k % 128 != 0 && 128 % one.group_k == 0)
+    if (core::folds_weight_groups_per_slot(one))
       return "group scales of " + std::to_string(one.group_k) + " k with " +
              one.activation.name() + " activations run on the dense wgmma kernel only (its tiles "
              "hold a partial set per group slot); the MoE kernels fold per 128 k: serve these "

@@ -100,16 +100,13 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
              "(sm_90a) only; the mma.sync kernel accumulates 8-bit products in f32 (acc=f32)";
     // Groups of 32 or 64 k (GPTQ g32 / g64) fold every step on the wgmma kernel, a partial set
     // per group slot (GroupFold::kSets); block scales and the mma.sync kernel fold per 128 k.
-    const bool folds_under_a_step = kernel == tune::DenseKernel::kWgmma &&
-                                    f.scale_kind != core::ScaleKind::kBlock && f.group_k > 0 &&
-                                    128 % f.group_k == 0;
-    if (core::folds_weight_groups_in_f32(f) && f.group_k % 128 != 0 && !folds_under_a_step) {
+    const bool per_slot = core::folds_weight_groups_per_slot(f);
+    if (core::folds_weight_groups_in_f32(f) && f.group_k % 128 != 0 &&
+        !(per_slot && kernel == tune::DenseKernel::kWgmma)) {
       // One reason for every kernel (the plan error lists the families by reason), except
       // mma.sync with groups the wgmma kernel runs.
-      const bool wgmma_runs_it =
-          f.scale_kind != core::ScaleKind::kBlock && f.group_k > 0 && 128 % f.group_k == 0;
       std::string gap = "group and block scales with " + act.name() + " activations need ";
-      if (wgmma_runs_it)
+      if (per_slot)
         gap += "group_k a multiple of 128 on the mma.sync kernel (groups of 32 / 64 run on the "
                "dense wgmma kernel, sm_90a), not ";
       else

@@ -337,9 +337,7 @@ DenseTile parse_dense_tile(const nlohmann::json& e, DenseKernel kernel, const st
 }
 
 int folded_group_token_cap(const core::Format& f) {
-  if (!core::folds_weight_groups_in_f32(f) || f.group_k <= 0 || f.group_k % 128 == 0 ||
-      128 % f.group_k != 0)
-    return 0;
+  if (!core::folds_weight_groups_per_slot(f)) return 0;
   return f.group_k == 32 ? 32 : 64;  // the sets take the registers of two 128-token sets
 }
 
