@@ -94,9 +94,9 @@ class MoeFamily final : public DenseFamily {
              "of " + std::to_string(128 / f.activation.bits()) + ", not " + std::to_string(f.k);
     if (core::folds_weight_groups_per_slot(one))
       return "group scales of " + std::to_string(one.group_k) + " k with " +
-             one.activation.name() + " activations run on the dense kernels only (a partial set per "
-             "group slot); the MoE kernels fold per 128 k: serve these experts with f16 or "
-             "bf16 activations";
+             one.activation.name() + " activations run on the dense wgmma kernel only (its tiles "
+             "hold a partial set per group slot); the MoE kernels fold per 128 k: serve these "
+             "experts with f16 or bf16 activations";
     return jit::dense_gemm_gap(one, kernel_, arch);
   }
 
