@@ -12,9 +12,13 @@
  *   - No function throws, aborts or prints.
  *   - Handles are pointers to incomplete structs. Every _destroy(NULL) is a no-op.
  *   - Option and info structs start with `uint32_t struct_size`; fill it with sizeof(the struct
- *     you compiled against), preferably through the matching _init() helper. The library accepts
- *     any size from the first released size up to its own and ignores trailing fields it does
- *     not know.
+ *     you compiled against). The library accepts any size from the first released size up to
+ *     its own and ignores trailing fields it does not know. Each struct has two initializers:
+ *     hm_X_init_sized(p, sizeof *p) zeroes the caller's sizeof *p bytes, sets the defaults that
+ *     lie within them and struct_size = sizeof *p, so it is right whichever library version runs
+ *     (HM_INIT(hm_X, p) spells that call); hm_X_init(p) does the same with the size of the struct
+ *     in the library that runs, which is right only when that library is this header's version
+ *     (a newer library's struct may be larger than the caller's).
  *   - Output handles (`T **out`) are written only on success; on failure *out is set to NULL.
  *   - Strings returned as `const char *` are owned by the library and live as long as stated;
  *     strings copied out take (buf, size) and follow the snprintf rule: the full length is
@@ -56,6 +60,10 @@ extern "C" {
 #define HM_VERSION (HM_VERSION_MAJOR * 10000 + HM_VERSION_MINOR * 100 + HM_VERSION_PATCH)
 /* The ABI major: bumped only on an incompatible change; it is the SONAME suffix. */
 #define HM_ABI_VERSION 0
+
+/* Initializes the option or info struct *p of type X_t through X_init_sized with the caller's
+ * own sizeof *p: HM_INIT(hm_plan_options, &options). */
+#define HM_INIT(X, p) X##_init_sized((p), sizeof *(p))
 
 /* The version of the library actually loaded (compare with HM_VERSION). */
 HM_API uint32_t hm_version(void);
@@ -294,6 +302,7 @@ typedef struct hm_canonical_sizes {
   uint64_t global_scale; /* elements of global_scale (0 when none) */
 } hm_canonical_sizes_t;
 HM_API void hm_canonical_sizes_init(hm_canonical_sizes_t *sizes);
+HM_API void hm_canonical_sizes_init_sized(hm_canonical_sizes_t *sizes, size_t size);
 HM_API hm_status_t hm_format_canonical_sizes(const hm_format_t *format, hm_canonical_sizes_t *out);
 
 /* Byte sizes of the standard-layout buffers the kernels read (docs/layout.md). */
@@ -307,6 +316,7 @@ typedef struct hm_packed_sizes {
   int64_t k_padded;
 } hm_packed_sizes_t;
 HM_API void hm_packed_sizes_init(hm_packed_sizes_t *sizes);
+HM_API void hm_packed_sizes_init_sized(hm_packed_sizes_t *sizes, size_t size);
 HM_API hm_status_t hm_format_packed_sizes(const hm_format_t *format, hm_packed_sizes_t *out);
 
 /* Pointers to canonical buffers (for quantize, pack, unpack and dequantize). */
@@ -318,6 +328,7 @@ typedef struct hm_canonical_weight {
   float *global_scale;
 } hm_canonical_weight_t;
 HM_API void hm_canonical_weight_init(hm_canonical_weight_t *weight);
+HM_API void hm_canonical_weight_init_sized(hm_canonical_weight_t *weight, size_t size);
 
 /* Pointers to standard-layout buffers. */
 typedef struct hm_packed_weight {
@@ -328,6 +339,7 @@ typedef struct hm_packed_weight {
   float *global_scale;
 } hm_packed_weight_t;
 HM_API void hm_packed_weight_init(hm_packed_weight_t *weight);
+HM_API void hm_packed_weight_init_sized(hm_packed_weight_t *weight, size_t size);
 
 /* Quantizes a row-major host weight [E][N][K] of dtype src_dtype (F32, F16 or BF16) into
  * canonical buffers. NaN/Inf in the weight fail with HM_ERROR_NON_FINITE naming the element. */
@@ -395,6 +407,7 @@ typedef struct hm_context_options {
                      * (any case), and any other value fails hm_context_create */
 } hm_context_options_t;
 HM_API void hm_context_options_init(hm_context_options_t *options);
+HM_API void hm_context_options_init_sized(hm_context_options_t *options, size_t size);
 
 /* Creates a context: loads the CUDA driver (unless HM_NO_DEVICE) and the compiler lazily,
  * reads device properties, and retains the device's primary CUDA context. */
@@ -413,6 +426,7 @@ typedef struct hm_device_info {
   int64_t total_memory_bytes;
 } hm_device_info_t;
 HM_API void hm_device_info_init(hm_device_info_t *info);
+HM_API void hm_device_info_init_sized(hm_device_info_t *info, size_t size);
 HM_API hm_status_t hm_context_device_info(const hm_context_t *context, hm_device_info_t *info);
 
 /* What the library found on this machine (for `humming info`). Fields that could not be
@@ -434,6 +448,7 @@ typedef struct hm_runtime_info {
   uint64_t cache_entries;
 } hm_runtime_info_t;
 HM_API void hm_runtime_info_init(hm_runtime_info_t *info);
+HM_API void hm_runtime_info_init_sized(hm_runtime_info_t *info, size_t size);
 HM_API hm_status_t hm_runtime_info(hm_runtime_info_t *info);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -538,6 +553,7 @@ typedef struct hm_plan_options {
   const char *tuning_json; /* NULL, or a JSON tuning override (docs/tuning.md); copied */
 } hm_plan_options_t;
 HM_API void hm_plan_options_init(hm_plan_options_t *options);
+HM_API void hm_plan_options_init_sized(hm_plan_options_t *options, size_t size);
 
 /* Validates the format for the context's arch (the error names the rule). options may be NULL.
  * The plan keeps its own copy of the format and a reference to the context's state. */
@@ -638,6 +654,7 @@ typedef struct hm_device_canonical {
   uint64_t global_scale;
 } hm_device_canonical_t;
 HM_API void hm_device_canonical_init(hm_device_canonical_t *weight);
+HM_API void hm_device_canonical_init_sized(hm_device_canonical_t *weight, size_t size);
 
 /* Standard-layout buffers in device memory (sizes from hm_format_packed_sizes). */
 typedef struct hm_device_packed {
@@ -648,6 +665,7 @@ typedef struct hm_device_packed {
   uint64_t global_scale;
 } hm_device_packed_t;
 HM_API void hm_device_packed_init(hm_device_packed_t *weight);
+HM_API void hm_device_packed_init_sized(hm_device_packed_t *weight, size_t size);
 
 /* Canonical -> standard layout on the context's device, on `stream` (a CUstream; 0: the legacy
  * default stream). The weight is byte for byte what hm_pack writes for the same codes, padding
@@ -699,6 +717,7 @@ typedef struct hm_activation_quant_args {
   uint64_t scales;
 } hm_activation_quant_args_t;
 HM_API void hm_activation_quant_args_init(hm_activation_quant_args_t *args);
+HM_API void hm_activation_quant_args_init_sized(hm_activation_quant_args_t *args, size_t size);
 
 /* The number of scales per row: 1 for group_k = 0, else ceil(k / group_k). k > 0, group_k >= 0. */
 HM_API hm_status_t hm_activation_scale_groups(int64_t k, int32_t group_k, int64_t *out);
@@ -766,6 +785,7 @@ typedef struct hm_moe_routing {
                         * 0 = none (every expert is local, local id = global id) */
 } hm_moe_routing_t;
 HM_API void hm_moe_routing_init(hm_moe_routing_t *routing);
+HM_API void hm_moe_routing_init_sized(hm_moe_routing_t *routing, size_t size);
 
 /* Capacities (int32 elements) of hm_moe_align's outputs: fixed by the shapes, so buffers can be
  * allocated once for the largest num_tokens and reused (and captured) for any smaller one. */
@@ -777,6 +797,7 @@ typedef struct hm_moe_align_sizes {
   int64_t expert_counts;  /* L */
 } hm_moe_align_sizes_t;
 HM_API void hm_moe_align_sizes_init(hm_moe_align_sizes_t *sizes);
+HM_API void hm_moe_align_sizes_init_sized(hm_moe_align_sizes_t *sizes, size_t size);
 
 /* Fills *out for `routing` (L = its local experts) and `block_size` (the MoE GEMM's token block,
  * a power of two in [HM_MOE_MIN_BLOCK_SIZE, HM_MOE_MAX_BLOCK_SIZE]). Host only, no context.
@@ -796,6 +817,7 @@ typedef struct hm_moe_align_out {
   uint64_t expert_counts;     /* optional (0: not written) */
 } hm_moe_align_out_t;
 HM_API void hm_moe_align_out_init(hm_moe_align_out_t *out);
+HM_API void hm_moe_align_out_init_sized(hm_moe_align_out_t *out, size_t size);
 
 /* The indexed layout (docs/moe.md), with S = num_tokens * top_k (the sentinel) and L local experts:
  *   sorted_ids[capacity]   for each local expert in order, the flat ids of its kept assignments
@@ -823,6 +845,7 @@ typedef struct hm_moe_reduce_args {
   uint64_t out;          /* [num_tokens][n]; must not overlap input */
 } hm_moe_reduce_args_t;
 HM_API void hm_moe_reduce_args_init(hm_moe_reduce_args_t *args);
+HM_API void hm_moe_reduce_args_init_sized(hm_moe_reduce_args_t *args, size_t size);
 
 /* out[t][c] = sum over kept j of topk_weights[t][j] * in[t * top_k + j][c], accumulated in f32
  * with one fused multiply-add per term in increasing j starting from 0, then rounded once to
@@ -876,6 +899,7 @@ typedef struct hm_checkpoint_tensor {
   uint64_t bytes;   /* must equal the product of shape times the dtype's size */
 } hm_checkpoint_tensor_t;
 HM_API void hm_checkpoint_tensor_init(hm_checkpoint_tensor_t *tensor);
+HM_API void hm_checkpoint_tensor_init_sized(hm_checkpoint_tensor_t *tensor, size_t size);
 
 /* Conversion flags. */
 #define HM_CONVERT_GPTQ_V2 1u         /* GPTQ zeros stored as is (checkpoint_format gptq_v2);
@@ -927,6 +951,7 @@ typedef struct hm_convert_options {
   void *progress_user_data;
 } hm_convert_options_t;
 HM_API void hm_convert_options_init(hm_convert_options_t *options);
+HM_API void hm_convert_options_init_sized(hm_convert_options_t *options, size_t size);
 
 /* The result of converting one layer; owns its buffers. */
 typedef struct hm_converted_layer hm_converted_layer_t;
@@ -975,6 +1000,7 @@ typedef struct hm_converted_layer_info {
   const char *note;
 } hm_converted_layer_info_t;
 HM_API void hm_converted_layer_info_init(hm_converted_layer_info_t *info);
+HM_API void hm_converted_layer_info_init_sized(hm_converted_layer_info_t *info, size_t size);
 HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t *layer,
                                            hm_converted_layer_info_t *info);
 
@@ -1035,6 +1061,7 @@ typedef struct hm_convert_model_options {
   void *progress_user_data;
 } hm_convert_model_options_t;
 HM_API void hm_convert_model_options_init(hm_convert_model_options_t *options);
+HM_API void hm_convert_model_options_init_sized(hm_convert_model_options_t *options, size_t size);
 
 typedef struct hm_convert_model_summary {
   uint32_t struct_size;
@@ -1047,6 +1074,7 @@ typedef struct hm_convert_model_summary {
   double seconds;     /* wall time of the call */
 } hm_convert_model_summary_t;
 HM_API void hm_convert_model_summary_init(hm_convert_model_summary_t *summary);
+HM_API void hm_convert_model_summary_init_sized(hm_convert_model_summary_t *summary, size_t size);
 
 /* Converts a Hugging Face model folder in_dir (config.json with its quantization_config, or
  * quantize_config.json / hf_quant_config.json; model-0000X-of-0000Y.safetensors shards and
@@ -1104,6 +1132,7 @@ typedef struct hm_stored_layer_info {
   const char *note;             /* what the conversion lost (NUL-terminated), or NULL */
 } hm_stored_layer_info_t;
 HM_API void hm_stored_layer_info_init(hm_stored_layer_info_t *info);
+HM_API void hm_stored_layer_info_init_sized(hm_stored_layer_info_t *info, size_t size);
 HM_API hm_status_t hm_stored_layer_info(const hm_stored_layer_t *layer,
                                         hm_stored_layer_info_t *info);
 

@@ -77,7 +77,7 @@ func goText(p *C.char) string { return C.GoString(p) }
 // GetRuntimeInfo reports the driver, devices, compilers and cache.
 func GetRuntimeInfo() (RuntimeInfo, error) {
 	var i C.hm_runtime_info_t
-	C.hm_runtime_info_init(&i)
+	C.hm_runtime_info_init_sized(&i, C.size_t(unsafe.Sizeof(i)))
 	if err := call(func() C.hm_status_t { return C.hm_runtime_info(&i) }); err != nil {
 		return RuntimeInfo{}, err
 	}
@@ -109,7 +109,7 @@ func NewContext(device int) (*Context, error) {
 
 func NewContextWithOptions(o ContextOptions) (*Context, error) {
 	var opts C.hm_context_options_t
-	C.hm_context_options_init(&opts)
+	C.hm_context_options_init_sized(&opts, C.size_t(unsafe.Sizeof(opts)))
 	opts.device = C.int32_t(o.Device)
 	if o.TargetArch != "" {
 		opts.target_arch = cString(o.TargetArch)
@@ -169,7 +169,7 @@ func (c *Context) Device() int { return c.device }
 
 func (c *Context) DeviceInfo() (DeviceInfo, error) {
 	var i C.hm_device_info_t
-	C.hm_device_info_init(&i)
+	C.hm_device_info_init_sized(&i, C.size_t(unsafe.Sizeof(i)))
 	if err := c.with(func(h *C.hm_context_t) C.hm_status_t { return C.hm_context_device_info(h, &i) }); err != nil {
 		return DeviceInfo{}, err
 	}

@@ -55,7 +55,7 @@ type ConvertOptions struct {
 // release frees it all.
 func (o *ConvertOptions) cOptions() (opts *C.hm_convert_options_t, release func()) {
 	opts = (*C.hm_convert_options_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.hm_convert_options_t{}))))
-	C.hm_convert_options_init(opts)
+	C.hm_convert_options_init_sized(opts, C.size_t(unsafe.Sizeof(*opts)))
 	var rows unsafe.Pointer
 	if o != nil {
 		opts.activation = C.hm_dtype_t(o.Activation)
@@ -157,7 +157,7 @@ func ConvertLayer(scheme int32, tensors []CheckpointTensor, options *ConvertOpti
 			return nil, invalid("tensor '%s' has %d dimensions; at most 8", t.Name, len(t.Shape))
 		}
 		s := &structs[i]
-		C.hm_checkpoint_tensor_init(s)
+		C.hm_checkpoint_tensor_init_sized(s, C.size_t(unsafe.Sizeof(*s)))
 		s.name, s.dtype = cString(t.Name), cString(t.DType)
 		owned = append(owned, unsafe.Pointer(s.name), unsafe.Pointer(s.dtype))
 		for d, v := range t.Shape {
@@ -199,7 +199,7 @@ func adoptConvertedLayer(h *C.hm_converted_layer_t) (*ConvertedLayer, error) {
 	}
 	n, k, e, _ := format.Shape()
 	var info C.hm_converted_layer_info_t
-	C.hm_converted_layer_info_init(&info)
+	C.hm_converted_layer_info_init_sized(&info, C.size_t(unsafe.Sizeof(info)))
 	if err := call(func() C.hm_status_t { return C.hm_converted_layer_info(h, &info) }); err != nil {
 		layer.Close()
 		return nil, err

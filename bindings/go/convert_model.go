@@ -60,7 +60,7 @@ func ConvertModel(inDir, outDir string, options *ConvertModelOptions) (ConvertMo
 	defer free(unsafe.Pointer(out))
 	opts := (*C.hm_convert_model_options_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.hm_convert_model_options_t{}))))
 	defer C.free(unsafe.Pointer(opts))
-	C.hm_convert_model_options_init(opts)
+	C.hm_convert_model_options_init_sized(opts, C.size_t(unsafe.Sizeof(*opts)))
 	if options != nil {
 		if options.Scheme != "" {
 			s := cString(options.Scheme)
@@ -90,7 +90,7 @@ func ConvertModel(inDir, outDir string, options *ConvertModelOptions) (ConvertMo
 		}
 	}
 	var s C.hm_convert_model_summary_t
-	C.hm_convert_model_summary_init(&s)
+	C.hm_convert_model_summary_init_sized(&s, C.size_t(unsafe.Sizeof(s)))
 	err := call(func() C.hm_status_t { return C.hm_convert_model(in, out, opts, &s) })
 	return ConvertModelSummary{
 		Layers: int32(s.layers), Tensors: int32(s.tensors), Files: int32(s.files),

@@ -7,7 +7,7 @@ package humming
 // passed to C may not hold Go pointers, so Go never builds these structs itself.
 static hm_canonical_weight_t hm_go_canonical(uint8_t *codes, float *scales, float *zp, float *gs) {
   hm_canonical_weight_t w;
-  hm_canonical_weight_init(&w);
+  hm_canonical_weight_init_sized(&w, sizeof w);
   w.codes = codes;
   w.scales = scales;
   w.zero_points = zp;
@@ -17,7 +17,7 @@ static hm_canonical_weight_t hm_go_canonical(uint8_t *codes, float *scales, floa
 
 static hm_packed_weight_t hm_go_packed(void *weight, void *scales, void *zp, float *gs) {
   hm_packed_weight_t w;
-  hm_packed_weight_init(&w);
+  hm_packed_weight_init_sized(&w, sizeof w);
   w.weight = weight;
   w.scales = scales;
   w.zero_points = zp;
@@ -285,14 +285,14 @@ func (f *Format) Kernels(arch string) ([]string, error) {
 
 func (f *Format) CanonicalSizes() (CanonicalSizes, error) {
 	var s C.hm_canonical_sizes_t
-	C.hm_canonical_sizes_init(&s)
+	C.hm_canonical_sizes_init_sized(&s, C.size_t(unsafe.Sizeof(s)))
 	err := f.with(func(h *C.hm_format_t) C.hm_status_t { return C.hm_format_canonical_sizes(h, &s) })
 	return CanonicalSizes{int(s.codes), int(s.scales), int(s.zero_points), int(s.global_scale)}, err
 }
 
 func (f *Format) PackedSizes() (PackedSizes, error) {
 	var s C.hm_packed_sizes_t
-	C.hm_packed_sizes_init(&s)
+	C.hm_packed_sizes_init_sized(&s, C.size_t(unsafe.Sizeof(s)))
 	err := f.with(func(h *C.hm_format_t) C.hm_status_t { return C.hm_format_packed_sizes(h, &s) })
 	return PackedSizes{int(s.weight), int(s.scales), int(s.zero_points), int(s.global_scale),
 		int64(s.n_padded), int64(s.k_padded)}, err

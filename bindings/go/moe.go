@@ -7,6 +7,8 @@ static inline void *hm_go_moe_stream(uintptr_t s) { return (void *)s; }
 */
 import "C"
 
+import "unsafe"
+
 // MoeRouting is one routing decision (docs/moe.md): TopKIDs is int32 [NumTokens][TopK] global
 // expert ids in device memory; ExpertMap (optional) is int32 [NumExperts] global -> local expert,
 // -1 for experts of other ranks, with NumLocalExperts (0: NumExperts). Assignments whose id is
@@ -49,7 +51,7 @@ func ptrOf(m DeviceMemory) C.uint64_t {
 
 func (r MoeRouting) raw() C.hm_moe_routing_t {
 	var c C.hm_moe_routing_t
-	C.hm_moe_routing_init(&c)
+	C.hm_moe_routing_init_sized(&c, C.size_t(unsafe.Sizeof(c)))
 	c.topk_ids = ptrOf(r.TopKIDs)
 	c.num_tokens = C.int64_t(r.NumTokens)
 	c.top_k = C.int32_t(r.TopK)
@@ -64,7 +66,7 @@ func (r MoeRouting) raw() C.hm_moe_routing_t {
 func MoeAlignSizesFor(r MoeRouting, blockSize int32) (MoeAlignSizes, error) {
 	c := r.raw()
 	var s C.hm_moe_align_sizes_t
-	C.hm_moe_align_sizes_init(&s)
+	C.hm_moe_align_sizes_init_sized(&s, C.size_t(unsafe.Sizeof(s)))
 	err := call(func() C.hm_status_t { return C.hm_moe_align_sizes(&c, C.int32_t(blockSize), &s) })
 	return MoeAlignSizes{int64(s.sorted_ids), int64(s.expert_ids), int64(s.expert_offsets),
 		int64(s.expert_counts)}, err
@@ -103,7 +105,7 @@ func (c *Context) MoeAlign(r MoeRouting, blockSize int32, out MoeAlignOut, strea
 	}
 	rc := r.raw()
 	var o C.hm_moe_align_out_t
-	C.hm_moe_align_out_init(&o)
+	C.hm_moe_align_out_init_sized(&o, C.size_t(unsafe.Sizeof(o)))
 	o.sorted_ids = ptrOf(out.SortedIDs)
 	o.expert_ids = ptrOf(out.ExpertIDs)
 	o.num_tokens_padded = ptrOf(out.NumTokensPadded)
@@ -130,7 +132,7 @@ func (c *Context) MoeReduce(r MoeRouting, a MoeReduceArgs, stream Stream) error 
 	}
 	rc := r.raw()
 	var ca C.hm_moe_reduce_args_t
-	C.hm_moe_reduce_args_init(&ca)
+	C.hm_moe_reduce_args_init_sized(&ca, C.size_t(unsafe.Sizeof(ca)))
 	ca.dtype = C.hm_dtype_t(a.DType)
 	ca.n = C.int64_t(a.N)
 	ca.input = ptrOf(a.Input)

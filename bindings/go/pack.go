@@ -7,7 +7,10 @@ static inline void *hm_go_pack_stream(uintptr_t s) { return (void *)s; }
 */
 import "C"
 
-import "runtime"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // DeviceCanonical are canonical buffers in device memory for PackDevice. Codes is one byte per
 // code, [E][N][K]; Scales and ZeroPoints hold the dtype's codes (not values) in canonical order
@@ -71,9 +74,9 @@ func (c *Context) PackDevice(f *Format, in DeviceCanonical, out DevicePacked, st
 		zpBytes = cs.ZeroPoints * e
 	}
 	var i C.hm_device_canonical_t
-	C.hm_device_canonical_init(&i)
+	C.hm_device_canonical_init_sized(&i, C.size_t(unsafe.Sizeof(i)))
 	var o C.hm_device_packed_t
-	C.hm_device_packed_init(&o)
+	C.hm_device_packed_init_sized(&o, C.size_t(unsafe.Sizeof(o)))
 	if in.Codes == nil {
 		return invalid("'Codes' is missing")
 	}

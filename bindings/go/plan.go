@@ -52,7 +52,7 @@ type Plan struct {
 
 func (c *Context) NewPlan(format *Format, o PlanOptions) (*Plan, error) {
 	var opts C.hm_plan_options_t
-	C.hm_plan_options_init(&opts)
+	C.hm_plan_options_init_sized(&opts, C.size_t(unsafe.Sizeof(opts)))
 	if o.Nondeterministic {
 		opts.flags = C.HM_PLAN_NONDETERMINISTIC
 	}

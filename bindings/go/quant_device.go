@@ -7,6 +7,8 @@ static inline void *hm_go_quant_stream(uintptr_t s) { return (void *)s; }
 */
 import "C"
 
+import "unsafe"
+
 // ActivationScaleGroups is the number of scales per row of activation quantization: 1 for
 // groupK 0 (per token), else ceil(k / groupK).
 func ActivationScaleGroups(k, groupK int) (int, error) {
@@ -38,7 +40,7 @@ func (c *Context) QuantizeActivationDevice(in DeviceActivation, outDType DType, 
 		return err
 	}
 	var args C.hm_activation_quant_args_t
-	C.hm_activation_quant_args_init(&args)
+	C.hm_activation_quant_args_init_sized(&args, C.size_t(unsafe.Sizeof(args)))
 	args.in_dtype = C.hm_dtype_t(in.InDType)
 	args.out_dtype = C.hm_dtype_t(outDType)
 	args.group_k = C.int32_t(groupK)

@@ -111,7 +111,7 @@ func (m *StoredModel) Read(name string) (*StoredLayer, error) {
 	}
 	n, k, e, _ := layer.Format.Shape()
 	var info C.hm_stored_layer_info_t
-	C.hm_stored_layer_info_init(&info)
+	C.hm_stored_layer_info_init_sized(&info, C.size_t(unsafe.Sizeof(info)))
 	if err := call(func() C.hm_status_t { return C.hm_stored_layer_info(h, &info) }); err != nil {
 		layer.Format.Close()
 		return nil, err

@@ -4,6 +4,7 @@
 #include "schema/model.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -106,13 +107,31 @@ hm::schema::Options options_of(const hm_convert_options_t* o) {
   return out;
 }
 
+// The array's elements are the caller's structs: its stride is their struct_size (a caller
+// compiled against a newer header passes larger ones), which every element must share; only
+// the fields this library knows are read.
 std::vector<hm::io::TensorView> tensors_of(const hm_checkpoint_tensor_t* tensors, size_t count) {
   if (count > 0) require_not_null(tensors, "tensors");
+  const uint32_t stride = count > 0 ? tensors[0].struct_size : 0;
+  if (count > 0) {
+    require_struct_size(stride, kTensorSize, "tensors[0]");
+    if (stride % alignof(hm_checkpoint_tensor_t) != 0)
+      hm::fail(HM_ERROR_INVALID_STRUCT_SIZE,
+               "'tensors[0].struct_size' is " + std::to_string(stride) +
+                   ", not a multiple of the struct's alignment (" +
+                   std::to_string(alignof(hm_checkpoint_tensor_t)) +
+                   "): initialize each element with hm_checkpoint_tensor_init()");
+  }
   std::vector<hm::io::TensorView> out;
   for (size_t i = 0; i < count; ++i) {
-    const hm_checkpoint_tensor_t& t = tensors[i];
+    const hm_checkpoint_tensor_t& t = *reinterpret_cast<const hm_checkpoint_tensor_t*>(
+        reinterpret_cast<const char*>(tensors) + i * stride);
     const std::string which = "tensors[" + std::to_string(i) + "]";
-    require_struct_size(t.struct_size, kTensorSize, which.c_str());
+    if (t.struct_size != stride)
+      hm::fail(HM_ERROR_INVALID_STRUCT_SIZE,
+               "'" + which + ".struct_size' is " + std::to_string(t.struct_size) +
+                   " but tensors[0]'s is " + std::to_string(stride) +
+                   ": the elements of one array share one size (the array's stride)");
     require_not_null(t.name, (which + ".name").c_str());
     require_not_null(t.dtype, (which + ".dtype").c_str());
     if (t.ndim < 0 || t.ndim > 8)
@@ -192,6 +211,11 @@ HM_API hm_status_t hm_converted_layer_stack(const hm_converted_layer_t* const* l
     if (axis != HM_STACK_EXPERTS && axis != HM_STACK_ROWS)
       hm::fail(HM_ERROR_INVALID_ARGUMENT, "'axis' is " + std::to_string(axis) +
                                               "; use HM_STACK_EXPERTS or HM_STACK_ROWS");
+    // Larger than any array of pointers the caller can hold: a bad count, not an allocation
+    // failure (std::length_error would report it as an internal error).
+    if (count > PTRDIFF_MAX / sizeof(const hm_converted_layer_t*))
+      hm::fail(HM_ERROR_INVALID_ARGUMENT,
+               "'count' is " + std::to_string(count) + ": not the length of an array of layers");
     std::vector<const hm::schema::Layer*> parts(count);
     for (size_t i = 0; i < count; ++i)
       parts[i] = layers[i] == nullptr ? nullptr : &layers[i]->layer;

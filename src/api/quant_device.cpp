@@ -30,7 +30,8 @@ int64_t scale_groups(int64_t k, int32_t group_k) {
   if (group_k < 0)
     fail(HM_ERROR_INVALID_ARGUMENT,
          "group_k must be 0 (per token) or positive, got " + std::to_string(group_k));
-  return group_k == 0 ? 1 : (k + group_k - 1) / group_k;
+  // Rounded up without k + group_k - 1, which overflows for k near INT64_MAX.
+  return group_k == 0 ? 1 : k / group_k + (k % group_k != 0 ? 1 : 0);
 }
 
 // The launch of one call: teams of p.warps warps on passes of p.vectors lane-vectors

@@ -292,6 +292,9 @@ extern "C" {
     pub fn hm_canonical_sizes_init(sizes: *mut hm_canonical_sizes_t);
 }
 extern "C" {
+    pub fn hm_canonical_sizes_init_sized(sizes: *mut hm_canonical_sizes_t, size: usize);
+}
+extern "C" {
     pub fn hm_format_canonical_sizes(
         format: *const hm_format_t,
         out: *mut hm_canonical_sizes_t,
@@ -313,6 +316,9 @@ extern "C" {
     pub fn hm_packed_sizes_init(sizes: *mut hm_packed_sizes_t);
 }
 extern "C" {
+    pub fn hm_packed_sizes_init_sized(sizes: *mut hm_packed_sizes_t, size: usize);
+}
+extern "C" {
     pub fn hm_format_packed_sizes(
         format: *const hm_format_t,
         out: *mut hm_packed_sizes_t,
@@ -331,6 +337,9 @@ pub type hm_canonical_weight_t = hm_canonical_weight;
 extern "C" {
     pub fn hm_canonical_weight_init(weight: *mut hm_canonical_weight_t);
 }
+extern "C" {
+    pub fn hm_canonical_weight_init_sized(weight: *mut hm_canonical_weight_t, size: usize);
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hm_packed_weight {
@@ -343,6 +352,9 @@ pub struct hm_packed_weight {
 pub type hm_packed_weight_t = hm_packed_weight;
 extern "C" {
     pub fn hm_packed_weight_init(weight: *mut hm_packed_weight_t);
+}
+extern "C" {
+    pub fn hm_packed_weight_init_sized(weight: *mut hm_packed_weight_t, size: usize);
 }
 extern "C" {
     pub fn hm_quantize(
@@ -427,6 +439,9 @@ extern "C" {
     pub fn hm_context_options_init(options: *mut hm_context_options_t);
 }
 extern "C" {
+    pub fn hm_context_options_init_sized(options: *mut hm_context_options_t, size: usize);
+}
+extern "C" {
     pub fn hm_context_create(
         options: *const hm_context_options_t,
         out: *mut *mut hm_context_t,
@@ -452,6 +467,9 @@ pub struct hm_device_info {
 pub type hm_device_info_t = hm_device_info;
 extern "C" {
     pub fn hm_device_info_init(info: *mut hm_device_info_t);
+}
+extern "C" {
+    pub fn hm_device_info_init_sized(info: *mut hm_device_info_t, size: usize);
 }
 extern "C" {
     pub fn hm_context_device_info(
@@ -480,6 +498,9 @@ pub struct hm_runtime_info {
 pub type hm_runtime_info_t = hm_runtime_info;
 extern "C" {
     pub fn hm_runtime_info_init(info: *mut hm_runtime_info_t);
+}
+extern "C" {
+    pub fn hm_runtime_info_init_sized(info: *mut hm_runtime_info_t, size: usize);
 }
 extern "C" {
     pub fn hm_runtime_info(info: *mut hm_runtime_info_t) -> hm_status_t;
@@ -570,6 +591,9 @@ pub struct hm_plan_options {
 pub type hm_plan_options_t = hm_plan_options;
 extern "C" {
     pub fn hm_plan_options_init(options: *mut hm_plan_options_t);
+}
+extern "C" {
+    pub fn hm_plan_options_init_sized(options: *mut hm_plan_options_t, size: usize);
 }
 extern "C" {
     pub fn hm_plan_create(
@@ -668,6 +692,9 @@ pub type hm_device_canonical_t = hm_device_canonical;
 extern "C" {
     pub fn hm_device_canonical_init(weight: *mut hm_device_canonical_t);
 }
+extern "C" {
+    pub fn hm_device_canonical_init_sized(weight: *mut hm_device_canonical_t, size: usize);
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hm_device_packed {
@@ -680,6 +707,9 @@ pub struct hm_device_packed {
 pub type hm_device_packed_t = hm_device_packed;
 extern "C" {
     pub fn hm_device_packed_init(weight: *mut hm_device_packed_t);
+}
+extern "C" {
+    pub fn hm_device_packed_init_sized(weight: *mut hm_device_packed_t, size: usize);
 }
 extern "C" {
     pub fn hm_pack_device(
@@ -709,6 +739,9 @@ extern "C" {
     pub fn hm_activation_quant_args_init(args: *mut hm_activation_quant_args_t);
 }
 extern "C" {
+    pub fn hm_activation_quant_args_init_sized(args: *mut hm_activation_quant_args_t, size: usize);
+}
+extern "C" {
     pub fn hm_activation_scale_groups(k: i64, group_k: i32, out: *mut i64) -> hm_status_t;
 }
 extern "C" {
@@ -733,6 +766,9 @@ pub type hm_moe_routing_t = hm_moe_routing;
 extern "C" {
     pub fn hm_moe_routing_init(routing: *mut hm_moe_routing_t);
 }
+extern "C" {
+    pub fn hm_moe_routing_init_sized(routing: *mut hm_moe_routing_t, size: usize);
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hm_moe_align_sizes {
@@ -745,6 +781,9 @@ pub struct hm_moe_align_sizes {
 pub type hm_moe_align_sizes_t = hm_moe_align_sizes;
 extern "C" {
     pub fn hm_moe_align_sizes_init(sizes: *mut hm_moe_align_sizes_t);
+}
+extern "C" {
+    pub fn hm_moe_align_sizes_init_sized(sizes: *mut hm_moe_align_sizes_t, size: usize);
 }
 extern "C" {
     pub fn hm_moe_align_sizes(
@@ -768,6 +807,9 @@ extern "C" {
     pub fn hm_moe_align_out_init(out: *mut hm_moe_align_out_t);
 }
 extern "C" {
+    pub fn hm_moe_align_out_init_sized(out: *mut hm_moe_align_out_t, size: usize);
+}
+extern "C" {
     pub fn hm_moe_align(
         context: *mut hm_context_t,
         routing: *const hm_moe_routing_t,
@@ -789,6 +831,9 @@ pub struct hm_moe_reduce_args {
 pub type hm_moe_reduce_args_t = hm_moe_reduce_args;
 extern "C" {
     pub fn hm_moe_reduce_args_init(args: *mut hm_moe_reduce_args_t);
+}
+extern "C" {
+    pub fn hm_moe_reduce_args_init_sized(args: *mut hm_moe_reduce_args_t, size: usize);
 }
 extern "C" {
     pub fn hm_moe_reduce(
@@ -816,6 +861,9 @@ pub type hm_checkpoint_tensor_t = hm_checkpoint_tensor;
 extern "C" {
     pub fn hm_checkpoint_tensor_init(tensor: *mut hm_checkpoint_tensor_t);
 }
+extern "C" {
+    pub fn hm_checkpoint_tensor_init_sized(tensor: *mut hm_checkpoint_tensor_t, size: usize);
+}
 pub type hm_convert_progress_fn = ::std::option::Option<
     unsafe extern "C" fn(
         user_data: *mut ::std::os::raw::c_void,
@@ -842,6 +890,9 @@ pub struct hm_convert_options {
 pub type hm_convert_options_t = hm_convert_options;
 extern "C" {
     pub fn hm_convert_options_init(options: *mut hm_convert_options_t);
+}
+extern "C" {
+    pub fn hm_convert_options_init_sized(options: *mut hm_convert_options_t, size: usize);
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -889,6 +940,9 @@ extern "C" {
     pub fn hm_converted_layer_info_init(info: *mut hm_converted_layer_info_t);
 }
 extern "C" {
+    pub fn hm_converted_layer_info_init_sized(info: *mut hm_converted_layer_info_t, size: usize);
+}
+extern "C" {
     pub fn hm_converted_layer_info(
         layer: *const hm_converted_layer_t,
         info: *mut hm_converted_layer_info_t,
@@ -927,6 +981,12 @@ pub type hm_convert_model_options_t = hm_convert_model_options;
 extern "C" {
     pub fn hm_convert_model_options_init(options: *mut hm_convert_model_options_t);
 }
+extern "C" {
+    pub fn hm_convert_model_options_init_sized(
+        options: *mut hm_convert_model_options_t,
+        size: usize,
+    );
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hm_convert_model_summary {
@@ -942,6 +1002,12 @@ pub struct hm_convert_model_summary {
 pub type hm_convert_model_summary_t = hm_convert_model_summary;
 extern "C" {
     pub fn hm_convert_model_summary_init(summary: *mut hm_convert_model_summary_t);
+}
+extern "C" {
+    pub fn hm_convert_model_summary_init_sized(
+        summary: *mut hm_convert_model_summary_t,
+        size: usize,
+    );
 }
 extern "C" {
     pub fn hm_convert_model(
@@ -1020,6 +1086,9 @@ pub struct hm_stored_layer_info {
 pub type hm_stored_layer_info_t = hm_stored_layer_info;
 extern "C" {
     pub fn hm_stored_layer_info_init(info: *mut hm_stored_layer_info_t);
+}
+extern "C" {
+    pub fn hm_stored_layer_info_init_sized(info: *mut hm_stored_layer_info_t, size: usize);
 }
 extern "C" {
     pub fn hm_stored_layer_info(

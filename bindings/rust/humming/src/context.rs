@@ -145,7 +145,7 @@ pub(crate) fn text(chars: &[c_char]) -> String {
 
 pub fn runtime_info() -> Result<RuntimeInfo> {
     let mut i: sys::hm_runtime_info_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_runtime_info_init(&mut i) };
+    unsafe { sys::hm_runtime_info_init_sized(&mut i, std::mem::size_of_val(&i)) };
     check(unsafe { sys::hm_runtime_info(&mut i) })?;
     Ok(RuntimeInfo {
         driver_version: i.driver_version,
@@ -200,7 +200,7 @@ impl Context {
             options.target_arch.as_deref().map(|a| c_string(a, "target_arch")).transpose()?;
         let cache = options.cache_dir.as_deref().map(path_string).transpose()?;
         let mut o: sys::hm_context_options_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_context_options_init(&mut o) };
+        unsafe { sys::hm_context_options_init_sized(&mut o, std::mem::size_of_val(&o)) };
         o.device = options.device.unwrap_or(sys::HM_NO_DEVICE);
         o.target_arch = arch.as_ref().map_or(std::ptr::null(), |a| a.as_ptr());
         o.cache_dir = cache.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
@@ -226,7 +226,7 @@ impl Context {
 
     pub fn device_info(&self) -> Result<DeviceInfo> {
         let mut i: sys::hm_device_info_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_device_info_init(&mut i) };
+        unsafe { sys::hm_device_info_init_sized(&mut i, std::mem::size_of_val(&i)) };
         check(unsafe { sys::hm_context_device_info(self.raw.as_ptr(), &mut i) })?;
         Ok(DeviceInfo {
             device: i.device,

@@ -43,7 +43,7 @@ pub struct ConvertOptions {
 impl ConvertOptions {
     fn raw(&self) -> sys::hm_convert_options_t {
         let mut o: sys::hm_convert_options_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_convert_options_init(&mut o) };
+        unsafe { sys::hm_convert_options_init_sized(&mut o, std::mem::size_of_val(&o)) };
         o.activation = self.activation.0;
         o.output = self.output.0;
         o.bits = self.bits;
@@ -124,7 +124,7 @@ pub fn convert_layer(
         let name = c_string(t.name, "name")?;
         let dtype = c_string(t.dtype, "dtype")?;
         let mut r: sys::hm_checkpoint_tensor_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_checkpoint_tensor_init(&mut r) };
+        unsafe { sys::hm_checkpoint_tensor_init_sized(&mut r, std::mem::size_of_val(&r)) };
         r.name = name.as_ptr();
         r.dtype = dtype.as_ptr();
         r.shape[..t.shape.len()].copy_from_slice(&t.shape);
@@ -183,7 +183,7 @@ impl ConvertedLayer {
         let sizes = format.canonical_sizes()?;
         let (n, k, e) = format.shape()?;
         let mut info: sys::hm_converted_layer_info_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_converted_layer_info_init(&mut info) };
+        unsafe { sys::hm_converted_layer_info_init_sized(&mut info, std::mem::size_of_val(&info)) };
         check(unsafe { sys::hm_converted_layer_info(layer.raw.as_ptr(), &mut info) })?;
         unsafe {
             layer.canonical = CanonicalWeight {
@@ -329,7 +329,7 @@ pub fn convert_model(
     let scheme = options.scheme.as_deref().map(|s| c_string(s, "scheme")).transpose()?;
     let layer = options.layer.raw();
     let mut o: sys::hm_convert_model_options_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_convert_model_options_init(&mut o) };
+    unsafe { sys::hm_convert_model_options_init_sized(&mut o, std::mem::size_of_val(&o)) };
     o.scheme = scheme.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
     o.layer_options = &layer;
     o.flags = options.flags;
@@ -341,7 +341,7 @@ pub fn convert_model(
         o.progress_user_data = (&mut state as *mut ModelProgressState).cast();
     }
     let mut s: sys::hm_convert_model_summary_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_convert_model_summary_init(&mut s) };
+    unsafe { sys::hm_convert_model_summary_init_sized(&mut s, std::mem::size_of_val(&s)) };
     check(unsafe { sys::hm_convert_model(input.as_ptr(), output.as_ptr(), &o, &mut s) })?;
     Ok(ConvertModelSummary {
         layers: s.layers,

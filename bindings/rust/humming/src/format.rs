@@ -226,7 +226,7 @@ impl Format {
 
     pub fn canonical_sizes(&self) -> Result<CanonicalSizes> {
         let mut s: sys::hm_canonical_sizes_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_canonical_sizes_init(&mut s) };
+        unsafe { sys::hm_canonical_sizes_init_sized(&mut s, std::mem::size_of_val(&s)) };
         check(unsafe { sys::hm_format_canonical_sizes(self.raw.as_ptr(), &mut s) })?;
         Ok(CanonicalSizes {
             codes: s.codes as usize,
@@ -238,7 +238,7 @@ impl Format {
 
     pub fn packed_sizes(&self) -> Result<PackedSizes> {
         let mut s: sys::hm_packed_sizes_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_packed_sizes_init(&mut s) };
+        unsafe { sys::hm_packed_sizes_init_sized(&mut s, std::mem::size_of_val(&s)) };
         check(unsafe { sys::hm_format_packed_sizes(self.raw.as_ptr(), &mut s) })?;
         Ok(PackedSizes {
             weight: s.weight as usize,
@@ -290,7 +290,7 @@ impl Format {
 
     fn canonical_struct(w: &mut CanonicalWeight) -> sys::hm_canonical_weight_t {
         let mut s: sys::hm_canonical_weight_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_canonical_weight_init(&mut s) };
+        unsafe { sys::hm_canonical_weight_init_sized(&mut s, std::mem::size_of_val(&s)) };
         s.codes = mut_ptr_or_null(&mut w.codes);
         s.scales = mut_ptr_or_null(&mut w.scales);
         s.zero_points = mut_ptr_or_null(&mut w.zero_points);
@@ -301,7 +301,7 @@ impl Format {
     // The C struct has mutable pointers; for inputs the library only reads through them.
     fn canonical_struct_const(w: &CanonicalWeight) -> sys::hm_canonical_weight_t {
         let mut s: sys::hm_canonical_weight_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_canonical_weight_init(&mut s) };
+        unsafe { sys::hm_canonical_weight_init_sized(&mut s, std::mem::size_of_val(&s)) };
         s.codes = ptr_or_null(&w.codes) as *mut u8;
         s.scales = ptr_or_null(&w.scales) as *mut f32;
         s.zero_points = ptr_or_null(&w.zero_points) as *mut f32;
@@ -311,7 +311,7 @@ impl Format {
 
     fn packed_struct(w: &mut PackedWeight) -> sys::hm_packed_weight_t {
         let mut s: sys::hm_packed_weight_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_packed_weight_init(&mut s) };
+        unsafe { sys::hm_packed_weight_init_sized(&mut s, std::mem::size_of_val(&s)) };
         s.weight = mut_ptr_or_null(&mut w.weight).cast();
         s.scales = mut_ptr_or_null(&mut w.scales).cast();
         s.zero_points = mut_ptr_or_null(&mut w.zero_points).cast();
@@ -321,7 +321,7 @@ impl Format {
 
     fn packed_struct_const(w: &PackedWeight) -> sys::hm_packed_weight_t {
         let mut s: sys::hm_packed_weight_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_packed_weight_init(&mut s) };
+        unsafe { sys::hm_packed_weight_init_sized(&mut s, std::mem::size_of_val(&s)) };
         s.weight = ptr_or_null(&w.weight) as *mut std::ffi::c_void;
         s.scales = ptr_or_null(&w.scales) as *mut std::ffi::c_void;
         s.zero_points = ptr_or_null(&w.zero_points) as *mut std::ffi::c_void;

@@ -54,7 +54,7 @@ fn ptr(buffer: Option<&dyn DeviceMemory>, name: &str, need: usize) -> Result<u64
 impl MoeRouting<'_> {
     fn raw(&self) -> Result<sys::hm_moe_routing_t> {
         let mut r: sys::hm_moe_routing_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_moe_routing_init(&mut r) };
+        unsafe { sys::hm_moe_routing_init_sized(&mut r, std::mem::size_of_val(&r)) };
         let assignments =
             (self.num_tokens.max(0) as usize).saturating_mul(self.top_k.max(0) as usize);
         r.topk_ids = ptr(self.topk_ids, "topk_ids", assignments.saturating_mul(4))?;
@@ -72,7 +72,7 @@ impl MoeRouting<'_> {
 pub fn moe_align_sizes(routing: &MoeRouting, block_size: i32) -> Result<MoeAlignSizes> {
     let r = routing.raw()?;
     let mut s: sys::hm_moe_align_sizes_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_moe_align_sizes_init(&mut s) };
+    unsafe { sys::hm_moe_align_sizes_init_sized(&mut s, std::mem::size_of_val(&s)) };
     check(unsafe { sys::hm_moe_align_sizes(&r, block_size, &mut s) })?;
     Ok(MoeAlignSizes {
         sorted_ids: s.sorted_ids as usize,
@@ -94,7 +94,7 @@ pub fn moe_align(
     let s = moe_align_sizes(routing, block_size)?;
     let r = routing.raw()?;
     let mut o: sys::hm_moe_align_out_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_moe_align_out_init(&mut o) };
+    unsafe { sys::hm_moe_align_out_init_sized(&mut o, std::mem::size_of_val(&o)) };
     o.sorted_ids = ptr(out.sorted_ids.as_deref(), "sorted_ids", s.sorted_ids * 4)?;
     o.expert_ids = ptr(out.expert_ids.as_deref(), "expert_ids", s.expert_ids * 4)?;
     o.num_tokens_padded = ptr(out.num_tokens_padded.as_deref(), "num_tokens_padded", 4)?;
@@ -120,7 +120,7 @@ pub fn moe_reduce(
     let rows = (routing.num_tokens.max(0) as usize).saturating_mul(routing.top_k.max(0) as usize);
     let columns = n.max(0) as usize;
     let mut a: sys::hm_moe_reduce_args_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_moe_reduce_args_init(&mut a) };
+    unsafe { sys::hm_moe_reduce_args_init_sized(&mut a, std::mem::size_of_val(&a)) };
     a.dtype = dtype.0;
     a.n = n;
     a.input = ptr(Some(input), "input", rows.saturating_mul(columns).saturating_mul(2))?;

@@ -55,7 +55,7 @@ pub fn pack_device(
     let scale_bytes = if c.scales > 0 { c.scales * element(Role::SCALE)? } else { 0 };
     let zp_bytes = if c.zero_points > 0 { c.zero_points * element(Role::ZERO_POINT)? } else { 0 };
     let mut i: sys::hm_device_canonical_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_device_canonical_init(&mut i) };
+    unsafe { sys::hm_device_canonical_init_sized(&mut i, std::mem::size_of_val(&i)) };
     i.codes = sized("codes", input.codes, c.codes)?;
     if i.codes == 0 {
         return Err(Error::invalid("'codes' is missing"));
@@ -64,7 +64,7 @@ pub fn pack_device(
     i.zero_points = sized("zero_points", input.zero_points, zp_bytes)?;
     i.global_scale = sized("global_scale", input.global_scale, c.global_scale * 4)?;
     let mut o: sys::hm_device_packed_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_device_packed_init(&mut o) };
+    unsafe { sys::hm_device_packed_init_sized(&mut o, std::mem::size_of_val(&o)) };
     o.weight = sized("out.weight", output.weight.as_deref(), p.weight)?;
     o.scales = sized("out.scales", output.scales.as_deref(), p.scales)?;
     o.zero_points = sized("out.zero_points", output.zero_points.as_deref(), p.zero_points)?;

@@ -159,7 +159,7 @@ impl Plan {
         let tuning =
             options.tuning_json.as_deref().map(|t| c_string(t, "tuning_json")).transpose()?;
         let mut o: sys::hm_plan_options_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_plan_options_init(&mut o) };
+        unsafe { sys::hm_plan_options_init_sized(&mut o, std::mem::size_of_val(&o)) };
         o.flags = if options.nondeterministic { sys::HM_PLAN_NONDETERMINISTIC as u32 } else { 0 };
         o.max_m = options.max_m;
         o.tuning_json = tuning.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());

@@ -151,7 +151,7 @@ pub fn quantize_activation_device(
     need("codes", codes.byte_len(), input.m * input.k)?;
     need("scales", scales.byte_len(), input.m * groups * 4)?;
     let mut args: sys::hm_activation_quant_args_t = unsafe { std::mem::zeroed() };
-    unsafe { sys::hm_activation_quant_args_init(&mut args) };
+    unsafe { sys::hm_activation_quant_args_init_sized(&mut args, std::mem::size_of_val(&args)) };
     args.in_dtype = input.in_dtype.0;
     args.out_dtype = out_dtype.0;
     args.group_k = group_k as i32;

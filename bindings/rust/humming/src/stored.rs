@@ -104,7 +104,7 @@ impl StoredModel {
         let sizes = format.packed_sizes()?;
         let (n, k, e) = format.shape()?;
         let mut info: sys::hm_stored_layer_info_t = unsafe { std::mem::zeroed() };
-        unsafe { sys::hm_stored_layer_info_init(&mut info) };
+        unsafe { sys::hm_stored_layer_info_init_sized(&mut info, std::mem::size_of_val(&info)) };
         check(unsafe { sys::hm_stored_layer_info(layer.0, &mut info) })?;
         let p = &info.packed;
         unsafe {
