@@ -69,6 +69,12 @@ StagingDirectory::~StagingDirectory() {
 }
 
 void StagingDirectory::publish(bool replace) {
+  // mkdtemp made the folder 0700; the published one gets a new folder's mode (0777 less the
+  // umask). umask can only be read by setting it, so it is put back at once.
+  const mode_t mask = ::umask(0077);
+  ::umask(mask);
+  if (::chmod(path_.c_str(), 0777 & ~mask) != 0)
+    fail(HM_ERROR_IO, "cannot set the mode of " + q(path_) + ": " + errno_text());
   for (const fs::directory_entry& e : fs::recursive_directory_iterator(path_))
     if (e.is_regular_file() || e.is_directory()) fsync_path(e.path().string());
   fsync_path(path_);

@@ -55,6 +55,7 @@ Layer convert_awq(const LayerTensors& t, const Options& options) {
   parts.k = k;
   parts.group_k = group_k;
   parts.scale_dtype = float_dtype_of(scales);
+  parts.scale_tensor = &scales;
   parts.codes.resize(static_cast<size_t>(n * k));
   // Rows of qweight are rows of K: unpack a block of 16 rows, then write each column's 16 codes.
   constexpr int64_t kBlock = 16;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <optional>
 
@@ -37,18 +39,70 @@ void choose_activation_output(Layer& layer, const Options& options, Dtype prefer
   f.accumulator = dtype(HM_DTYPE_F32);
 }
 
-void set_scale_dtype(Layer& layer, Dtype stored) {
+namespace {
+// The first value `d` cannot hold: beyond its largest finite value (it would saturate) or nonzero
+// and rounding to 0 (it would flush). -1 when every value only rounds.
+int64_t first_lost_value(const std::vector<float>& values, Dtype d) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    if (std::fabs(v) > d.max_value() || (v != 0 && d.decode(d.encode(v)) == 0))
+      return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+std::string lost_how(float v, Dtype d) {
+  return std::fabs(static_cast<double>(v)) > d.max_value()
+             ? "beyond " + d.name() + "'s largest value " + std::to_string(d.max_value()) +
+                   " (it would saturate)"
+             : "below " + d.name() + "'s smallest nonzero value (it would become 0)";
+}
+
+// The shortest text that reads back as v (1e-09, not 9.99999972e-10).
+std::string value_text(float v) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+}  // namespace
+
+void set_scale_dtype(Layer& layer, Dtype stored, const Options& options,
+                     const io::TensorView& source) {
   core::Format& f = layer.format;
   f.scale = stored;
   const bool applied_in_activation = is_16bit_float(f.activation) && f.has_group_scales();
   if (!applied_in_activation || core::float_fits_exactly(stored, f.activation)) return;
-  // R19: on 16-bit activations group scales multiply the weight before the MMA, in the
-  // activation's type. Round them into it (nearest even, saturating); zero stays zero.
-  f.scale = f.activation;
-  for (float& s : layer.scales) {
+  for (float s : layer.scales)
     HM_REQUIRE(std::isfinite(s), HM_ERROR_NON_FINITE, "a weight scale is not finite");
-    s = static_cast<float>(f.scale.decode(f.scale.encode(s)));
+  // R19: on 16-bit activations group scales multiply the weight before the MMA, in the
+  // activation's type. Rounding into it is documented; losing a value to saturation or
+  // flush-to-zero is not, so a default f16 activation takes bf16's range instead.
+  int64_t lost = first_lost_value(layer.scales, f.activation);
+  const Dtype wide = dtype(HM_DTYPE_BF16);
+  if (lost >= 0 && options.activation.is_none() && f.activation.code() == HM_DTYPE_F16 &&
+      first_lost_value(layer.scales, wide) < 0) {
+    f.activation = wide;
+    if (options.output.is_none()) f.output = wide;
+    lost = -1;
+    if (core::float_fits_exactly(stored, f.activation)) return;
   }
+  if (lost >= 0) {
+    const int64_t per_row = f.group_k > 0 ? (f.k + f.group_k - 1) / f.group_k : 1;
+    const float v = layer.scales[static_cast<size_t>(lost)];
+    bad_tensor(source,
+               "the scale of row " + std::to_string(lost / per_row) + ", group " +
+                   std::to_string(lost % per_row) + " (element " + std::to_string(lost) +
+                   " of the layer's [rows][groups] scales) is " + value_text(v) + ", " +
+                   lost_how(v, f.activation) + "; on " + f.activation.name() +
+                   " activations group and block scales are applied in the activation type "
+                   "(rule R19): convert with another activation (--act bf16, or an 8-bit one)",
+               HM_ERROR_UNSUPPORTED_FORMAT);
+  }
+  f.scale = f.activation;
+  for (float& s : layer.scales) s = static_cast<float>(f.scale.decode(f.scale.encode(s)));
 }
 
 int64_t fold_scale_exponents(Layer& layer) {
@@ -280,6 +334,13 @@ RowScales shard_scales(const std::vector<float>& scalars, int64_t n, const Optio
                        const io::TensorView& t) {
   RowScales out;
   if (scalars.empty()) bad_tensor(t, "holds no scale");
+  // Only one scalar per shard: a 2-D tensor (block or group scales) read as shard scalars would
+  // spread its values over row bands and convert to wrong weights.
+  if (t.shape.size() > 2 || (t.shape.size() == 2 && t.shape[1] != 1))
+    bad_tensor(t,
+               "is not one scale per fused shard ([], [S] or [S, 1]); this scheme takes no other "
+               "scale layout under this name",
+               HM_ERROR_UNSUPPORTED_FORMAT);
   for (float s : scalars)
     if (!std::isfinite(s)) bad_tensor(t, "holds a scale that is not finite", HM_ERROR_NON_FINITE);
   const int64_t shards = static_cast<int64_t>(scalars.size());
@@ -287,13 +348,14 @@ RowScales shard_scales(const std::vector<float>& scalars, int64_t n, const Optio
     out.per_row = {scalars[0]};
     return out;
   }
-  std::vector<int64_t> rows = options.shard_rows;
-  if (rows.empty()) {
-    if (n % shards != 0)
-      bad_tensor(t, "has " + std::to_string(shards) + " shard scales for N = " + std::to_string(n) +
-                        " rows; pass the rows of each shard (options.shard_rows / --shard-rows)");
-    rows.assign(static_cast<size_t>(shards), n / shards);
-  }
+  const std::vector<int64_t>& rows = options.shard_rows;
+  // Fused shards are rarely equal (q/k/v under GQA), and guessing their sizes wrong converts to
+  // wrong weights without a sign, so unequal shard scales need the caller's sizes.
+  if (rows.empty())
+    bad_tensor(t, "has " + std::to_string(shards) + " different shard scales for N = " +
+                      std::to_string(n) +
+                      " rows; pass the rows of each shard (options.shard_rows / --shard-rows "
+                      "a,b,c)");
   if (static_cast<int64_t>(rows.size()) != shards)
     bad_tensor(t, "has " + std::to_string(shards) + " shard scales but shard_rows lists " +
                       std::to_string(rows.size()) + " shards");
@@ -344,7 +406,9 @@ Layer integer_layer(IntegerParts parts, const Options& options, Dtype preferred,
   f.group_n = 0;
   layer.codes = std::move(parts.codes);
   layer.scales = std::move(parts.scales);
-  set_scale_dtype(layer, parts.scale_dtype);
+  HM_REQUIRE(parts.scale_tensor != nullptr, HM_ERROR_INTERNAL,
+             "integer_layer: IntegerParts::scale_tensor is not set");
+  set_scale_dtype(layer, parts.scale_dtype, options, *parts.scale_tensor);
   if (parts.zero_points.empty()) {
     f.weight = Dtype::biased_integer(parts.bits);
     f.zero_point = Dtype();
@@ -366,6 +430,26 @@ void set_bias(Layer& layer, const io::TensorView* bias, int64_t experts, int64_t
   for (float b : layer.bias)
     if (!std::isfinite(b))
       bad_tensor(*bias, "holds a value that is not finite", HM_ERROR_NON_FINITE);
+}
+
+void fit_bias_to_output(Layer& layer, const io::TensorView* bias, const Options& options) {
+  if (!bias || !layer.format.has_bias) return;
+  core::Format& f = layer.format;
+  const std::vector<float> values = read_floats(*bias);  // the checkpoint's order, for messages
+  const int64_t lost = first_lost_value(values, f.output);
+  if (lost < 0) return;
+  const Dtype wide = dtype(HM_DTYPE_BF16);
+  if (options.output.is_none() && f.output.code() == HM_DTYPE_F16 &&
+      first_lost_value(values, wide) < 0) {
+    f.output = wide;
+    return;
+  }
+  const float v = values[static_cast<size_t>(lost)];
+  bad_tensor(*bias,
+             element_label(*bias, lost) + " is " + value_text(v) + ", " + lost_how(v, f.output) +
+                 "; the bias is stored in the output dtype (f16 or bf16, rule R4): convert with "
+                 "another output dtype (--output-dtype bf16)",
+             HM_ERROR_UNSUPPORTED_FORMAT);
 }
 
 void allocate(Layer& layer) {

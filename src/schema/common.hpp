@@ -28,8 +28,12 @@ core::Dtype preferred_16bit(std::initializer_list<const io::TensorView*> tensors
 // Sets layer.format.scale for scales read from a checkpoint of dtype `stored`: kept when the
 // format allows it (16-bit activations need group / block scales exact in the activation, R19),
 // else the activation's dtype, and then every scale value is rounded into it (the one lossy
-// step, docs/convert.md). Call after the scale kind and activation are set.
-void set_scale_dtype(Layer& layer, core::Dtype stored);
+// step, docs/convert.md). Rounding never saturates or flushes silently: when a scale lies beyond
+// the activation's range (or a nonzero one would become 0) a default f16 activation becomes bf16,
+// and a requested one is refused naming `source` and the value. Call after the scale kind and
+// activation are set.
+void set_scale_dtype(Layer& layer, core::Dtype stored, const Options& options,
+                     const io::TensorView& source);
 
 // Integer weights with `bits`-bit unsigned codes and real zero points [E][N][G] (empty:
 // symmetric around 2^(bits-1)): uint{b}b{2^(b-1)} when every zero point is 2^(bits-1), else
@@ -164,12 +168,17 @@ struct IntegerParts {
   std::vector<float> scales;
   std::vector<float> zero_points;
   core::Dtype scale_dtype;
+  const io::TensorView* scale_tensor = nullptr;  // for messages
 };
 Layer integer_layer(IntegerParts parts, const Options& options, core::Dtype preferred,
                     const io::TensorView& zero_tensor_for_messages);
 
 // Reads an optional bias ([N] or [E][N], any float dtype) into the layer and sets has_bias.
 void set_bias(Layer& layer, const io::TensorView* bias, int64_t experts, int64_t n);
+// The bias is stored in the output dtype (f16 or bf16, rule R4): when a value lies beyond its
+// range, or a nonzero one would become 0, a default f16 output becomes bf16; a requested output
+// that cannot hold it is refused naming the tensor, the element and its value.
+void fit_bias_to_output(Layer& layer, const io::TensorView* bias, const Options& options);
 
 // Sizes the layer's buffers for its format (codes, scales, zero points, global scale).
 void allocate(Layer& layer);

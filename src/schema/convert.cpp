@@ -186,6 +186,7 @@ Layer convert_layer(Scheme scheme, const std::vector<io::TensorView>& tensors,
   // Messages name the layer as well as the tensor: a whole model has hundreds of them.
   try {
     Layer layer = i.convert(lt, options);
+    fit_bias_to_output(layer, lt.find("bias"), options);
     finish(layer);
     return layer;
   } catch (const Error& e) {

@@ -127,6 +127,7 @@ Layer convert_ct_pack(const LayerTensors& t, const Options& options) {
   parts.k = k;
   parts.group_k = group_k;
   parts.scale_dtype = float_dtype_of(scale);
+  parts.scale_tensor = &scale;
   parts.codes.resize(static_cast<size_t>(n * k));
   const int64_t words = packed.shape[1];
   uint8_t* codes = parts.codes.data();

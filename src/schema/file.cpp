@@ -3,6 +3,7 @@
 // to a new safetensors file with each layer's format string in the metadata (docs/convert.md).
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/error.hpp"
@@ -77,12 +78,56 @@ const io::TensorView* TensorIndex::find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
+namespace {
+
+// Why a tensor no layer claimed is a layer's loose end under `schemes`: an anchor without its
+// companion scales, or a companion (of any dtype: GPTQ's F32 scales look unquantized) without
+// its anchor. "" when it is neither.
+std::string missing_partner(const io::TensorView& t, const TensorIndex& tensors,
+                            const std::vector<Scheme>& schemes, bool quantized) {
+  for (Scheme scheme : schemes) {
+    const SchemeRoles& r = scheme_roles(scheme);
+    auto prefix_of = [&](const std::string& role) -> std::optional<std::string> {
+      const std::string suffix = std::string(1, r.separator) + role;
+      if (t.name.size() <= suffix.size() ||
+          t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return std::nullopt;
+      return t.name.substr(0, t.name.size() - suffix.size());
+    };
+    const std::vector<std::string> partners = companions(scheme);
+    if (const auto prefix = prefix_of(r.anchor); prefix && quantized) {
+      std::string names;
+      for (const std::string& c : partners)
+        names += (names.empty() ? "" : " or ") +
+                 core::quoted(*prefix + std::string(1, r.separator) + c, 120);
+      return "its " + std::string(scheme_name(scheme)) + " companion " + names + " is missing";
+    }
+    for (const std::string& c : partners)
+      if (const auto prefix = prefix_of(c)) {
+        const std::string anchor = *prefix + std::string(1, r.separator) + r.anchor;
+        if (!tensors.find(anchor))
+          return "its " + std::string(scheme_name(scheme)) + " anchor " +
+                 core::quoted(anchor, 120) + " is missing";
+      }
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string unclaimed_quantized(const TensorIndex& tensors,
-                                const std::set<const io::TensorView*>& claimed) {
+                                const std::set<const io::TensorView*>& claimed,
+                                const std::vector<Scheme>& schemes) {
   std::vector<std::string> refused;
-  for (const io::TensorView* t : tensors.tensors())
-    if (!claimed.count(t) && looks_quantized(*t))
-      refused.push_back(core::quoted(t->name, 120) + " (" + t->dtype + ")");
+  for (const io::TensorView* t : tensors.tensors()) {
+    if (claimed.count(t)) continue;
+    // An unquantized anchor ("weight" of a bf16 layer) is no loose end; a companion is.
+    const bool quantized = looks_quantized(*t);
+    const std::string why = missing_partner(*t, tensors, schemes, quantized);
+    if (!quantized && why.empty()) continue;
+    refused.push_back(core::quoted(t->name, 120) + " (" + t->dtype +
+                      (why.empty() ? "" : "; " + why) + ")");
+  }
   std::string list;
   for (size_t i = 0; i < refused.size() && i < 5; ++i) list += (i ? ", " : "") + refused[i];
   if (refused.size() > 5) list += " and " + std::to_string(refused.size() - 5) + " more";
@@ -247,7 +292,7 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
   const TensorIndex index(file);
   const std::vector<FoundLayer> layers = find_layers(scheme, index, claimed);
 
-  if (const std::string list = unclaimed_quantized(index, claimed); !list.empty()) {
+  if (const std::string list = unclaimed_quantized(index, claimed, {scheme}); !list.empty()) {
     fail(HM_ERROR_UNSUPPORTED,
          core::quoted(in_path, 200) + " holds quantized tensors that the " + scheme_name(scheme) +
              " scheme does not describe: " + list +

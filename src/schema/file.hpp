@@ -45,9 +45,12 @@ std::vector<FoundLayer> find_layers(Scheme scheme, const TensorIndex& tensors,
 bool looks_quantized(const io::TensorView& t);
 
 // The quantized-looking tensors of `tensors` that no layer claimed, listed for a message (the
-// first five, then a count), or "" when there are none.
+// first five, then a count), or "" when there are none. With the `schemes` converted, a loose end
+// of one of their layers is listed too (whatever its dtype), naming the tensor it lacks: an
+// anchor without companion scales, or companion scales without the anchor.
 std::string unclaimed_quantized(const TensorIndex& tensors,
-                                const std::set<const io::TensorView*>& claimed);
+                                const std::set<const io::TensorView*>& claimed,
+                                const std::vector<Scheme>& schemes = {});
 
 // The safetensors dtype a buffer of dtype d is stored as ("F16", "BF16", "F32", "F8_E4M3", ...;
 // "U8" for dtypes safetensors has no name for).

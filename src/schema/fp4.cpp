@@ -83,7 +83,7 @@ Layer nvfp4(const io::TensorView& weight, const io::TensorView& scale, const io:
   layer.codes.resize(static_cast<size_t>(n * k));
   unpack_nibbles(weight, n, k, layer.codes.data());
   layer.scales = read_scales(scale);
-  set_scale_dtype(layer, dtype(HM_DTYPE_E4M3));
+  set_scale_dtype(layer, dtype(HM_DTYPE_E4M3), options, scale);
   // 8-bit activations: e4m3 scales per 16 k have no exact 8-bit path; the weights become the
   // activation's 8-bit type with channel scales (lossy, counted in the layer's note).
   layer.rerounded_weights = requantize_per_channel_for_8bit_activations(layer);
@@ -171,7 +171,7 @@ Layer convert_mxfp4(const LayerTensors& t, const Options& options) {
       }
     }
   });
-  set_scale_dtype(layer, dtype(HM_DTYPE_UE8M0));
+  set_scale_dtype(layer, dtype(HM_DTYPE_UE8M0), options, scales);
   // 8-bit activations: the scales go into the weights' exponents, within the kernel's window.
   layer.rerounded_groups = fold_scale_exponents(layer);
   if (bias) {

@@ -1,7 +1,8 @@
 // FP8 weights (e4m3 [N, K]) with their scales, shared by three schemes:
 //   fp8     HF quant_method "fp8": weight_scale_inv f32 [ceil(N/bn), ceil(K/bk)] (bn = bk = 128
 //           unless options.group_size says otherwise), multiplied in despite its name; or a
-//           per-tensor weight_scale (ModelOpt FP8), one scalar per fused shard.
+//           per-tensor weight_scale (ModelOpt FP8), one scalar per fused shard ([], [S] or
+//           [S, 1]); a weight_scale of another shape is read like the ct-fp8 ones below.
 //   ct-fp8  compressed-tensors float-quantized: weight_scale scalar (tensor), [N, 1] (channel),
 //           [N, K/g] (group) or [ceil(N/128), ceil(K/128)] (block).
 //   ct-int8 compressed-tensors int-quantized: int8 weight [N, K], weight_scale as above (tensor,
@@ -59,7 +60,8 @@ ScaleLayout scale_layout(const io::TensorView& scale, int64_t n, int64_t k, cons
 }
 
 // Fills scale kind, scale values and global scale of an FP8/int8 layer.
-void apply_scales(Layer& layer, const io::TensorView& scale, const ScaleLayout& l) {
+void apply_scales(Layer& layer, const io::TensorView& scale, const ScaleLayout& l,
+                  const Options& options) {
   core::Format& f = layer.format;
   const std::vector<float> values = read_scales(scale);
   switch (l.kind) {
@@ -82,7 +84,7 @@ void apply_scales(Layer& layer, const io::TensorView& scale, const ScaleLayout& 
       break;
   }
   layer.scales = values;  // [rows][groups] is already the canonical order
-  set_scale_dtype(layer, float_dtype_of(scale));
+  set_scale_dtype(layer, float_dtype_of(scale), options, scale);
 }
 
 // A fused layer's per-shard scalar scales (one per q/k/v shard): equal -> tensor, else channel.
@@ -90,6 +92,24 @@ void apply_shard_scales(Layer& layer, const io::TensorView& scale, int64_t n,
                         const Options& options) {
   set_shard_scales(layer, shard_scales(read_scales(scale), n, options, scale),
                    float_dtype_of(scale));
+}
+
+// HF fp8's `weight_scale`: shard scalars are one value, [S] or [S, 1]. Anything else (a 2-D
+// [ceil(N/128), ceil(K/128)] block tensor, which compressed-tensors block FP8 stores under this
+// name, or [N, groups]) is read by its shape like weight_scale_inv; spreading such a tensor over
+// row bands as shard scales would silently give wrong weights. [S, 1] that is also the block shape
+// (K <= block) is a block tensor unless shard_rows says it holds shards.
+void apply_weight_scale(Layer& layer, const io::TensorView& scale, const Options& options) {
+  const int64_t n = layer.format.n, k = layer.format.k;
+  const auto& s = scale.shape;
+  const bool shard_shaped = s.empty() || s.size() == 1 || (s.size() == 2 && s[1] == 1);
+  const int64_t b = options.group_size > 0 ? options.group_size : 128;
+  const bool block_shaped = s.size() == 2 && s[0] == (n + b - 1) / b && s[1] == (k + b - 1) / b;
+  if (shard_shaped && scale.numel() != n && !(block_shaped && options.shard_rows.empty())) {
+    apply_shard_scales(layer, scale, n, options);
+    return;
+  }
+  apply_scales(layer, scale, scale_layout(scale, n, k, options, true), options);
 }
 
 Layer start_layer(const io::TensorView& weight, const Options& options, core::Dtype preferred) {
@@ -141,9 +161,9 @@ Layer convert_fp8(const LayerTensors& t, const Options& options) {
     const ScaleLayout l = scale_layout(scale, layer.format.n, layer.format.k, options, true);
     if (l.kind != Kind::kBlock && l.kind != Kind::kTensor)
       bad_tensor(scale, "weight_scale_inv must hold [ceil(N/128), ceil(K/128)] block scales");
-    apply_scales(layer, scale, l);
+    apply_scales(layer, scale, l, options);
   } else {
-    apply_shard_scales(layer, scale, layer.format.n, options);
+    apply_weight_scale(layer, scale, options);
   }
   layer.codes = e4m3_codes(weight);
   set_bias(layer, t.find("bias"), 1, layer.format.n);
@@ -158,7 +178,8 @@ Layer convert_ct_fp8(const LayerTensors& t, const Options& options) {
   expect_dtype(scale, {"F32", "BF16", "F16"});
   Layer layer = start_layer(weight, options, fp8_preferred(scale, t.find("bias")));
   layer.format.weight = dtype(HM_DTYPE_E4M3);
-  apply_scales(layer, scale, scale_layout(scale, layer.format.n, layer.format.k, options, true));
+  apply_scales(layer, scale, scale_layout(scale, layer.format.n, layer.format.k, options, true),
+               options);
   layer.codes = e4m3_codes(weight);
   set_bias(layer, t.find("bias"), 1, layer.format.n);
   return layer;
@@ -172,7 +193,7 @@ Layer convert_ct_int8(const LayerTensors& t, const Options& options) {
   expect_dtype(scale, {"F32", "BF16", "F16"});
   Layer layer = start_layer(weight, options, preferred_16bit({&scale, t.find("bias")}));
   const ScaleLayout l = scale_layout(scale, layer.format.n, layer.format.k, options, false);
-  apply_scales(layer, scale, l);
+  apply_scales(layer, scale, l, options);
   layer.codes.assign(weight.data, weight.data + weight.bytes);  // two's complement = int8 codes
   layer.format.weight = dtype(HM_DTYPE_INT8);
 

@@ -149,6 +149,7 @@ Layer convert_gptq(const LayerTensors& t, const Options& options) {
   parts.k = k;
   parts.group_k = group_k;
   parts.scale_dtype = float_dtype_of(scales);
+  parts.scale_tensor = &scales;
   parts.codes.resize(static_cast<size_t>(n * k));
   unpack_qweight(qweight, bits, n, k, parts.codes.data());
 

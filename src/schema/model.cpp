@@ -151,7 +151,9 @@ std::vector<ShardPlan> plan_model(const std::string& dir, const std::vector<std:
       by_prefix[prefix] = {std::move(l), rule};
     }
   }
-  if (const std::string list = unclaimed_quantized(all, claimed); !list.empty()) {
+  if (const std::string list =
+          unclaimed_quantized(all, claimed, std::vector<Scheme>(schemes.begin(), schemes.end()));
+      !list.empty()) {
     fail(HM_ERROR_UNSUPPORTED,
          core::quoted(dir, 200) + " holds quantized tensors that no layer of the config (" +
              quant.source + ") claims: " + list +
@@ -577,29 +579,58 @@ std::vector<fs::path> other_entries(const std::string& dir, const std::set<std::
   return out;
 }
 
-uint64_t entry_bytes(const fs::path& p) {
+// Walks one entry of the input folder, following symlinks: a regular file, or a folder whose
+// entries it walks in name order. Copies it to `to` unless `to` is empty; returns its bytes.
+// Whatever cannot be copied fails naming it (a dangling symlink, a socket or device, a symlink
+// back into a folder being walked): a model copied without its tokenizer or with half its assets
+// must not look complete. `walking` holds the canonical paths of the folders above `from`.
+uint64_t walk_entry(const fs::path& from, const fs::path& to, std::vector<fs::path>& walking) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(from, ec);  // through symlinks
+  if (!fs::exists(st)) {
+    std::error_code link_ec;
+    if (fs::is_symlink(fs::symlink_status(from, link_ec)))
+      fail(HM_ERROR_IO, "cannot copy " + core::quoted(from.string(), 200) +
+                            ": it is a symlink to " +
+                            core::quoted(fs::read_symlink(from, link_ec).string(), 200) +
+                            ", which does not exist (a missing blob?); restore or remove it");
+    fail(HM_ERROR_IO, "cannot copy " + core::quoted(from.string(), 200) + ": " +
+                          (ec ? ec.message() : std::string("it does not exist")));
+  }
+  if (fs::is_regular_file(st)) {
+    if (!to.empty()) return io::copy_file_synced(from.string(), to.string());
+    return fs::file_size(from);
+  }
+  if (!fs::is_directory(st))
+    fail(HM_ERROR_IO, "cannot copy " + core::quoted(from.string(), 200) +
+                          ": it is neither a file nor a folder (a socket, pipe or device); "
+                          "remove it from the model folder");
+  const fs::path canonical = fs::canonical(from);
+  if (std::find(walking.begin(), walking.end(), canonical) != walking.end())
+    fail(HM_ERROR_IO, "cannot copy " + core::quoted(from.string(), 200) +
+                          ": it leads back to " + core::quoted(canonical.string(), 200) +
+                          ", a folder that contains it (a symlink loop: the copy would never end); "
+                          "remove the symlink");
+  walking.push_back(canonical);
+  if (!to.empty()) fs::create_directories(to);
+  std::vector<fs::path> children;
+  for (const fs::directory_entry& e : fs::directory_iterator(from)) children.push_back(e.path());
+  std::sort(children.begin(), children.end());
   uint64_t total = 0;
-  if (fs::is_regular_file(p)) return fs::file_size(p);
-  if (fs::is_directory(p))
-    for (const fs::directory_entry& e : fs::recursive_directory_iterator(p))
-      if (e.is_regular_file()) total += e.file_size();
+  for (const fs::path& c : children)
+    total += walk_entry(c, to.empty() ? to : to / c.filename(), walking);
+  walking.pop_back();
   return total;
 }
 
-void copy_entry(const fs::path& from, const fs::path& to) {
-  if (fs::is_regular_file(from)) {
-    io::copy_file_synced(from.string(), to.string());
-    return;
-  }
-  if (!fs::is_directory(from)) return;  // sockets, devices: nothing a model needs
-  fs::create_directories(to);
-  for (const fs::directory_entry& e : fs::recursive_directory_iterator(from)) {
-    const fs::path target = to / fs::relative(e.path(), from);
-    if (e.is_directory())
-      fs::create_directories(target);
-    else if (e.is_regular_file())
-      io::copy_file_synced(e.path().string(), target.string());
-  }
+uint64_t entry_bytes(const fs::path& p) {
+  std::vector<fs::path> walking;
+  return walk_entry(p, fs::path(), walking);
+}
+
+uint64_t copy_entry(const fs::path& from, const fs::path& to) {
+  std::vector<fs::path> walking;
+  return walk_entry(from, to, walking);
 }
 
 void check_paths(const ModelRequest& r, std::string& in, std::string& out) {
@@ -664,9 +695,9 @@ ModelResult convert_model(const ModelRequest& r) {
   }
   for (const fs::path& p : others) {
     const std::string name = p.filename().string();
-    if (staging) copy_entry(p, fs::path(stage) / name);
+    const uint64_t bytes = staging ? copy_entry(p, fs::path(stage) / name) : entry_bytes(p);
     ++result.files;
-    report(ModelEvent::kFile, name, "", entry_bytes(p));
+    report(ModelEvent::kFile, name, "", bytes);
   }
   if (staging) {
     if (index.is_object() || plans.size() > 1) {

@@ -2,6 +2,8 @@
 // Only what decides the conversion is read; docs/convert.md lists the keys per tool.
 #include "schema/model_config.hpp"
 
+#include <climits>
+#include <cstdint>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -34,13 +36,33 @@ bool read_json(const std::string& path, json& out) {
   return true;
 }
 
-// config[key] as an integer / bool / string, or `fallback` when absent or null. A value of the
-// wrong type fails naming the key and the file.
-int64_t get_int(const json& c, const char* key, int64_t fallback, const ModelQuant& q) {
+// A JSON value as an integer in [lo, hi]: one of another type or out of range fails naming the
+// key and the file (a cast would turn bits = 4294967300 into 4).
+int32_t checked_int(const json& v, const std::string& key, int64_t lo, int64_t hi,
+                    const ModelQuant& q) {
+  if (!v.is_number_integer())
+    fail(HM_ERROR_PARSE, q.source + ": '" + key + "' is " + v.dump() + ", not an integer");
+  const bool in_range =
+      v.is_number_unsigned()
+          ? v.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+                (lo <= 0 || v.get<uint64_t>() >= static_cast<uint64_t>(lo))
+          : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range)
+    fail(HM_ERROR_PARSE, q.source + ": '" + key + "' is " + v.dump() + ", outside " +
+                             std::to_string(lo) + ".." + std::to_string(hi));
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+// config[key] as an integer in [lo, hi] / bool / string, or `fallback` when absent or null. A
+// value of the wrong type or range fails naming the key and the file.
+int32_t get_int(const json& c, const char* key, int32_t fallback, const ModelQuant& q,
+                int64_t lo = -1, int64_t hi = INT32_MAX) {
   if (!c.contains(key) || c[key].is_null()) return fallback;
-  if (!c[key].is_number_integer())
-    fail(HM_ERROR_PARSE, q.source + ": '" + key + "' is " + c[key].dump() + ", not an integer");
-  return c[key].get<int64_t>();
+  return checked_int(c[key], key, lo, hi, q);
+}
+// Bit widths: 0 (derive) or 1..8; a converter refuses the widths its scheme has no packing for.
+int32_t get_bits(const json& c, const char* key, int32_t fallback, const ModelQuant& q) {
+  return get_int(c, key, fallback, q, 0, 8);
 }
 bool get_bool(const json& c, const char* key, bool fallback, const ModelQuant& q) {
   if (!c.contains(key) || c[key].is_null()) return fallback;
@@ -48,8 +70,11 @@ bool get_bool(const json& c, const char* key, bool fallback, const ModelQuant& q
     fail(HM_ERROR_PARSE, q.source + ": '" + key + "' is " + c[key].dump() + ", not true/false");
   return c[key].get<bool>();
 }
-std::string get_string(const json& c, const char* key, const std::string& fallback) {
-  if (!c.contains(key) || !c[key].is_string()) return fallback;
+std::string get_string(const json& c, const char* key, const std::string& fallback,
+                       const ModelQuant& q) {
+  if (!c.contains(key) || c[key].is_null()) return fallback;
+  if (!c[key].is_string())
+    fail(HM_ERROR_PARSE, q.source + ": '" + key + "' is " + c[key].dump() + ", not a string");
   return c[key].get<std::string>();
 }
 
@@ -65,11 +90,11 @@ LayerRule gptq_rule(const json& c, const ModelQuant& q) {
   LayerRule r;
   r.scheme = Scheme::kGptq;
   Options& o = r.options;
-  o.bits = static_cast<int32_t>(get_int(c, "bits", 0, q));
-  o.group_size = static_cast<int32_t>(get_int(c, "group_size", 0, q));  // absent: derive
+  o.bits = get_bits(c, "bits", 0, q);
+  o.group_size = get_int(c, "group_size", 0, q);  // absent: derive
   o.asymmetric = !get_bool(c, "sym", true, q);
   const std::string format =
-      lower(get_string(c, "checkpoint_format", get_string(c, "format", "gptq")));
+      lower(get_string(c, "checkpoint_format", get_string(c, "format", "gptq", q), q));
   if (format == "gptq_v2")
     o.gptq_v2 = true;
   else if (format != "gptq")
@@ -100,11 +125,10 @@ LayerRule awq_rule(const json& c, const ModelQuant& q) {
   LayerRule r;
   r.scheme = Scheme::kAwq;
   Options& o = r.options;
-  o.bits = static_cast<int32_t>(get_int(c, "bits", get_int(c, "w_bit", 4, q), q));
-  o.group_size =
-      static_cast<int32_t>(get_int(c, "group_size", get_int(c, "q_group_size", 0, q), q));
+  o.bits = get_bits(c, "bits", get_bits(c, "w_bit", 4, q), q);
+  o.group_size = get_int(c, "group_size", get_int(c, "q_group_size", 0, q), q);
   o.asymmetric = get_bool(c, "zero_point", true, q);
-  const std::string version = lower(get_string(c, "version", "gemm"));
+  const std::string version = lower(get_string(c, "version", "gemm", q));
   if (version != "gemm") unsupported(q, "AWQ version '" + version + "' (only GEMM is read)");
   r.description = "awq bits=" + std::to_string(o.bits) + " group=" + std::to_string(o.group_size);
   return r;
@@ -121,7 +145,7 @@ CtPacking ct_packing_of(const std::string& version) {
 LayerRule ct_rule(const json& group, const std::string& name, const std::string& global_format,
                   CtPacking packing, const ModelQuant& q) {
   LayerRule r;
-  const std::string format = lower(get_string(group, "format", global_format));
+  const std::string format = lower(get_string(group, "format", global_format, q));
   if (format == "pack-quantized")
     r.scheme = Scheme::kCtPack;
   else if (format == "int-quantized")
@@ -139,12 +163,12 @@ LayerRule ct_rule(const json& group, const std::string& name, const std::string&
   o.ct_packing = packing;
   const json w = group.contains("weights") && group["weights"].is_object() ? group["weights"]
                                                                           : json::object();
-  o.bits = static_cast<int32_t>(get_int(w, "num_bits", 0, q));
+  o.bits = get_bits(w, "num_bits", 0, q);
   if (r.scheme != Scheme::kCtPack) o.bits = 0;  // only ct-pack takes a bit width
   o.asymmetric = !get_bool(w, "symmetric", true, q);
-  const std::string strategy = lower(get_string(w, "strategy", ""));
+  const std::string strategy = lower(get_string(w, "strategy", "", q));
   if (strategy == "group" || strategy == "tensor_group") {
-    o.group_size = static_cast<int32_t>(get_int(w, "group_size", 0, q));
+    o.group_size = get_int(w, "group_size", 0, q);
   } else if (strategy == "channel") {
     o.group_size = -1;
   } else if (strategy == "block") {
@@ -152,7 +176,7 @@ LayerRule ct_rule(const json& group, const std::string& name, const std::string&
     if (!b.is_array() || b.size() != 2 || b[0] != b[1])
       unsupported(q, "compressed-tensors group '" + name + "' has block_structure " + b.dump() +
                          " (square blocks only)");
-    o.group_size = b[0].get<int32_t>();
+    o.group_size = checked_int(b[0], "block_structure", 1, INT32_MAX, q);
   }
   if (r.scheme == Scheme::kCtNvfp4) o.group_size = 0;  // fixed g16; nothing to choose
   r.description = std::string(scheme_name(r.scheme)) + " group '" + name + "'" +
@@ -164,8 +188,8 @@ LayerRule ct_rule(const json& group, const std::string& name, const std::string&
 }
 
 void compressed_tensors(const json& c, ModelQuant& q) {
-  const std::string format = get_string(c, "format", "");
-  const CtPacking packing = ct_packing_of(get_string(c, "version", ""));
+  const std::string format = get_string(c, "format", "", q);
+  const CtPacking packing = ct_packing_of(get_string(c, "version", "", q));
   if (!c.contains("config_groups") || !c["config_groups"].is_object() ||
       c["config_groups"].empty())
     unsupported(q, "a compressed-tensors config without config_groups");
@@ -184,7 +208,7 @@ LayerRule simple_rule(Scheme scheme, const std::string& description) {
 }
 
 void modelopt(const json& c, ModelQuant& q) {
-  const std::string algo = lower(get_string(c, "quant_algo", ""));
+  const std::string algo = lower(get_string(c, "quant_algo", "", q));
   if (algo == "fp8")
     q.rules.push_back(simple_rule(Scheme::kFp8, "fp8 (modelopt per-tensor)"));
   else if (algo == "nvfp4")
@@ -197,9 +221,9 @@ void modelopt(const json& c, ModelQuant& q) {
         if (t.is_string()) q.ignore.push_back(t.get<std::string>());
 }
 
-void from_config(const json& c, ModelQuant& q) {
+void read_config(const json& c, ModelQuant& q) {
   q.config = c;
-  q.method = lower(get_string(c, "quant_method", ""));
+  q.method = lower(get_string(c, "quant_method", "", q));
   if (q.method == "gptq") {
     q.rules.push_back(gptq_rule(c, q));
   } else if (q.method == "awq") {
@@ -212,7 +236,7 @@ void from_config(const json& c, ModelQuant& q) {
       const json& b = c["weight_block_size"];
       if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || b[0] != b[1])
         unsupported(q, "fp8 weight_block_size " + b.dump() + " (square blocks only)");
-      r.options.group_size = b[0].get<int32_t>();
+      r.options.group_size = checked_int(b[0], "weight_block_size", 1, INT32_MAX, q);
       r.description += " block=" + std::to_string(r.options.group_size);
     }
     q.rules.push_back(r);
@@ -229,6 +253,16 @@ void from_config(const json& c, ModelQuant& q) {
       c["modules_to_not_convert"].is_array())
     for (const json& t : c["modules_to_not_convert"])
       if (t.is_string()) q.ignore.push_back(t.get<std::string>());
+}
+
+// The getters above name the key of a mistyped value; any other JSON access that a config of
+// an unexpected shape trips is still the config's fault, not an internal error.
+void from_config(const json& c, ModelQuant& q) {
+  try {
+    read_config(c, q);
+  } catch (const json::exception& e) {
+    fail(HM_ERROR_PARSE, q.source + ": a value has an unexpected type (" + e.what() + ")");
+  }
 }
 
 // A target matches a layer: "re:" regex from the start, the exact name, a dotted suffix of it
@@ -268,6 +302,8 @@ ModelQuant read_model_quant(const std::string& dir, const Scheme* forced_scheme)
   } else if (read_json(dir + "/hf_quant_config.json", other) && other.contains("quantization")) {
     q.source = "hf_quant_config.json";
     json c = other["quantization"];
+    if (!c.is_object())
+      fail(HM_ERROR_PARSE, q.source + ": 'quantization' is " + c.dump() + ", not an object");
     c["quant_method"] = "modelopt";
     from_config(c, q);
   } else if (forced_scheme) {

@@ -66,9 +66,19 @@ TEST(BitnetConvert, UnequalShardScalesBecomeF32ChannelScales) {
   // they become channel scales, kept in f32 (1/3 is exact in no 16-bit float).
   const Bitnet b = make_bitnet(83);
   const double shard_scale[] = {4.0, 3.0};
-  const Converted out = convert(
-      HM_SCHEME_BITNET, {make_tensor("w.weight", "U8", {b.n / 4, b.k}, b.packed),
-                         f32_tensor("w.weight_scale", {2}, {shard_scale[0], shard_scale[1]})});
+  const std::vector<Tensor> t = {
+      make_tensor("w.weight", "U8", {b.n / 4, b.k}, b.packed),
+      f32_tensor("w.weight_scale", {2}, {shard_scale[0], shard_scale[1]})};
+  // Without the shard sizes the converter does not guess them.
+  const Converted unsized = convert(HM_SCHEME_BITNET, t);
+  EXPECT_EQ(unsized.status, HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(unsized.error.find("shard-rows"), std::string::npos) << unsized.error;
+  const int64_t rows[] = {b.n / 2, b.n / 2};
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.shard_rows = rows;
+  options.shard_count = 2;
+  const Converted out = convert(HM_SCHEME_BITNET, t, &options);
   ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
   EXPECT_EQ(out.scale_kind, HM_SCALE_CHANNEL) << out.format;
   EXPECT_EQ(out.scale_dtype, HM_DTYPE_F32) << out.format;

@@ -2,10 +2,16 @@
 // an unquantized embedding) through hm_convert_file and `humming convert`; the output read back
 // with the safetensors reader, unpacked and dequantized must equal the per-layer conversion.
 // Files with tensors the scheme does not describe are refused, leaving no output behind.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "io/safetensors.hpp"
 #include "test_schema_support.hpp"
@@ -228,10 +234,87 @@ TEST(ConvertFile, CommandLine) {
   EXPECT_TRUE(exists(out));
   const hm::io::SafetensorsFile f(out);
   EXPECT_NE(f.metadata().count("humming.format.model.layers.0.mlp.down_proj"), 0u);
+  // An existing output is replaced only with --force, as a model folder is.
+  const std::string again =
+      cli + " convert --scheme gptq --in " + in + " --out " + out + " > /dev/null 2> " + out +
+      ".err";
+  EXPECT_NE(std::system(again.c_str()), 0) << again;
+  {
+    std::ifstream err(out + ".err");
+    const std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("exists; choose a new file or pass --force"), std::string::npos) << text;
+  }
+  std::remove((out + ".err").c_str());
+  EXPECT_EQ(std::system((ok + " --force").c_str()), 0) << ok;
   std::remove(out.c_str());
   const std::string bad =
       cli + " convert --scheme nope --in " + in + " --out " + out + " 2> /dev/null";
   EXPECT_NE(std::system(bad.c_str()), 0);
+  EXPECT_FALSE(exists(out));
+  std::remove(in.c_str());
+}
+
+// SIGINT / SIGTERM in single-file mode killed the command and left its `.tmp` output behind; now
+// the conversion stops at the next layer and removes it, as a model folder's does.
+TEST(ConvertFile, CommandLineInterruptLeavesNothing) {
+  std::string dir = std::string(HM_TEST_BINARY_DIR) + "/convert_sigint_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string in = dir + "/in.safetensors", out = dir + "/out.safetensors";
+  std::vector<Tensor> model;
+  for (int i = 0; i < 48; ++i)
+    for (const Tensor& t : gptq_layer("l" + std::to_string(i), 512, 2048, false, false, i))
+      model.push_back(t);
+  write_file(in, model);
+  const std::string cli = HM_CLI_PATH;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::execl(cli.c_str(), cli.c_str(), "convert", "--scheme", "gptq", "--quiet", "--in", in.c_str(),
+            "--out", out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait for the temporary output to appear (the converter is then in its layer loop).
+  bool started = false;
+  for (int i = 0; i < 20000 && !started; ++i) {
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      started |= e.path().extension() == ".tmp";
+    if (!started) ::usleep(500);
+  }
+  ::kill(child, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    left.push_back(e.path().filename().string());
+  std::filesystem::remove_all(dir);
+  if (!started || (WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    GTEST_SKIP() << "the conversion finished before the signal could interrupt it";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << "status " << status;
+  EXPECT_EQ(left, std::vector<std::string>{"in.safetensors"});
+}
+
+// An anchor without its companion (a GPTQ qweight without scales), or the companion without the
+// anchor, was refused without saying what was missing; F32 scales without a qweight (they look
+// unquantized) were even copied through as a plain tensor.
+TEST(ConvertFile, AMissingCompanionIsNamed) {
+  const std::string in = temp_path("companion_in"), out = temp_path("companion_out");
+  const std::vector<Tensor> layer = gptq_layer("l", 64, 128, false, false, 5);
+  const std::vector<Tensor> other = gptq_layer("m", 64, 128, false, false, 6);
+  write_file(in, {layer[0], layer[1]});  // qweight, qzeros
+  EXPECT_EQ(hm_convert_file("gptq", in.c_str(), out.c_str(), nullptr), HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("companion 'l.scales' is missing"), std::string::npos)
+      << last_error();
+  std::vector<Tensor> orphan = other;
+  orphan.push_back(layer[2]);  // l.scales without l.qweight
+  write_file(in, orphan);
+  EXPECT_EQ(hm_convert_file("gptq", in.c_str(), out.c_str(), nullptr), HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("anchor 'l.qweight' is missing"), std::string::npos)
+      << last_error();
+  orphan.back() = f32_tensor("l.scales", {4, 64}, std::vector<double>(4 * 64, 0.01));
+  write_file(in, orphan);
+  EXPECT_EQ(hm_convert_file("gptq", in.c_str(), out.c_str(), nullptr), HM_ERROR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("anchor 'l.qweight' is missing"), std::string::npos)
+      << last_error();
   EXPECT_FALSE(exists(out));
   std::remove(in.c_str());
 }

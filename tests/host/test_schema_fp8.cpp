@@ -80,6 +80,48 @@ TEST(Fp8Convert, FusedQkvShardScalesBecomeChannelScales) {
   expect_bitwise(uniform.weight, ref, uniform.format);
 }
 
+// Compressed-tensors block FP8 stores its [ceil(N/128), ceil(K/128)] block scales under
+// `weight_scale`: they were read as one scale per fused shard, spread over row bands (wrong
+// weights, no error).
+TEST(Fp8Convert, BlockScalesUnderWeightScaleAreBlockScales) {
+  const int64_t n = 256, k = 256;
+  std::mt19937 rng(52);
+  const std::vector<uint8_t> w = random_e4m3(static_cast<size_t>(n * k), rng);
+  const std::vector<double> s = {1.0, 2.0, 4.0, 8.0};
+  const Converted out =
+      convert(HM_SCHEME_FP8, {make_tensor("l.weight", "F8_E4M3", {n, k}, w),
+                              f32_tensor("l.weight_scale", {2, 2}, s)});
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+  EXPECT_EQ(out.scale_kind, HM_SCALE_BLOCK);
+  std::vector<float> ref(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i)
+      ref[r * k + i] = f32(decode(HM_DTYPE_E4M3, w[r * k + i]) * s[(r / 128) * 2 + i / 128]);
+  expect_bitwise(out.weight, ref, out.format);
+
+  // A 2-D weight_scale of no known layout is refused, naming it and its shape.
+  const Converted odd =
+      convert(HM_SCHEME_FP8, {make_tensor("l.weight", "F8_E4M3", {n, k}, w),
+                              f32_tensor("l.weight_scale", {2, 3}, {1, 2, 3, 4, 5, 6})});
+  EXPECT_NE(odd.status, HM_SUCCESS);
+  EXPECT_NE(odd.error.find("l.weight_scale"), std::string::npos) << odd.error;
+  EXPECT_NE(odd.error.find("[2, 3]"), std::string::npos) << odd.error;
+}
+
+// Unequal shard scales without shard_rows were spread over N / S rows each: a guess that is wrong
+// for GQA's q/k/v.
+TEST(Fp8Convert, UnequalShardScalesNeedShardRows) {
+  const int64_t n = 96, k = 64;
+  std::mt19937 rng(53);
+  const std::vector<uint8_t> w = random_e4m3(static_cast<size_t>(n * k), rng);
+  const Converted out =
+      convert(HM_SCHEME_FP8, {make_tensor("l.weight", "F8_E4M3", {n, k}, w),
+                              f32_tensor("l.weight_scale", {3, 1}, {0.5, 0.25, 0.125})});
+  EXPECT_EQ(out.status, HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(out.error.find("l.weight_scale"), std::string::npos) << out.error;
+  EXPECT_NE(out.error.find("shard-rows"), std::string::npos) << out.error;
+}
+
 TEST(Fp8Convert, NeedsExactlyOneScale) {
   std::vector<uint8_t> w(32 * 32, 0x30);
   const Converted out = convert(HM_SCHEME_FP8, {make_tensor("x.weight", "F8_E4M3", {32, 32}, w)});

@@ -244,6 +244,74 @@ TEST(GptqConvert, BiasIsCarried) {
   expect_bitwise(out.bias, want, "bias");
 }
 
+// F32 scales on the default f16 activation were rounded saturating and flushing: 1e5 became
+// 65504 and 1e-9 became 0 with exit 0. They now take bf16's range, or are refused when f16 was
+// asked for.
+TEST(GptqConvert, F32ScalesBeyondF16AreNeverSaturatedOrFlushed) {
+  GptqLayer layer = make_gptq({4, 64, false, true, false}, 64, 128, 12);
+  std::vector<double> s(2 * 64, 0.01);
+  s[0] = 1e5;
+  s[1] = 1e-9;
+  layer.tensors[2] = f32_tensor("model.layers.3.mlp.down_proj.scales", {2, 64}, s);
+  const Converted out = convert(HM_SCHEME_GPTQ, layer.tensors);
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+  EXPECT_EQ(out.activation, HM_DTYPE_BF16) << out.format;
+  ASSERT_EQ(out.weight.size(), size_t{64 * 128});
+  // Row 0 (scale 1e5) and row 1 (scale 1e-9), group 0: neither saturated nor flushed.
+  float top = 0, tiny_top = 0;
+  for (int i = 0; i < 64; ++i) {
+    top = std::max(top, std::fabs(out.weight[static_cast<size_t>(i)]));
+    tiny_top = std::max(tiny_top, std::fabs(out.weight[static_cast<size_t>(128 + i)]));
+  }
+  EXPECT_GT(top, 65504.0f * 2) << "the 1e5 scale was saturated";
+  EXPECT_GT(tiny_top, 0.0f) << "the 1e-9 scale was flushed to 0";
+
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.activation = HM_DTYPE_F16;
+  const Converted refused = convert(HM_SCHEME_GPTQ, layer.tensors, &options);
+  EXPECT_EQ(refused.status, HM_ERROR_UNSUPPORTED_FORMAT) << refused.format;
+  EXPECT_NE(refused.error.find("down_proj.scales"), std::string::npos) << refused.error;
+  EXPECT_NE(refused.error.find("100000"), std::string::npos) << refused.error;
+
+  // A scale below f16's range flushes to 0 alone: the same.
+  s[0] = 0.01;
+  layer.tensors[2] = f32_tensor("model.layers.3.mlp.down_proj.scales", {2, 64}, s);
+  const Converted tiny = convert(HM_SCHEME_GPTQ, layer.tensors, &options);
+  EXPECT_EQ(tiny.status, HM_ERROR_UNSUPPORTED_FORMAT) << tiny.format;
+  EXPECT_NE(tiny.error.find("1e-09"), std::string::npos) << tiny.error;
+}
+
+// An F32 bias was written in the f16 output dtype saturating (1e6 -> 65504).
+TEST(GptqConvert, BiasBeyondF16OutputIsNeverSaturated) {
+  GptqLayer layer = make_gptq({4, 64, false, true, false}, 64, 128, 13, true);
+  std::vector<double> b(64, 0.1);
+  b[1] = 1e6;
+  layer.tensors.back() = f32_tensor("model.layers.3.mlp.down_proj.bias", {64}, b);
+  const Converted out = convert(HM_SCHEME_GPTQ, layer.tensors);
+  ASSERT_EQ(out.status, HM_SUCCESS) << out.error;
+  EXPECT_NE(out.format.find("bf16"), std::string::npos) << out.format;
+  hm_converted_layer_t* converted = nullptr;
+  const std::vector<hm_checkpoint_tensor_t> c = checkpoint_structs(layer.tensors);
+  ASSERT_EQ(hm_convert_layer(HM_SCHEME_GPTQ, c.data(), c.size(), nullptr, &converted), HM_SUCCESS);
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_converted_layer_format(converted, &f), HM_SUCCESS);
+  hm_dtype_t output = 0;
+  hm_format_get_dtype(f, HM_ROLE_OUTPUT, &output);
+  EXPECT_EQ(output, HM_DTYPE_BF16);
+  hm_format_destroy(f);
+  hm_converted_layer_destroy(converted);
+
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  options.output = HM_DTYPE_F16;
+  const Converted refused = convert(HM_SCHEME_GPTQ, layer.tensors, &options);
+  EXPECT_EQ(refused.status, HM_ERROR_UNSUPPORTED_FORMAT) << refused.format;
+  EXPECT_NE(refused.error.find("down_proj.bias"), std::string::npos) << refused.error;
+  EXPECT_NE(refused.error.find("element 1"), std::string::npos) << refused.error;
+  EXPECT_NE(refused.error.find("1e+06"), std::string::npos) << refused.error;
+}
+
 TEST(GptqConvert, QuantizedFromFloatWeightsStaysClose) {
   // The producing tool's round trip: float weights quantized with act-order (RTN per group, in
   // the quantization order), packed, converted; every weight within half a step of the original.

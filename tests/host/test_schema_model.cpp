@@ -4,6 +4,7 @@
 // block one. Every converted layer, read back from the output shards, must equal the
 // checkpoint's own dequantization formula; the index, config and copied files must be right;
 // and failures, cancellation, an existing or overlapping output leave nothing behind.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -904,6 +905,89 @@ TEST(ConvertModel, Mxfp4ForE4m3ReportsTheGroupsRoundedIntoTheWindow) {
     ASSERT_NE(note, f.metadata().end()) << out;
     EXPECT_EQ(note->second.rfind("1 of 256 scale groups lay below the e4m3 exponent window", 0), 0u)
         << note->second;
+  }
+}
+
+// The other files of a model folder: a dangling symlink (an HF cache entry whose blob is gone) was
+// skipped and a symlinked folder left out, yet both counted as copied. Symlinked folders are now
+// followed (a loop is refused), and whatever cannot be copied fails the conversion naming it.
+// The published folder has a new folder's mode, not mkdtemp's 0700.
+TEST(ConvertModel, SymlinkedFilesAndFoldersAreCopiedOrRefused) {
+  Scratch s("symlink");
+  gptq_model(s.in());
+  fs::create_directories(s.root / "assets" / "sub");
+  write_text(s.root / "assets" / "sub" / "a.txt", "x");
+  write_text(s.root / "assets" / "b.txt", "y");
+  fs::create_directories(s.in() / "extras");
+  fs::create_directory_symlink(s.root / "assets", s.in() / "extras" / "assets");
+  fs::create_symlink(s.root / "assets" / "b.txt", s.in() / "linked.txt");
+  Log log;
+  hm_convert_model_options_t o = model_options(&log);
+  ASSERT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_SUCCESS)
+      << last_error();
+  EXPECT_EQ(slurp(s.out() / "extras" / "assets" / "sub" / "a.txt"), "x");
+  EXPECT_EQ(slurp(s.out() / "extras" / "assets" / "b.txt"), "y");
+  EXPECT_EQ(slurp(s.out() / "linked.txt"), "y");
+  const mode_t mask = ::umask(0022);
+  ::umask(mask);
+  struct stat st {};
+  ASSERT_EQ(::stat(s.out().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0777 & ~mask);
+  fs::remove_all(s.out());
+
+  // A symlink back into its own folder would copy forever.
+  fs::create_directory_symlink(s.in() / "extras", s.in() / "extras" / "loop");
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_ERROR_IO);
+  EXPECT_NE(last_error().find("loop"), std::string::npos) << last_error();
+  EXPECT_EQ(s.entries(), (std::vector<std::string>{"assets", "in"}));
+  fs::remove(s.in() / "extras" / "loop");
+
+  // A dangling symlink: refused, also in a dry run, before anything is written.
+  fs::create_symlink(s.root / "missing_blob", s.in() / "tokenizer_config.json");
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_ERROR_IO);
+  EXPECT_NE(last_error().find("tokenizer_config.json"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("does not exist"), std::string::npos) << last_error();
+  EXPECT_EQ(s.entries(), (std::vector<std::string>{"assets", "in"}));
+  Log dry;
+  hm_convert_model_options_t d = model_options(&dry, HM_CONVERT_MODEL_DRY_RUN);
+  EXPECT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &d, nullptr), HM_ERROR_IO);
+}
+
+// Config values of the wrong JSON type were internal errors, and out-of-range integers were cut
+// to int32 (bits = 4294967300 read as 4).
+TEST(ConvertModel, ConfigValuesOfTheWrongTypeOrRangeAreParseErrors) {
+  Scratch s("cfg");
+  gptq_model(s.in());
+  Log log;
+  hm_convert_model_options_t o = model_options(&log, HM_CONVERT_MODEL_DRY_RUN);
+  struct Case {
+    std::string config;  // quantization_config, or "" for hf_quant_config.json alone
+    std::string key;
+  };
+  const Case cases[] = {
+      {R"({"quant_method": "gptq", "bits": 4294967300, "group_size": 32})", "bits"},
+      {R"({"quant_method": "gptq", "bits": 4, "group_size": 1e3})", "group_size"},
+      {R"({"quant_method": "gptq", "bits": 4, "checkpoint_format": 2})", "checkpoint_format"},
+      {R"({"quant_method": "awq", "w_bit": -4})", "w_bit"},
+      {R"({"quant_method": "fp8", "weight_block_size": [4294967424, 4294967424]})",
+       "weight_block_size"},
+      {R"({"quant_method": "compressed-tensors", "format": "float-quantized", "config_groups":
+          {"g": {"targets": ["Linear"], "weights": {"num_bits": 8, "strategy": "block",
+          "block_structure": ["a", "a"]}}}})",
+       "block_structure"},
+      {"", "quantization"},
+  };
+  for (const Case& c : cases) {
+    if (c.config.empty()) {
+      write_text(s.in() / "config.json", R"({"model_type": "llama"})");
+      write_text(s.in() / "hf_quant_config.json", R"({"quantization": "nvfp4"})");
+    } else {
+      write_text(s.in() / "config.json",
+                 R"({"model_type": "llama", "quantization_config": )" + c.config + "}");
+    }
+    EXPECT_EQ(hm_convert_model(s.in().c_str(), s.out().c_str(), &o, nullptr), HM_ERROR_PARSE)
+        << c.config << ": " << last_error();
+    EXPECT_NE(last_error().find("'" + c.key + "'"), std::string::npos) << last_error();
   }
 }
 
