@@ -14,4 +14,3 @@ static_assert(offsetof(hm_canonical_sizes_t, struct_size) == 0, "struct_size com
 static_assert(offsetof(hm_packed_sizes_t, struct_size) == 0, "struct_size comes first");
 static_assert(offsetof(hm_canonical_weight_t, struct_size) == 0, "struct_size comes first");
 static_assert(offsetof(hm_packed_weight_t, struct_size) == 0, "struct_size comes first");
-
