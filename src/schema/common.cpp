@@ -86,6 +86,7 @@ void set_scale_dtype(Layer& layer, Dtype stored, const Options& options,
       first_lost_value(layer.scales, wide) < 0) {
     f.activation = wide;
     if (options.output.is_none()) f.output = wide;
+    layer.widened_to_bf16.push_back("scales");
     lost = -1;
     if (core::float_fits_exactly(stored, f.activation)) return;
   }
@@ -442,6 +443,7 @@ void fit_bias_to_output(Layer& layer, const io::TensorView* bias, const Options&
   if (options.output.is_none() && f.output.code() == HM_DTYPE_F16 &&
       first_lost_value(values, wide) < 0) {
     f.output = wide;
+    layer.widened_to_bf16.push_back("bias");
     return;
   }
   const float v = values[static_cast<size_t>(lost)];

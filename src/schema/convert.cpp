@@ -150,7 +150,22 @@ quant::ConstCanonicalWeight Layer::canonical() const {
   return w;
 }
 
+static std::string rounding_note(const Layer& layer);  // the re-rounding part of the note
+
 std::string conversion_note(const Layer& layer) {
+  std::string widened;
+  for (const std::string& what : layer.widened_to_bf16)
+    widened += (widened.empty() ? "" : " and ") + what;
+  if (!widened.empty())
+    widened = "values of the " + widened + " that f16 would saturate or flush to 0 made the "
+              "layer bf16 (" + layer.format.activation.name() + " activations, " +
+              layer.format.output.name() + " output) in place of the default f16";
+  const std::string lossy = rounding_note(layer);
+  if (widened.empty() || lossy.empty()) return widened + lossy;
+  return widened + "; " + lossy;
+}
+
+static std::string rounding_note(const Layer& layer) {
   const core::Format& f = layer.format;
   if (layer.rerounded_weights > 0)
     return "the group scales cannot be applied exactly with " + f.activation.name() +

@@ -74,6 +74,9 @@ struct Layer {
   // Weights that changed value when requantize_per_channel_for_8bit_activations turned group
   // scales no 8-bit kernel applies (NVFP4's) into 8-bit weights with channel scales; reported too.
   int64_t rerounded_weights = 0;
+  // What took bf16 in place of a default f16 because f16 would saturate or flush a value of it
+  // ("scales", "bias"; set_scale_dtype, fit_bias_to_output): reported with the layer too.
+  std::vector<std::string> widened_to_bf16;
 
   quant::CanonicalWeight canonical();
   quant::ConstCanonicalWeight canonical() const;

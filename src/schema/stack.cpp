@@ -4,6 +4,7 @@
 // E experts, with gate and up as one N = 2 * I layer. Both joins work on the canonical buffers,
 // which hold every tensor expert-major and row-major ([E][N][...]), so they are copies of whole
 // rows: nothing is re-quantized, and what cannot be joined exactly is refused.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ Layer stack_layers(const std::vector<const Layer*>& parts, StackAxis axis) {
   out.k_permutation = first.k_permutation;
   for (const Layer* p : parts) out.rerounded_groups += p->rerounded_groups;
   for (const Layer* p : parts) out.rerounded_weights += p->rerounded_weights;
+  for (const Layer* p : parts)
+    for (const std::string& what : p->widened_to_bf16)
+      if (std::find(out.widened_to_bf16.begin(), out.widened_to_bf16.end(), what) ==
+          out.widened_to_bf16.end())
+        out.widened_to_bf16.push_back(what);
   const quant::CanonicalShape s0 = quant::canonical_shape(f0);
   // Each buffer sized once: a joined MoE layer can take gigabytes, and growing it by doubling
   // would copy it again and hold up to twice its size for a moment.

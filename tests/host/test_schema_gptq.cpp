@@ -300,6 +300,14 @@ TEST(GptqConvert, BiasBeyondF16OutputIsNeverSaturated) {
   hm_format_get_dtype(f, HM_ROLE_OUTPUT, &output);
   EXPECT_EQ(output, HM_DTYPE_BF16);
   hm_format_destroy(f);
+  // The switch is said with the layer, never silent.
+  hm_converted_layer_info_t info;
+  HM_INIT(hm_converted_layer_info, &info);
+  ASSERT_EQ(hm_converted_layer_info(converted, &info), HM_SUCCESS);
+  ASSERT_NE(info.note, nullptr);
+  EXPECT_NE(std::string(info.note).find("values of the bias that f16 would saturate"),
+            std::string::npos)
+      << info.note;
   hm_converted_layer_destroy(converted);
 
   hm_convert_options_t options;
