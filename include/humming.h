@@ -18,7 +18,9 @@
  *     lie within them and struct_size = sizeof *p, so it is right whichever library version runs
  *     (HM_INIT(hm_X, p) spells that call); hm_X_init(p) does the same with the size of the struct
  *     in the library that runs, which is right only when that library is this header's version
- *     (a newer library's struct may be larger than the caller's).
+ *     (a newer library's struct may be larger than the caller's). An info struct the library
+ *     fills comes back with struct_size = the bytes it filled (the smaller of the caller's size
+ *     and its own): fields past that were not written.
  *   - Output handles (`T **out`) are written only on success; on failure *out is set to NULL.
  *   - Strings returned as `const char *` are owned by the library and live as long as stated;
  *     strings copied out take (buf, size) and follow the snprintf rule: the full length is

@@ -153,7 +153,7 @@ HM_API hm_status_t hm_context_device_info(const hm_context_t* context, hm_device
       d.cc_minor = s.arch.minor;
       copy_field(d.name, sizeof d.name, "none");
     }
-    d.struct_size = info->struct_size;
+    d.struct_size = sizeof d;  // the bytes filled (report_filled)
     std::memcpy(info, &d, sizeof d);  // the struct is at least this size (checked above)
   });
 }
@@ -205,7 +205,7 @@ HM_API hm_status_t hm_runtime_info(hm_runtime_info_t* info) {
     } catch (const Error& e) {
       copy_field(r.cache_dir, sizeof r.cache_dir, "unavailable: " + e.message());
     }
-    r.struct_size = info->struct_size;
+    r.struct_size = sizeof r;  // the bytes filled (report_filled)
     std::memcpy(info, &r, sizeof r);
   });
 }

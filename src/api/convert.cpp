@@ -261,6 +261,7 @@ HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t* layer,
     info->k_permutation = l.k_permutation.empty() ? nullptr : l.k_permutation.data();
     if (info->struct_size >= offsetof(hm_converted_layer_info_t, note) + sizeof info->note)
       info->note = layer->note.empty() ? nullptr : layer->note.c_str();
+    hm::api::report_filled(info);
   });
 }
 
@@ -330,6 +331,7 @@ HM_API hm_status_t hm_convert_model(const char* in_dir, const char* out_dir,
       summary->bytes_in = m.bytes_in;
       summary->bytes_out = m.bytes_out;
       summary->seconds = m.seconds;
+      hm::api::report_filled(summary);
     }
   });
 }

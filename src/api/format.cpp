@@ -294,6 +294,7 @@ HM_API hm_status_t hm_format_canonical_sizes(const hm_format_t* format, hm_canon
     out->scales = c.scales;
     out->zero_points = c.zero_points;
     out->global_scale = c.global_scale;
+    hm::api::report_filled(out);
   });
 }
 

@@ -54,6 +54,14 @@ inline void require_struct_size(uint32_t struct_size, size_t min_size, const cha
              " (initialize it with the matching _init() function)");
 }
 
+// Info structs the library fills: afterwards struct_size says how many bytes it filled (the
+// smaller of the caller's size and its own), so a caller built against a newer header can tell
+// which of its fields this library knew (humming.h, conventions).
+template <class T>
+void report_filled(T* out) {
+  if (out->struct_size > sizeof(T)) out->struct_size = static_cast<uint32_t>(sizeof(T));
+}
+
 // Copies `text` into (buf, size) by the snprintf rule and reports the full length.
 // Returns HM_ERROR_BUFFER_TOO_SMALL (with a message) when it did not fit.
 void copy_out_string(const std::string& text, char* buf, size_t size, size_t* length);

@@ -115,6 +115,7 @@ HM_API hm_status_t hm_moe_align_sizes(const hm_moe_routing_t* routing, int32_t b
     out->expert_ids = s.expert_ids;
     out->expert_offsets = s.expert_offsets;
     out->expert_counts = s.expert_counts;
+    hm::api::report_filled(out);
   });
 }
 

@@ -55,6 +55,7 @@ HM_API hm_status_t hm_format_packed_sizes(const hm_format_t* format, hm_packed_s
     out->global_scale = s.global_scale_bytes;
     out->n_padded = s.n_padded;
     out->k_padded = s.k_padded;
+    hm::api::report_filled(out);
   });
 }
 

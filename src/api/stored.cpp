@@ -134,6 +134,7 @@ HM_API hm_status_t hm_stored_layer_info(const hm_stored_layer_t* layer,
     info->bias = data(l.bias);
     info->k_permutation = data(l.k_permutation);
     info->note = l.note.empty() ? nullptr : l.note.c_str();
+    hm::api::report_filled(info);
   });
 }
 

@@ -146,6 +146,34 @@ TEST(StructAbi, CheckpointTensorArraysAreSteppedByTheCallersStructSize) {
   EXPECT_NE(last_error().find("alignment"), std::string::npos) << last_error();
 }
 
+// A caller built against a newer header learns from struct_size which fields were filled.
+TEST(StructAbi, FilledInfoStructsReportTheBytesFilled) {
+  struct Newer {
+    hm_canonical_sizes_t known;
+    uint64_t added_later;
+  } newer;
+  HM_INIT(hm_canonical_sizes, &newer.known);
+  EXPECT_EQ(newer.known.struct_size, sizeof(hm_canonical_sizes_t));  // sizeof newer.known
+  hm_canonical_sizes_init_sized(&newer.known, sizeof newer);
+  EXPECT_EQ(newer.known.struct_size, sizeof newer);
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256", &f), HM_SUCCESS);
+  ASSERT_EQ(hm_format_canonical_sizes(f, &newer.known), HM_SUCCESS) << last_error();
+  EXPECT_EQ(newer.known.struct_size, sizeof(hm_canonical_sizes_t));
+  EXPECT_EQ(newer.known.codes, 256u * 256u);
+  EXPECT_EQ(newer.added_later, 0u);
+  hm_format_destroy(f);
+
+  struct NewerRuntime {
+    hm_runtime_info_t known;
+    uint64_t added_later;
+  } runtime;
+  hm_runtime_info_init_sized(&runtime.known, sizeof runtime);
+  ASSERT_EQ(hm_runtime_info(&runtime.known), HM_SUCCESS) << last_error();
+  EXPECT_EQ(runtime.known.struct_size, sizeof(hm_runtime_info_t));
+  EXPECT_EQ(runtime.added_later, 0u);
+}
+
 TEST(StructAbi, CountsAndSizesThatCannotBeRealAreArgumentErrors) {
   int64_t groups = 0;
   EXPECT_EQ(hm_activation_scale_groups(INT64_MAX, 8, &groups), HM_SUCCESS) << last_error();
