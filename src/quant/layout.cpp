@@ -8,11 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "quant/scalar_codec.hpp"
 
 namespace hm::quant {
@@ -155,26 +155,17 @@ UnpackChunkFn unpack_fn(int b, int a) {
   return CodecTable<4, 1, 2, 3, 4, 4, 4, 4, 4>::unpack[b - 1];
 }
 
-// Runs body(begin, end) over [0, count) on up to `threads` threads.
+// Runs body(begin, end) over [0, count) on up to `threads` threads (core::parallel_ranges: a
+// range that throws no longer ends the process from a worker thread).
 template <typename Body>
 void parallel_for(int64_t count, int threads, Body body) {
-  if (threads <= 1 || count < 2) {
-    body(int64_t{0}, count);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int64_t per = (count + threads - 1) / threads;
-  for (int64_t begin = per; begin < count; begin += per)
-    pool.emplace_back(body, begin, std::min(count, begin + per));
-  body(int64_t{0}, std::min(count, per));
-  for (auto& t : pool) t.join();
+  core::parallel_ranges(count, threads, body);
 }
 
 int choose_threads(int requested, uint64_t bytes) {
   if (requested > 0) return requested;
   if (bytes < (8u << 20)) return 1;  // thread start-up outweighs the work below ~8 MB
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : int(std::min(hw, 2u));
+  return std::min(core::usable_cpus(), 2);
 }
 
 std::string index3(int64_t a, int64_t b, int64_t c) {

@@ -9,14 +9,10 @@
 #include <exception>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#if defined(__linux__)
-#include <sched.h>
-#endif
-
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/support.hpp"
 #include "quant/code_table.hpp"
 
@@ -51,41 +47,14 @@ inline double round_half_even(double x) {
 // A value rounded into a dtype (RNE, saturating), as the stored scale / zero point.
 double round_to(Dtype dtype, double x) { return dtype.decode(dtype.encode(x)); }
 
-// CPUs this process may run on (a container or taskset may allow fewer than the machine has).
-int64_t usable_cores() {
-#if defined(__linux__)
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-#endif
-  return std::max<int64_t>(1, std::thread::hardware_concurrency());
-}
-
-// Runs fn(begin, end) over [0, count) on up to hardware_concurrency threads, when the work is big
-// enough to pay for them. Rethrows the first exception.
+// Runs fn(begin, end) over [0, count) on the usable cores, when the work is big enough to pay
+// for threads (core::parallel_ranges: every range runs; the first exception is rethrown).
 template <typename Fn>
 void parallel_for(int64_t count, int64_t work_per_item, Fn fn) {
   constexpr int64_t kMinWorkPerThread = int64_t{1} << 18;
-  const int64_t hw = usable_cores();
   const int64_t by_work = std::max<int64_t>(1, count * work_per_item / kMinWorkPerThread);
-  const int64_t threads = std::min({hw, by_work, count, int64_t{64}});
-  if (threads <= 1) {
-    fn(int64_t{0}, count);
-    return;
-  }
-  std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  for (int64_t t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      try {
-        fn(count * t / threads, count * (t + 1) / threads);
-      } catch (...) {
-        errors[static_cast<size_t>(t)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  for (auto& err : errors)
-    if (err) std::rethrow_exception(err);
+  core::parallel_ranges(count,
+                        std::min({int64_t{core::usable_cpus()}, by_work, count, int64_t{64}}), fn);
 }
 
 // Everything constant across the groups of one format.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/parallel.hpp"
 #include "schema/convert.hpp"
 #include "schema/tensors.hpp"
 
@@ -134,28 +135,12 @@ inline void unpack_word_aligned_codes_lsb_first(const uint8_t* words, int64_t wo
   }
 }
 
-// Runs fn(begin, end) over [0, count) on the usable cores when the work is big enough.
+// Runs fn(begin, end) over [0, count) on the usable cores when the work is big enough
+// (core::parallel_ranges: every range runs; the first exception is rethrown).
 template <typename Fn>
 void parallel_for(int64_t count, int64_t work_per_item, Fn fn) {
   const int64_t by_work = std::max<int64_t>(1, count * work_per_item / (int64_t{1} << 20));
-  const int64_t threads = std::min<int64_t>({usable_threads(), by_work, count, 64});
-  if (threads <= 1) {
-    if (count > 0) fn(int64_t{0}, count);
-    return;
-  }
-  std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  for (int64_t t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      try {
-        fn(count * t / threads, count * (t + 1) / threads);
-      } catch (...) {
-        errors[static_cast<size_t>(t)] = std::current_exception();
-      }
-    });
-  for (std::thread& th : pool) th.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  core::parallel_ranges(count, std::min<int64_t>({usable_threads(), by_work, count, 64}), fn);
 }
 
 // The common end of the integer schemes (GPTQ, AWQ, compressed-tensors pack-quantized): codes

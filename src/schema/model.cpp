@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -383,8 +384,17 @@ class LayerPipeline {
     const int workers = static_cast<int>(std::min<size_t>(threads, sp.layers.size()));
     inner_ = std::max(1, threads / std::max(1, workers));
     window_ = static_cast<size_t>(2 * std::max(1, workers));
-    if (workers > 1)
-      for (int w = 0; w < workers; ++w) pool_.emplace_back([this] { work(); });
+    // A process out of threads keeps the workers it got (none: take() converts on the calling
+    // thread); an exception here would leave joinable threads behind and end the process.
+    if (workers > 1) {
+      for (int w = 0; w < workers; ++w) {
+        try {
+          pool_.emplace_back([this] { work(); });
+        } catch (const std::system_error&) {
+          break;
+        }
+      }
+    }
   }
   ~LayerPipeline() {
     {

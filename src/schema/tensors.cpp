@@ -3,13 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
-
-#if defined(__linux__)
-#include <sched.h>
-#endif
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/quote.hpp"
 #include "quant/scalar_codec.hpp"
 
@@ -214,13 +210,6 @@ ThreadLimit::ThreadLimit(int threads) : previous_(t_thread_limit) {
 }
 ThreadLimit::~ThreadLimit() { t_thread_limit = previous_; }
 
-int usable_threads() {
-  if (t_thread_limit > 0) return t_thread_limit;
-#if defined(__linux__)
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-#endif
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+int usable_threads() { return t_thread_limit > 0 ? t_thread_limit : core::usable_cpus(); }
 
 }  // namespace hm::schema
