@@ -53,16 +53,22 @@ std::string json_text(const nlohmann::json& value, const std::string& what) {
 }
 
 // An advisory per-key lock (flock). It only keeps two processes from compiling the same kernel
-// at once, so it never blocks for long: when it cannot be taken (read-only directory, file
-// systems without locks) or its holder seems stuck past `patience`, we go on without it.
+// at once, so it never blocks for long: when it cannot be taken (no lock file and no right to
+// create one, file systems without locks) or its holder seems stuck past `patience`, we go on
+// without it.
 class KeyLock {
  public:
   KeyLock(const std::string& path, std::chrono::milliseconds patience) {
     std::error_code ec;
     fs::create_directories(fs::path(path).parent_path(), ec);
     // O_NOFOLLOW: a symlink planted at the lock path is not followed (it would create or
-    // lock a file elsewhere); such a lock is just not taken.
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    // lock a file elsewhere); such a lock is just not taken. 0666 less the umask, like the
+    // entries.
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    // A lock file another user created (or a read-only mount) still locks: flock needs no
+    // write access, and skipping it would let that user's compiles race ours.
+    if (fd_ < 0 && (errno == EACCES || errno == EROFS))
+      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd_ < 0) return;
     const auto deadline = std::chrono::steady_clock::now() + patience;
     auto pause = std::chrono::milliseconds(1);
@@ -96,15 +102,6 @@ void prune_stale_scratch(const std::string& tmp_dir) {
     const auto mtime = it->last_write_time(time_ec);
     if (!time_ec && mtime < cutoff) remove_tree(it->path().string());
   }
-}
-
-// Moves a corrupt entry (a directory, or a stray file) out of the way, atomically so no reader
-// sees it half-deleted, and deletes it. Losing this race to another process is fine.
-void discard_entry(const std::string& entry, const std::string& tmp_dir) {
-  // Renaming into a fresh directory works for files and directories alike.
-  const std::string trash = make_temp_directory(tmp_dir, "corrupt.");
-  ::rename(entry.c_str(), (trash + "/entry").c_str());
-  remove_tree(trash);
 }
 
 std::vector<fs::path> subdirectories(const fs::path& dir) {
@@ -301,7 +298,9 @@ void Cache::publish(const std::string& entry, const CacheKey& key, const Compile
                           " failed: " + ec.message());
   prune_stale_scratch(tmp_dir);
 
-  const std::string staging = make_temp_directory(tmp_dir, key.hex.substr(0, 16) + ".");
+  // 0777 less the umask (not mkdtemp's 0700): the directory becomes the entry, which other
+  // users must be able to read, e.g. a cache filled by root when a container image is built.
+  const std::string staging = make_temp_directory(tmp_dir, key.hex.substr(0, 16) + ".", 0777);
   try {
     write_entry(staging, key, request, compiler, *kernel);
   } catch (...) {
@@ -321,6 +320,10 @@ void Cache::publish(const std::string& entry, const CacheKey& key, const Compile
       remove_tree(staging);
       fail(HM_ERROR_IO, "publishing cache entry " + qp(entry) + " failed: " + std::strerror(err));
     }
+    // What is there is identified before it is read, so that only the entry found invalid is
+    // discarded, never one another process publishes meanwhile.
+    core::FileId found;
+    if (!entry_identity(entry, &found)) continue;  // gone already: try the rename again
     CompiledKernel theirs;
     std::string reason;
     if (read_entry(entry, key, &theirs, &reason) == EntryState::kValid) {
@@ -329,7 +332,7 @@ void Cache::publish(const std::string& entry, const CacheKey& key, const Compile
       *note = "another process published this entry first; using its copy";
       return;
     }
-    discard_entry(entry, tmp_dir);
+    discard_entry(entry, found, tmp_dir);
   }
   remove_tree(staging);
   fail(HM_ERROR_IO, "publishing cache entry " + qp(entry) +

@@ -1,5 +1,6 @@
 #include "jit/cache_entry.hpp"
 
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -65,13 +66,20 @@ EntryState read_entry(const std::string& dir, const CacheKey& key, CompiledKerne
       *reason = "meta.json names image file '" + file + "', expected " + image_file_name(is_ptx);
       return EntryState::kCorrupt;
     }
+    // The size is compared (fstat) before the image is read, so a damaged entry with a huge
+    // file in place of the image costs nothing to reject.
+    const uint64_t size = image.at("size").get<uint64_t>();
     std::string bytes, error;
-    if (!try_read_file(dir + "/" + file, &bytes, &error)) {
-      *reason = "image " + error;
+    uint64_t size_found = kAnySize;
+    if (!try_read_file(dir + "/" + file, &bytes, &error, size, &size_found)) {
+      if (size_found != kAnySize && size_found != size)
+        *reason = "image " + file + " has " + std::to_string(size_found) +
+                  " bytes, meta.json says " + std::to_string(size);
+      else
+        *reason = "image " + error;
       return EntryState::kCorrupt;
     }
-    const uint64_t size = image.at("size").get<uint64_t>();
-    if (bytes.size() != size) {
+    if (bytes.size() != size) {  // it shrank while being read
       *reason = "image " + file + " has " + std::to_string(bytes.size()) +
                 " bytes, meta.json says " + std::to_string(size);
       return EntryState::kCorrupt;
@@ -126,6 +134,32 @@ bool read_entry_components(const std::string& dir, std::map<std::string, std::st
   } catch (const json::exception&) {
     return false;
   }
+}
+
+bool entry_identity(const std::string& path, core::FileId* id) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return false;
+  *id = core::FileId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  return true;
+}
+
+bool discard_entry(const std::string& entry, const core::FileId& found,
+                   const std::string& tmp_dir) {
+  // Renaming into a fresh directory works for files and directories alike. It is made first,
+  // to keep the window between the check and the rename short.
+  const std::string trash = make_temp_directory(tmp_dir, "corrupt.");
+  const std::string moved = trash + "/entry";
+  core::FileId now;
+  bool discarded = entry_identity(entry, &now) && now == found &&
+                   ::rename(entry.c_str(), moved.c_str()) == 0;
+  // Swapped for another between the check and the rename: put it back. That fails only if the
+  // path is taken again meanwhile, and then ours is just a duplicate.
+  if (discarded && entry_identity(moved, &now) && !(now == found)) {
+    ::rename(moved.c_str(), entry.c_str());
+    discarded = false;
+  }
+  remove_tree(trash);
+  return discarded;
 }
 
 }  // namespace hm::jit

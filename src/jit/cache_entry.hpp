@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/file.hpp"
 #include "jit/cache.hpp"
 #include "jit/compiler.hpp"
 
@@ -30,5 +31,16 @@ void write_entry(const std::string& dir, const CacheKey& key, const CompileReque
 // The components recorded in `dir`/meta.json, or false when it cannot be read (for
 // explain_miss, which looks at entries of other keys).
 bool read_entry_components(const std::string& dir, std::map<std::string, std::string>* components);
+
+// The identity (device, inode) of what `path` itself is (a symlink is not followed), or false
+// when nothing is there. Taken before an entry is read, for discard_entry.
+bool entry_identity(const std::string& path, core::FileId* id);
+
+// Moves the entry `found` (a directory, or a stray file, identified before it was judged
+// corrupt) out of the way into a fresh directory under tmp_dir, atomically so no reader sees it
+// half-deleted, and deletes it. Repairs run without the lock at times, so another process may
+// have replaced the entry meanwhile: what the path holds now is moved only if it is still
+// `found`, so a valid entry just published is never thrown away. Returns whether it was moved.
+bool discard_entry(const std::string& entry, const core::FileId& found, const std::string& tmp_dir);
 
 }  // namespace hm::jit

@@ -30,7 +30,8 @@ struct CompiledKernel {
 class Compiler {
  public:
   virtual ~Compiler() = default;
-  // Name and version, "nvrtc 13.0" / "nvcc 13.0.88": part of the cache key.
+  // Name and version, "nvrtc 13.0" / "nvcc 13.0.88", plus for NVCC any NVCC_PREPEND_FLAGS /
+  // NVCC_APPEND_FLAGS it will see: part of the cache key.
   virtual std::string id() const = 0;
   // The library or executable in use, for messages and `humming info`.
   virtual std::string path() const = 0;

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <system_error>
-#include <vector>
 
 #include "core/env.hpp"
 #include "core/error.hpp"
@@ -42,7 +42,9 @@ bool write_all(int fd, const std::string& data, int* err) {
 }
 
 void write_file_impl(const std::string& path, const std::string& data, bool durable) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // 0666 less the umask, like any file a program creates: cache entries are shared between the
+  // users the umask allows (e.g. filled by root when a container image is built).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) fail_io("creating", path, errno);
   int err = 0;
   bool ok = write_all(fd, data, &err);
@@ -61,10 +63,19 @@ void write_file_impl(const std::string& path, const std::string& data, bool dura
 
 std::string env_or_empty(const char* name) { return core::env_text(name); }
 
-bool try_read_file(const std::string& path, std::string* out, std::string* error) {
+bool try_read_file(const std::string& path, std::string* out, std::string* error,
+                   uint64_t expected_size, uint64_t* size_found) {
   uint64_t size = 0;
   const int fd = core::open_regular_file(path, &size, nullptr, error);
   if (fd < 0) return false;
+  if (size_found) *size_found = size;
+  if (expected_size != kAnySize && size != expected_size) {
+    // Refused before reading: a file of the wrong size is never worth reading whole.
+    *error = core::quoted(path, core::kQuotedPathBytes) + " has " + std::to_string(size) +
+             " bytes, expected " + std::to_string(expected_size);
+    ::close(fd);
+    return false;
+  }
   out->assign(static_cast<size_t>(size), '\0');
   uint64_t done = 0;
   while (done < size) {
@@ -98,12 +109,22 @@ void fsync_directory(const std::string& path) noexcept {
   ::close(fd);
 }
 
-std::string make_temp_directory(const std::string& parent, const std::string& prefix) {
-  std::string templ = parent + "/" + prefix + "XXXXXX";
-  std::vector<char> buf(templ.begin(), templ.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) fail_io("creating temporary directory", templ, errno);
-  return std::string(buf.data());
+std::string make_temp_directory(const std::string& parent, const std::string& prefix,
+                                mode_t mode) {
+  // mkdtemp's naming with mkdir's mode: the kernel applies the umask (and any default ACL) to
+  // `mode`, which mkdtemp fixes at 0700. mkdir never follows or reuses an existing name.
+  static constexpr char kChars[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 random(std::random_device{}() ^
+                                      (static_cast<uint64_t>(::getpid()) << 32));
+  const std::string templ = parent + "/" + prefix + "XXXXXX";
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string path = parent + "/" + prefix;
+    for (int i = 0; i < 6; ++i) path.push_back(kChars[random() % (sizeof(kChars) - 1)]);
+    if (::mkdir(path.c_str(), mode) == 0) return path;
+    if (errno != EEXIST) fail_io("creating temporary directory", templ, errno);
+  }
+  fail_io("creating temporary directory", templ, EEXIST);
 }
 
 std::string temp_root() {

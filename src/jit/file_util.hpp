@@ -2,6 +2,9 @@
 // (write + fsync) and temporary directories. Errors throw hm::Error(HM_ERROR_IO) naming the path.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <string>
 
 namespace hm::jit {
@@ -13,8 +16,11 @@ std::string env_or_empty(const char* name);
 // Reads a whole regular file, no more than the size it claims when opened (a FIFO or a device is
 // refused without blocking: core::open_regular_file). Returns false (and says why in *error)
 // instead of throwing, because the cache treats unreadable entries as corrupt rather than as
-// failures.
-bool try_read_file(const std::string& path, std::string* out, std::string* error);
+// failures. With `expected_size`, a file of another size when opened (fstat) is refused without
+// being read; *size_found (when given) gets the size it had.
+constexpr uint64_t kAnySize = UINT64_MAX;
+bool try_read_file(const std::string& path, std::string* out, std::string* error,
+                   uint64_t expected_size = kAnySize, uint64_t* size_found = nullptr);
 
 // Writes `data` to a new file and fsyncs it, so a published cache entry survives a crash.
 void write_file_durably(const std::string& path, const std::string& data);
@@ -26,8 +32,11 @@ void write_file(const std::string& path, const std::string& data);
 // systems refuse fsync on directories, which is not an error for a cache.
 void fsync_directory(const std::string& path) noexcept;
 
-// Creates a fresh directory `<parent>/<prefix>XXXXXX` (mkdtemp) and returns its path.
-std::string make_temp_directory(const std::string& parent, const std::string& prefix);
+// Creates a fresh directory `<parent>/<prefix>XXXXXX` (random suffix, like mkdtemp) with `mode`
+// less the umask, and returns its path. 0700 keeps scratch private; cache entries, which are
+// renamed into place, use 0777 so that they are shared as the umask allows.
+std::string make_temp_directory(const std::string& parent, const std::string& prefix,
+                                mode_t mode = 0700);
 
 // The system temporary directory: $TMPDIR, else /tmp.
 std::string temp_root();

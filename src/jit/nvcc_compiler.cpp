@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <regex>
@@ -66,6 +67,26 @@ bool nvcc_version(const std::string& nvcc, std::string* version, std::string* er
   return true;
 }
 
+constexpr const char* kScratchPrefix = "humming-nvcc-";
+
+// Removes this user's scratch directories left in the temporary directory by processes killed
+// mid-compile (the destructor below never ran). An hour is far longer than any compile, as for
+// the cache's own tmp/; other users' directories are not ours to judge.
+void prune_stale_scratch() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto cutoff = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (fs::directory_iterator it(temp_root(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().rfind(kScratchPrefix, 0) != 0) continue;
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
+      continue;
+    std::error_code time_ec;
+    const auto mtime = fs::last_write_time(it->path(), time_ec);
+    if (!time_ec && mtime < cutoff) remove_tree(it->path().string());
+  }
+}
+
 // Removes the scratch directory whatever happens to the compile.
 struct ScratchDirectory {
   std::string path;
@@ -77,7 +98,18 @@ class NvccCompiler final : public Compiler {
   NvccCompiler(std::string path, std::string version)
       : path_(std::move(path)), version_(std::move(version)) {}
 
-  std::string id() const override { return "nvcc " + version_; }
+  // nvcc adds NVCC_PREPEND_FLAGS / NVCC_APPEND_FLAGS from its environment (ours) to every
+  // command line, and they change the image (-G, -lineinfo, -O0...): they belong in the cache
+  // key, so a user's flags are honoured and their binaries kept apart. Read at each call, like
+  // the environment the subprocess inherits; quoted whole, so the id stays ASCII.
+  std::string id() const override {
+    std::string out = "nvcc " + version_;
+    for (const char* var : {"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"}) {
+      const std::string value = env_or_empty(var);
+      if (!value.empty()) out += std::string(" ") + var + "=" + core::quoted(value, value.size());
+    }
+    return out;
+  }
   std::string path() const override { return path_; }
 
   std::vector<std::string> builtin_options(const std::string& arch) const override {
@@ -86,7 +118,7 @@ class NvccCompiler final : public Compiler {
 
   CompiledKernel compile(const CompileRequest& request) const override {
     require_valid_arch(request.arch);
-    ScratchDirectory scratch{make_temp_directory(temp_root(), "humming-nvcc-")};
+    ScratchDirectory scratch{make_temp_directory(temp_root(), kScratchPrefix)};
     write_headers(request.kernel_sources(), scratch.path);
     const std::string stem = safe_file_name(request.name);
     const std::string source = scratch.path + "/" + stem + ".cu";
@@ -170,6 +202,7 @@ std::unique_ptr<Compiler> make_nvcc_compiler() {
   std::string path, version, error;
   if (!find_nvcc(&path, &error) || !nvcc_version(path, &version, &error))
     fail(HM_ERROR_COMPILER_NOT_FOUND, error);
+  prune_stale_scratch();
   return std::make_unique<NvccCompiler>(path, version);
 }
 
