@@ -8,8 +8,11 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -68,12 +71,28 @@ StagingDirectory::~StagingDirectory() {
   fs::remove_all(path_, ec);  // best effort: nothing to report from a destructor
 }
 
-void StagingDirectory::publish(bool replace) {
-  // mkdtemp made the folder 0700; the published one gets a new folder's mode (0777 less the
-  // umask). umask can only be read by setting it, so it is put back at once.
+namespace {
+
+// The process's umask, read from /proc/self/status (Linux 4.7+): umask(2) can only read it by
+// setting it, which for a moment changes the mode of files other threads create (the kernel
+// cache's among them); that is the fallback where /proc does not say.
+mode_t process_umask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Umask:", 0) == 0)
+      return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
   const mode_t mask = ::umask(0077);
   ::umask(mask);
-  if (::chmod(path_.c_str(), 0777 & ~mask) != 0)
+  return mask;
+}
+
+}  // namespace
+
+void StagingDirectory::publish(bool replace) {
+  // mkdtemp made the folder 0700; the published one gets a new folder's mode (0777 less the
+  // umask).
+  if (::chmod(path_.c_str(), 0777 & ~process_umask()) != 0)
     fail(HM_ERROR_IO, "cannot set the mode of " + q(path_) + ": " + errno_text());
   for (const fs::directory_entry& e : fs::recursive_directory_iterator(path_))
     if (e.is_regular_file() || e.is_directory()) fsync_path(e.path().string());
