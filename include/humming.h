@@ -453,6 +453,17 @@ HM_API void hm_runtime_info_init(hm_runtime_info_t *info);
 HM_API void hm_runtime_info_init_sized(hm_runtime_info_t *info, size_t size);
 HM_API hm_status_t hm_runtime_info(hm_runtime_info_t *info);
 
+/* Trims the kernel cache, which otherwise only grows (every library, kernel-header or compiler
+ * change adds a set of entries): removes the entries not used for max_age_seconds (0: no age
+ * limit), then the least recently used ones while the cache directory takes more than max_bytes
+ * (UINT64_MAX: no size limit). An entry is used when it is written or loaded. dir NULL or "":
+ * the default cache (HUMMING_CACHE_DIR, ...). Each entry goes under its key's lock (one another
+ * process is compiling is left alone) and is moved aside atomically first, so a process loading
+ * it meanwhile either loads it whole or recompiles it. *removed_entries and *removed_bytes (either
+ * may be NULL) say what went. */
+HM_API hm_status_t hm_cache_prune(const char *dir, uint64_t max_age_seconds, uint64_t max_bytes,
+                                  uint64_t *removed_entries, uint64_t *removed_bytes);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Kernels and launches                                                                        */
 /* ------------------------------------------------------------------------------------------ */

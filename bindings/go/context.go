@@ -2,6 +2,7 @@ package humming
 
 /*
 #include <stdint.h>
+#include <stdlib.h>
 #include "humming.h"
 // A stream travels through Go as an integer; the pointer is rebuilt on the C side.
 static inline void *hm_go_stream(uintptr_t s) { return (void *)s; }
@@ -11,6 +12,7 @@ import "C"
 import (
 	"runtime"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -89,6 +91,28 @@ func GetRuntimeInfo() (RuntimeInfo, error) {
 		KernelSources: goText(&i.kernel_sources[0]), CacheDir: goText(&i.cache_dir[0]),
 		CacheBytes: uint64(i.cache_bytes), CacheEntries: uint64(i.cache_entries),
 	}, nil
+}
+
+// CachePrune trims the kernel cache: it removes the entries not used for maxAge (0: no age
+// limit), then the least recently used ones while the cache takes more than maxBytes (0: no
+// size limit). dir "": the default cache. It returns the entries and bytes removed.
+func CachePrune(dir string, maxAge time.Duration, maxBytes uint64) (entries, bytes uint64, err error) {
+	if maxAge < 0 {
+		return 0, 0, invalid("CachePrune: maxAge %v is negative", maxAge)
+	}
+	if maxBytes == 0 {
+		maxBytes = ^uint64(0)
+	}
+	var cdir *C.char
+	if dir != "" {
+		cdir = C.CString(dir)
+		defer C.free(unsafe.Pointer(cdir))
+	}
+	var e, b C.uint64_t
+	err = call(func() C.hm_status_t {
+		return C.hm_cache_prune(cdir, C.uint64_t(maxAge/time.Second), C.uint64_t(maxBytes), &e, &b)
+	})
+	return uint64(e), uint64(b), err
 }
 
 // Context is a device with its driver state, compiler and kernel cache (or a target arch

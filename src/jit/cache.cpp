@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +83,8 @@ class KeyLock {
       pause = std::min(pause * 2, std::chrono::milliseconds(20));
     }
   }
+  // Whether this process holds the lock (false: it went on without it).
+  bool held() const { return fd_ >= 0; }
   ~KeyLock() {
     if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the lock
   }
@@ -91,6 +94,12 @@ class KeyLock {
  private:
   int fd_ = -1;
 };
+
+// A hit sets the entry's meta.json modification time to now: Cache::prune reads it as the entry's
+// last use. Best effort (a read-only cache keeps its times).
+void mark_used(const std::string& entry) noexcept {
+  ::utimensat(AT_FDCWD, (entry + "/" + kMetaFile).c_str(), nullptr, 0);
+}
 
 // Removes scratch directories left in tmp/ by processes that died mid-write. An hour is far
 // longer than any write takes (the compile happens before the scratch directory exists).
@@ -227,6 +236,7 @@ CompiledKernel Cache::get_or_compile(const CompileRequest& request, const Compil
   if (state == EntryState::kValid) {
     r.outcome = Outcome::kHit;
     r.entry_dir = entry;
+    mark_used(entry);
     return kernel;
   }
   if (jit_disabled_) fail_without_jit(request, compiler, r.key, entry, corrupt_reason);
@@ -410,6 +420,68 @@ Cache::Stats Cache::stats() const {
     }
   }
   return s;
+}
+
+Cache::Pruned Cache::prune(std::chrono::seconds max_age, uint64_t max_bytes) const {
+  struct Entry {
+    std::string dir, hex;
+    fs::file_time_type used;
+    uint64_t bytes = 0;
+  };
+  // <dir>/v1/<arch>/<hh>/<key>/meta.json marks a complete entry (as in stats()).
+  std::vector<Entry> entries;
+  std::set<std::string> live;  // key hex of every entry directory, complete or not
+  for (const fs::path& arch : subdirectories(fs::path(dir_) / "v1"))
+    for (const fs::path& prefix : subdirectories(arch))
+      for (const fs::path& key : subdirectories(prefix)) {
+        live.insert(key.filename().string());
+        std::error_code ec;
+        const fs::file_time_type used = fs::last_write_time(key / kMetaFile, ec);
+        if (ec) continue;  // incomplete: neither used nor counted (repairs replace it)
+        Entry e{key.string(), key.filename().string(), used, 0};
+        for (fs::recursive_directory_iterator it(key, ec), end; !ec && it != end;
+             it.increment(ec)) {
+          std::error_code ec2;
+          if (it->is_regular_file(ec2)) e.bytes += it->file_size(ec2);
+        }
+        entries.push_back(std::move(e));
+      }
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.used < b.used; });
+
+  Pruned out;
+  uint64_t total = stats().bytes;
+  const auto cutoff = fs::file_time_type::clock::now() - max_age;
+  const std::string tmp_dir = dir_ + "/tmp";
+  for (const Entry& e : entries) {
+    const bool too_old = max_age.count() > 0 && e.used < cutoff;
+    if (!too_old && total <= max_bytes) break;  // the rest are newer
+    std::error_code ec;
+    fs::create_directories(tmp_dir, ec);
+    KeyLock lock(dir_ + "/locks/" + e.hex + ".lock", std::chrono::seconds(2));
+    if (!lock.held()) continue;  // being compiled or repaired now: left alone
+    core::FileId id;
+    if (!entry_identity(e.dir, &id) || !discard_entry(e.dir, id, tmp_dir)) continue;
+    live.erase(e.hex);
+    ++out.entries;
+    out.bytes += e.bytes;
+    total = total > e.bytes ? total - e.bytes : 0;
+  }
+
+  // Lock files whose entry is gone, when no process holds them (a held one is a compile in
+  // progress; unlinking it would let a third process lock a new file and compile the same
+  // kernel again, which the lock exists to avoid).
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(dir_) / "locks", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const fs::path path = it->path();
+    if (path.extension() != ".lock" || live.count(path.stem().string())) continue;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) ::unlink(path.c_str());
+    ::close(fd);
+  }
+  return out;
 }
 
 }  // namespace hm::jit

@@ -6,6 +6,7 @@
 // being written; each is published by one atomic rename of its whole directory).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -76,6 +77,19 @@ class Cache {
   std::string explain_miss(const CompileRequest& request, const Compiler& compiler) const;
 
   Stats stats() const;
+
+  // What prune() removed.
+  struct Pruned {
+    uint64_t entries = 0;
+    uint64_t bytes = 0;  // of the entries' files
+  };
+  // Removes the entries not used for `max_age` (zero: no age limit), then the least recently
+  // used ones while every file under dir() takes more than `max_bytes`. An entry is used when it
+  // is written or loaded (a hit sets its meta.json's modification time). Each goes under its
+  // key's lock (an entry whose lock another process holds, compiling it, is left alone), moved
+  // aside atomically first, so a process reading it meanwhile sees it whole or not at all, and
+  // then recompiles. Lock files of entries that no longer exist go too, when free.
+  Pruned prune(std::chrono::seconds max_age, uint64_t max_bytes) const;
   const std::string& dir() const { return dir_; }
   bool jit_disabled() const { return jit_disabled_; }
   bool no_cache() const { return no_cache_; }

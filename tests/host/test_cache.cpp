@@ -44,6 +44,29 @@ TEST_F(CacheTest, MissCompilesThenHitLoads) {
   EXPECT_EQ(compiler.compiles, 1);
 }
 
+// A hit marks the entry used (meta.json's modification time, which Cache::prune reads), so
+// pruning by age keeps what is in use and removes what is not.
+TEST_F(CacheTest, HitsMarkEntriesUsedAndPruneKeepsThem) {
+  FakeCompiler compiler;
+  Cache cache(dir_, false, false);
+  Cache::Result r;
+  cache.get_or_compile(test_request(), compiler, &r);
+  const std::string meta = r.entry_dir + "/meta.json";
+  const struct timespec long_ago[2] = {{0, UTIME_OMIT}, {std::time(nullptr) - 30 * 86400, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, meta.c_str(), long_ago, 0), 0);
+  EXPECT_EQ(cache.prune(std::chrono::hours(24 * 7), UINT64_MAX).entries, 1u)
+      << "unused for 30 days: pruned";
+  EXPECT_FALSE(exists(r.entry_dir));
+  cache.get_or_compile(test_request(), compiler, &r);  // compiled again
+  ASSERT_EQ(::utimensat(AT_FDCWD, meta.c_str(), long_ago, 0), 0);
+  Cache::Result hit;
+  cache.get_or_compile(test_request(), compiler, &hit);
+  ASSERT_EQ(hit.outcome, Cache::Outcome::kHit);
+  EXPECT_EQ(cache.prune(std::chrono::hours(24 * 7), UINT64_MAX).entries, 0u) << "used just now";
+  EXPECT_TRUE(exists(r.entry_dir));
+  EXPECT_EQ(compiler.compiles, 2);
+}
+
 TEST_F(CacheTest, EntryLayoutIsVersionArchBucketKey) {
   FakeCompiler compiler;
   Cache cache(dir_, false, false);

@@ -65,5 +65,6 @@ int cmd_support(Args& args);
 int cmd_compile(Args& args);
 int cmd_demo(Args& args);
 int cmd_convert(Args& args);
+int cmd_cache(Args& args);
 
 }  // namespace cli

@@ -97,6 +97,9 @@ static void usage(FILE* out) {
                "                             stored one layer each written as one layer)\n"
                "  convert --scheme S --in F --out F [--act DTYPE] ...\n"
                "                             one safetensors file into the standard layout\n"
+               "  cache prune [--max-age-days N] [--max-size SIZE] [--dir DIR]\n"
+               "                             remove kernel-cache entries not used for N days and\n"
+               "                             / or the least recently used beyond SIZE (e.g. 2G)\n"
                "  version                    the library version\n");
 }
 
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
     if (cmd == "compile") return cli::cmd_compile(args);
     if (cmd == "demo") return cli::cmd_demo(args);
     if (cmd == "convert") return cli::cmd_convert(args);
+    if (cmd == "cache") return cli::cmd_cache(args);
     if (cmd == "version") {
       args.finish();
       std::printf("humming %s (ABI %u)\n", hm_version_string(), hm_abi_version());

@@ -22,7 +22,7 @@ from ._moe import MoeAlignResult, MoeAlignSizes, moe_align, moe_align_sizes, moe
 from ._quant import dequantize_activation, quantize_activation, reference_gemm
 from ._quant_device import activation_scale_groups, quantize_activation_device
 from ._runtime import (NO_DEVICE, Context, DeviceInfo, Kernel, LaunchParams, RuntimeInfo,
-                       runtime_info)
+                       cache_prune, runtime_info)
 from ._stored import StoredLayer, StoredModel, converted_layers, read_converted
 
 __version__ = raw.hm_version_string()

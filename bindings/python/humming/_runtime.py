@@ -1,5 +1,6 @@
 """Contexts (a device, or a target arch without one), kernels, launch parameters, device memory."""
 import contextlib
+import os
 import threading
 from dataclasses import dataclass
 
@@ -55,6 +56,17 @@ def runtime_info():
     raw.hm_runtime_info_init(info)
     check(raw.hm_runtime_info(info))
     return _fields(info, RuntimeInfo)
+
+
+def cache_prune(max_age_seconds=0, max_bytes=None, directory=None):
+    """Trims the kernel cache: removes the entries not used for max_age_seconds (0: no age
+    limit), then the least recently used ones while the cache takes more than max_bytes (None:
+    no size limit). directory None: the default cache. Returns (entries, bytes) removed."""
+    status, entries, removed = raw.hm_cache_prune(
+        None if directory is None else os.fspath(directory), int(max_age_seconds),
+        (1 << 64) - 1 if max_bytes is None else int(max_bytes))
+    check(status)
+    return int(entries), int(removed)
 
 
 class Context(Handle):

@@ -505,6 +505,15 @@ extern "C" {
 extern "C" {
     pub fn hm_runtime_info(info: *mut hm_runtime_info_t) -> hm_status_t;
 }
+extern "C" {
+    pub fn hm_cache_prune(
+        dir: *const ::std::os::raw::c_char,
+        max_age_seconds: u64,
+        max_bytes: u64,
+        removed_entries: *mut u64,
+        removed_bytes: *mut u64,
+    ) -> hm_status_t;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hm_kernel {

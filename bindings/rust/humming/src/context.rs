@@ -143,6 +143,35 @@ pub(crate) fn text(chars: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// What [`cache_prune`] removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CachePruned {
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// Trims the kernel cache: removes the entries not used for `max_age` (`None`: no age limit),
+/// then the least recently used ones while the cache takes more than `max_bytes` (`None`: no
+/// size limit). `dir` `None`: the default cache.
+pub fn cache_prune(
+    dir: Option<&Path>,
+    max_age: Option<std::time::Duration>,
+    max_bytes: Option<u64>,
+) -> Result<CachePruned> {
+    let dir = dir.map(path_string).transpose()?;
+    let mut out = CachePruned::default();
+    check(unsafe {
+        sys::hm_cache_prune(
+            dir.as_ref().map_or(std::ptr::null(), |d| d.as_ptr()),
+            max_age.map_or(0, |a| a.as_secs()),
+            max_bytes.unwrap_or(u64::MAX),
+            &mut out.entries,
+            &mut out.bytes,
+        )
+    })?;
+    Ok(out)
+}
+
 pub fn runtime_info() -> Result<RuntimeInfo> {
     let mut i: sys::hm_runtime_info_t = unsafe { std::mem::zeroed() };
     unsafe { sys::hm_runtime_info_init_sized(&mut i, std::mem::size_of_val(&i)) };

@@ -32,7 +32,7 @@ mod quant;
 mod stored;
 
 pub use context::{
-    runtime_info, Compiler, Context, ContextOptions, DeviceBuffer, DeviceInfo, DeviceMemory,
+    cache_prune, runtime_info, CachePruned, Compiler, Context, ContextOptions, DeviceBuffer, DeviceInfo, DeviceMemory,
     DevicePtr, DeviceView, HostData, RuntimeInfo, Stream,
 };
 pub use convert::{
