@@ -255,7 +255,17 @@ var (
 	progressMu      sync.Mutex
 	progressNext    uintptr
 	progressByToken = map[uintptr]func(string, uint64, uint64){}
+	progressPanics  = map[uintptr]interface{}{} // a callback's panic, raised after the C call
 )
+
+// takePanic removes and returns the panic a callback of `token` raised, if any.
+func takePanic(mu *sync.Mutex, panics map[uintptr]interface{}, token uintptr) (interface{}, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	p, ok := panics[token]
+	delete(panics, token)
+	return p, ok
+}
 
 // ConvertFile converts every quantized layer of a safetensors file into the standard layout
 // (docs/convert.md); options.Progress, if set, is called after each tensor written.
@@ -266,10 +276,11 @@ func ConvertFile(scheme, inPath, outPath string, options *ConvertOptions) error 
 	defer free(unsafe.Pointer(out))
 	opts, release := options.cOptions()
 	defer release()
+	var token uintptr
 	if options != nil && options.Progress != nil {
 		progressMu.Lock()
 		progressNext++
-		token := progressNext
+		token = progressNext
 		progressByToken[token] = options.Progress
 		progressMu.Unlock()
 		defer func() {
@@ -279,5 +290,9 @@ func ConvertFile(scheme, inPath, outPath string, options *ConvertOptions) error 
 		}()
 		C.hm_go_set_progress(opts, C.uintptr_t(token))
 	}
-	return call(func() C.hm_status_t { return C.hm_convert_file(s, in, out, opts) })
+	err := call(func() C.hm_status_t { return C.hm_convert_file(s, in, out, opts) })
+	if p, panicked := takePanic(&progressMu, progressPanics, token); panicked {
+		panic(p)
+	}
+	return err
 }

@@ -50,6 +50,7 @@ var (
 	modelProgressMu      sync.Mutex
 	modelProgressNext    uintptr
 	modelProgressByToken = map[uintptr]func(ModelEvent, string, *string, uint64, uint64) bool{}
+	modelProgressPanics  = map[uintptr]interface{}{} // a callback's panic, raised after the C call
 )
 
 // ConvertModel converts a Hugging Face model folder into the standard layout
@@ -61,6 +62,7 @@ func ConvertModel(inDir, outDir string, options *ConvertModelOptions) (ConvertMo
 	opts := (*C.hm_convert_model_options_t)(C.calloc(1, C.size_t(unsafe.Sizeof(C.hm_convert_model_options_t{}))))
 	defer C.free(unsafe.Pointer(opts))
 	C.hm_convert_model_options_init_sized(opts, C.size_t(unsafe.Sizeof(*opts)))
+	var token uintptr
 	if options != nil {
 		if options.Scheme != "" {
 			s := cString(options.Scheme)
@@ -78,7 +80,7 @@ func ConvertModel(inDir, outDir string, options *ConvertModelOptions) (ConvertMo
 		if options.Progress != nil {
 			modelProgressMu.Lock()
 			modelProgressNext++
-			token := modelProgressNext
+			token = modelProgressNext
 			modelProgressByToken[token] = options.Progress
 			modelProgressMu.Unlock()
 			defer func() {
@@ -92,6 +94,9 @@ func ConvertModel(inDir, outDir string, options *ConvertModelOptions) (ConvertMo
 	var s C.hm_convert_model_summary_t
 	C.hm_convert_model_summary_init_sized(&s, C.size_t(unsafe.Sizeof(s)))
 	err := call(func() C.hm_status_t { return C.hm_convert_model(in, out, opts, &s) })
+	if p, panicked := takePanic(&modelProgressMu, modelProgressPanics, token); panicked {
+		panic(p)
+	}
 	return ConvertModelSummary{
 		Layers: int32(s.layers), Tensors: int32(s.tensors), Files: int32(s.files),
 		Shards: int32(s.shards), BytesIn: uint64(s.bytes_in), BytesOut: uint64(s.bytes_out),

@@ -344,6 +344,21 @@ func TestReferenceGemmAndActivations(t *testing.T) {
 	if _, _, err := humming.QuantizeActivation(humming.DTypeF16, x, 5, 64, 0); err == nil {
 		t.Fatal("f16 activations quantized")
 	}
+	// A group beyond the ABI's int32_t is refused, not truncated (the scales were sized from the
+	// wide value and the library wrote k / 8 of them per row: a heap overflow).
+	if _, _, err := humming.QuantizeActivation(humming.DTypeE4m3, x, 5, 64, 1<<32+8); err == nil ||
+		!strings.Contains(err.Error(), "group size up to") {
+		t.Fatal(err)
+	}
+	// M = 0: nothing to do, and no index into an empty slice.
+	if out, err := humming.DequantizeActivation(humming.DTypeInt8, nil, nil, 0, 64, 0); err != nil || len(out) != 0 {
+		t.Fatal(out, err)
+	}
+	var plan *humming.Plan
+	if err := plan.Gemm(nil, humming.GemmArgs{}, nil, 1, humming.DefaultStream); err == nil ||
+		!strings.Contains(err.Error(), "closed") {
+		t.Fatal(err)
+	}
 }
 
 // gptq builds a 4-bit GPTQ layer (v1 zeros) the way GPTQ packs it, and the weight it means.
@@ -501,6 +516,38 @@ func writeSafetensors(t *testing.T, path string, names []string, dtypes []string
 	out = append(append(out, text...), data...)
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A panicking progress callback does not unwind through the library: the conversion finishes
+// (leaving no temporary file), then ConvertFile panics with the callback's value.
+func TestConvertFileProgressPanicComesBackAfterTheCall(t *testing.T) {
+	n, k := 64, 256
+	qweight, qzeros, scales, _ := gptq(n, k, 128)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.safetensors"), filepath.Join(dir, "out.safetensors")
+	p := "model.layers.0.mlp.down_proj."
+	writeSafetensors(t, in, []string{p + "qweight", p + "qzeros", p + "scales"},
+		[]string{"I32", "I32", "F16"},
+		[][]int64{{int64(k / 8), int64(n)}, {2, int64(n / 8)}, {2, int64(n)}},
+		[][]byte{qweight, qzeros, scales})
+	calls := 0
+	recovered := func() (r interface{}) {
+		defer func() { r = recover() }()
+		_ = humming.ConvertFile("gptq", in, out, &humming.ConvertOptions{Progress: func(string, uint64, uint64) {
+			calls++
+			panic("from the callback")
+		}})
+		return nil
+	}()
+	if recovered != "from the callback" || calls != 1 {
+		t.Fatalf("recovered %v after %d calls", recovered, calls)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Fatal("temporary file left:", e.Name())
+		}
 	}
 }
 

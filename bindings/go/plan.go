@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"unsafe"
 )
@@ -180,6 +181,9 @@ func optional(name string, m DeviceMemory, need int) (DevicePtr, error) {
 // activations (a=e4m3, a=e5m2, a=int8): A is [M, K] codes and args.ActScales their [M] f32 scales
 // ([M][ceil(K / groupK)] with activation groups, a=e4m3:g128).
 func (p *Plan) Gemm(params *LaunchParams, args GemmArgs, c DeviceMemory, m int, stream Stream) error {
+	if p == nil { // a closed plan (nil handle) is refused after the argument checks
+		return closed("Plan")
+	}
 	if p.experts > 1 {
 		return invalid("the plan's format has %d experts: use MoeGemm", p.experts)
 	}
@@ -198,8 +202,14 @@ type MoeRoutingBuffers struct {
 // device. Asynchronous.
 func (p *Plan) MoeGemm(params *LaunchParams, args GemmArgs, routing MoeRoutingBuffers, c DeviceMemory, m int,
 	topK int, stream Stream) error {
+	if p == nil {
+		return closed("Plan")
+	}
 	if p.experts < 2 {
 		return invalid("the plan's format is dense (one expert): use Gemm")
+	}
+	if topK < 0 || topK > math.MaxInt32 {
+		return invalid("'topK' is %d, beyond the C ABI's int32_t", topK)
 	}
 	rows, err := p.MoeRows(int64(m), int32(topK))
 	if err != nil {

@@ -10,10 +10,24 @@ import "unsafe"
 //
 //export hm_go_progress
 func hm_go_progress(userData unsafe.Pointer, name *C.char, done, total C.uint64_t) {
+	token := uintptr(userData)
+	// A panic must not unwind through the C++ frames below (their destructors would never run:
+	// temporary files and mappings left behind). It is kept, later calls are skipped, and
+	// ConvertFile panics with it once the C call has returned.
+	defer func() {
+		if r := recover(); r != nil {
+			progressMu.Lock()
+			if _, seen := progressPanics[token]; !seen {
+				progressPanics[token] = r
+			}
+			progressMu.Unlock()
+		}
+	}()
 	progressMu.Lock()
-	f := progressByToken[uintptr(userData)]
+	f := progressByToken[token]
+	_, failed := progressPanics[token]
 	progressMu.Unlock()
-	if f != nil {
+	if f != nil && !failed {
 		f(C.GoString(name), uint64(done), uint64(total))
 	}
 }
@@ -22,10 +36,27 @@ func hm_go_progress(userData unsafe.Pointer, name *C.char, done, total C.uint64_
 // a nonzero return cancels the conversion.
 //
 //export hm_go_model_progress
-func hm_go_model_progress(userData unsafe.Pointer, kind C.int32_t, name, detail *C.char, done, total C.uint64_t) C.int32_t {
+func hm_go_model_progress(userData unsafe.Pointer, kind C.int32_t, name, detail *C.char, done, total C.uint64_t) (cancel C.int32_t) {
+	token := uintptr(userData)
+	// A panic is kept and cancels the conversion (returning 1); ConvertModel panics with it once
+	// the C call has returned, never unwinding through the C++ frames.
+	defer func() {
+		if r := recover(); r != nil {
+			modelProgressMu.Lock()
+			if _, seen := modelProgressPanics[token]; !seen {
+				modelProgressPanics[token] = r
+			}
+			modelProgressMu.Unlock()
+			cancel = 1
+		}
+	}()
 	modelProgressMu.Lock()
-	f := modelProgressByToken[uintptr(userData)]
+	f := modelProgressByToken[token]
+	_, failed := modelProgressPanics[token]
 	modelProgressMu.Unlock()
+	if failed {
+		return 1
+	}
 	if f == nil {
 		return 0
 	}

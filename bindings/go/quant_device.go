@@ -7,11 +7,17 @@ static inline void *hm_go_quant_stream(uintptr_t s) { return (void *)s; }
 */
 import "C"
 
-import "unsafe"
+import (
+	"math"
+	"unsafe"
+)
 
 // ActivationScaleGroups is the number of scales per row of activation quantization: 1 for
 // groupK 0 (per token), else ceil(k / groupK).
 func ActivationScaleGroups(k, groupK int) (int, error) {
+	if groupK < 0 || groupK > math.MaxInt32 {
+		return 0, invalid("'groupK' is %d: 0 (per token) or a group size up to %d", groupK, math.MaxInt32)
+	}
 	var out C.int64_t
 	err := call(func() C.hm_status_t {
 		return C.hm_activation_scale_groups(C.int64_t(k), C.int32_t(groupK), &out)
@@ -43,22 +49,33 @@ func (c *Context) QuantizeActivationDevice(in DeviceActivation, outDType DType, 
 	C.hm_activation_quant_args_init_sized(&args, C.size_t(unsafe.Sizeof(args)))
 	args.in_dtype = C.hm_dtype_t(in.InDType)
 	args.out_dtype = C.hm_dtype_t(outDType)
-	args.group_k = C.int32_t(groupK)
+	args.group_k = C.int32_t(groupK) // in range: ActivationScaleGroups checked it
 	args.m = C.int64_t(in.M)
 	args.k = C.int64_t(in.K)
 	if in.A == nil || codes == nil || scales == nil {
 		return invalid("'A', 'codes' and 'scales' are required")
 	}
-	if args.a, err = deviceSized("A", in.A, in.M*in.K*2); err != nil {
+	// M = 0 launches nothing: buffers of 0 bytes are then enough.
+	sized := func(name string, m DeviceMemory, factors ...int) (C.uint64_t, error) {
+		need, err := product(name, factors...)
+		if err != nil || m == nil {
+			return 0, err
+		}
+		if m.Len() < need {
+			return 0, invalid("'%s' has %d bytes of device memory, needs %d", name, m.Len(), need)
+		}
+		return C.uint64_t(m.Ptr()), nil
+	}
+	if args.a, err = sized("A", in.A, in.M, in.K, 2); err != nil {
 		return err
 	}
-	if args.perm, err = deviceSized("Perm", in.Perm, in.K*4); err != nil {
+	if args.perm, err = sized("Perm", in.Perm, in.K, 4); err != nil {
 		return err
 	}
-	if args.codes, err = deviceSized("codes", codes, in.M*in.K); err != nil {
+	if args.codes, err = sized("codes", codes, in.M, in.K); err != nil {
 		return err
 	}
-	if args.scales, err = deviceSized("scales", scales, in.M*groups*4); err != nil {
+	if args.scales, err = sized("scales", scales, in.M, groups, 4); err != nil {
 		return err
 	}
 	return c.with(func(h *C.hm_context_t) C.hm_status_t {

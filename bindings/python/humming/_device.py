@@ -191,6 +191,10 @@ def check_device_tensor(obj, name, device, dtype=None, shape=None, min_bytes=Non
             # sources without float8 types (numpy, __cuda_array_interface__) have nothing else.
             ok = t.dtype in (wanted, "uint8")
             what = f"{wanted} or uint8 (one code per byte)"
+        elif wanted == "int8":
+            # int8 codes come as int8 or as the bytes quantize_activation_device writes (uint8).
+            ok = t.dtype in ("int8", "uint8")
+            what = "int8 or uint8 (one code per byte)"
         else:
             ok = t.dtype == wanted
             what = wanted

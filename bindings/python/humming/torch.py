@@ -79,7 +79,24 @@ def _quantized_input(a, codes, group_k):
     return q, scales if group_k else scales.view(-1)
 
 
-class Linear(torch.nn.Module):
+class _FormatDtypes:
+    """The floating buffers of these layers (f32 global scales, the bias in the output dtype,
+    scale codes) hold a format's exact dtypes: a whole-model cast (model.half(),
+    model.to(torch.bfloat16)) keeps them as they are, where it would have made the layer refuse
+    its next call (or, cast back, lose their f32 values)."""
+
+    def _apply(self, fn, *args, **kwargs):
+        before = {name: t for name, t in self._buffers.items()
+                  if t is not None and t.is_floating_point()}
+        out = super()._apply(fn, *args, **kwargs)
+        for name, t in before.items():
+            now = self._buffers.get(name)
+            if now is not None and now.dtype != t.dtype:
+                self._buffers[name] = t.to(device=now.device)
+        return out
+
+
+class Linear(_FormatDtypes, torch.nn.Module):
     """y = x @ dequant(W)^T (+ bias) for x of shape [..., in_features]."""
 
     def __init__(self, format, packed, *, bias=None, device=None, max_m=0, k_permutation=None,
@@ -135,6 +152,19 @@ class Linear(torch.nn.Module):
         nbytes = self.plan.workspace_size(max_m or (1 << 24))
         self.register_buffer("workspace", torch.zeros(nbytes, dtype=torch.uint8, device=self.device)
                              if nbytes else None, persistent=False)
+        # Calls that share a workspace must not run at once (humming.h); calls on one stream
+        # never do, so each stream the layer runs on gets its own (the first takes `workspace`).
+        self._stream_workspaces = {}
+
+    def _workspace(self, stream):
+        if self.workspace is None:
+            return None
+        ws = self._stream_workspaces.get(stream)
+        if ws is None:
+            # Zeroed on `stream` itself (the current one), before the GEMM that uses it.
+            ws = torch.zeros_like(self.workspace) if self._stream_workspaces else self.workspace
+            self._stream_workspaces[stream] = ws
+        return ws
 
     # ---- construction ------------------------------------------------------------------------
     @classmethod
@@ -204,7 +234,7 @@ class Linear(torch.nn.Module):
         stream = torch.cuda.current_stream(x.device).cuda_stream
         a, act_scales = _quantized_input(a, self.activation_codes, self.activation_group_k)
         weight = DevicePackedWeight(self.weight, self.scales, self.zero_points, self.global_scale)
-        self.plan.gemm(a, weight, out, bias=self.bias, workspace=self.workspace,
+        self.plan.gemm(a, weight, out, bias=self.bias, workspace=self._workspace(stream),
                        act_scales=act_scales, stream=stream)
         return out.reshape(*lead, self.out_features)
 
@@ -319,7 +349,7 @@ def moe_reduce(input, topk_weights, topk_ids, num_experts, expert_map=None, *,
     return out
 
 
-class MoE(torch.nn.Module):
+class MoE(_FormatDtypes, torch.nn.Module):
     """A fused-MoE drop-in (the engine's `fused_experts(x, w13, w2, topk_weights, topk_ids)`):
 
         y[t] = sum_j topk_weights[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t])),  e = topk_ids[t, j]

@@ -41,7 +41,13 @@ impl Stream {
 
 /// Device memory Humming may read or write: an address and its size in bytes. Implemented by
 /// [`DeviceBuffer`] (ours) and [`DeviceView`] (memory from another library).
-pub trait DeviceMemory {
+///
+/// # Safety
+/// The kernels read and write `byte_len()` bytes at `device_ptr()` with no further check, so an
+/// implementation must name device memory of the context's device, that many bytes long, that
+/// stays allocated while it is borrowed (a safe trait would let safe code aim the GPU at any
+/// address).
+pub unsafe trait DeviceMemory {
     fn device_ptr(&self) -> DevicePtr;
     fn byte_len(&self) -> usize;
 }
@@ -63,7 +69,8 @@ impl<'a> DeviceView<'a> {
     }
 }
 
-impl DeviceMemory for DeviceView<'_> {
+// SAFETY: DeviceView::new's contract is this trait's.
+unsafe impl DeviceMemory for DeviceView<'_> {
     fn device_ptr(&self) -> DevicePtr {
         self.ptr
     }
@@ -385,7 +392,8 @@ impl DeviceBuffer<'_> {
     }
 }
 
-impl DeviceMemory for DeviceBuffer<'_> {
+// SAFETY: an allocation of this context, `bytes` long, freed only on drop.
+unsafe impl DeviceMemory for DeviceBuffer<'_> {
     fn device_ptr(&self) -> DevicePtr {
         self.ptr
     }

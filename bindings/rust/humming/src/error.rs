@@ -118,3 +118,25 @@ pub(crate) fn c_string(text: &str, what: &str) -> Result<std::ffi::CString> {
     std::ffi::CString::new(text)
         .map_err(|_| Error::invalid(format!("argument '{what}' contains a NUL byte")))
 }
+
+/// `value` as the C ABI's `int32_t`, or an argument error naming it: never truncated (a
+/// truncated size would let the library and this crate size one buffer differently).
+pub(crate) fn c_i32(value: usize, what: &str) -> Result<i32> {
+    i32::try_from(value)
+        .map_err(|_| Error::invalid(format!("'{what}' is {value}, beyond the C ABI's int32_t")))
+}
+
+/// `value` as the C ABI's `int64_t`, or an argument error naming it.
+pub(crate) fn c_i64(value: usize, what: &str) -> Result<i64> {
+    i64::try_from(value)
+        .map_err(|_| Error::invalid(format!("'{what}' is {value}, beyond the C ABI's int64_t")))
+}
+
+/// The product of `factors` (an element or byte count), or an argument error naming `what`
+/// when it overflows (a wrapped count would pass a size check it should fail).
+pub(crate) fn product(what: &str, factors: &[usize]) -> Result<usize> {
+    factors
+        .iter()
+        .try_fold(1usize, |acc, &f| acc.checked_mul(f))
+        .ok_or_else(|| Error::invalid(format!("the size of '{what}' overflows ({factors:?})")))
+}

@@ -3,7 +3,7 @@ use std::ptr::NonNull;
 
 use crate::context::{Context, DeviceMemory, Stream};
 use crate::dtype::DType;
-use crate::error::{c_string, check, copy_out, Error, Result};
+use crate::error::{c_i32, c_i64, c_string, check, copy_out, Error, Result};
 use crate::format::{Format, PackedSizes};
 use crate::kernel::{LaunchParams, Slot};
 use crate::sys;
@@ -267,8 +267,8 @@ impl Plan {
         if self.experts < 2 {
             return Err(Error::invalid("the plan's format is dense (one expert): use gemm"));
         }
-        let rows = self.moe_rows(m as i64, top_k as i32)? as usize;
-        let block = self.moe_block_size(m as i64)? as usize;
+        let rows = self.moe_rows(c_i64(m, "m")?, c_i32(top_k, "top_k")?)? as usize;
+        let block = self.moe_block_size(c_i64(m, "m")?)? as usize;
         for (name, buffer, need) in [
             ("sorted_ids", routing.sorted_ids, rows * 4),
             ("expert_ids", routing.expert_ids, rows / block * 4),
@@ -420,7 +420,8 @@ mod tests {
     /// Only its size matters to the checks; nothing reads through it.
     struct Buffer(usize);
 
-    impl DeviceMemory for Buffer {
+    // SAFETY: never launched: the tests below check arguments before any launch.
+    unsafe impl DeviceMemory for Buffer {
         fn device_ptr(&self) -> DevicePtr {
             DevicePtr(0x1000)
         }

@@ -1,6 +1,6 @@
 //! Host references: the f64-accumulating reference GEMM and activation quantization.
 use crate::dtype::DType;
-use crate::error::{check, Error, Result};
+use crate::error::{c_i32, c_i64, check, product, Error, Result};
 use crate::sys;
 
 fn require(name: &str, len: usize, needed: usize) -> Result<()> {
@@ -19,12 +19,12 @@ pub fn reference_gemm_f32(
     n: usize,
     k: usize,
 ) -> Result<Vec<f32>> {
-    require("a", a.len(), m * k)?;
-    require("w", w.len(), n * k)?;
+    require("a", a.len(), product("a", &[m, k])?)?;
+    require("w", w.len(), product("w", &[n, k])?)?;
     if let Some(b) = bias {
         require("bias", b.len(), n)?;
     }
-    let mut c = vec![0f32; m * n];
+    let mut c = vec![0f32; product("c", &[m, n])?];
     let bias_ptr = bias.map_or(std::ptr::null(), |b| b.as_ptr());
     check(unsafe {
         sys::hm_reference_gemm_f32(
@@ -32,9 +32,9 @@ pub fn reference_gemm_f32(
             w.as_ptr(),
             bias_ptr,
             c.as_mut_ptr(),
-            m as i64,
-            n as i64,
-            k as i64,
+            c_i64(m, "m")?,
+            c_i64(n, "n")?,
+            c_i64(k, "k")?,
         )
     })?;
     Ok(c)
@@ -48,10 +48,13 @@ pub struct QuantizedActivation {
     pub scales: Vec<f32>,
 }
 
-fn activation_sizes(dtype: DType, m: usize, k: usize, group_k: usize) -> (usize, usize) {
+// Elements of codes and scales, from the same checked values the library gets (group_k must
+// fit the ABI's int32_t: sized from a wider one, the scales would be too few for the library).
+fn activation_sizes(dtype: DType, m: usize, k: usize, group_k: usize) -> Result<(usize, usize)> {
+    c_i32(group_k, "group_k")?;
     let cols = if dtype.bits() >= 8 { k } else { k.div_ceil(2) };
     let groups = if group_k == 0 { 1 } else { k.div_ceil(group_k) };
-    (m * cols, m * groups)
+    Ok((product("codes", &[m, cols])?, product("scales", &[m, groups])?))
 }
 
 /// Quantizes f32 activations `a[M][K]` to `dtype` (e4m3, e5m2, int8, int4 or e2m1), one scale
@@ -63,16 +66,16 @@ pub fn quantize_activation(
     k: usize,
     group_k: usize,
 ) -> Result<QuantizedActivation> {
-    require("a", a.len(), m * k)?;
-    let (codes, scales) = activation_sizes(dtype, m, k, group_k);
+    require("a", a.len(), product("a", &[m, k])?)?;
+    let (codes, scales) = activation_sizes(dtype, m, k, group_k)?;
     let mut out = QuantizedActivation { codes: vec![0; codes], scales: vec![0.0; scales] };
     check(unsafe {
         sys::hm_quantize_activation(
             dtype.0,
             a.as_ptr(),
-            m as i64,
-            k as i64,
-            group_k as i32,
+            c_i64(m, "m")?,
+            c_i64(k, "k")?,
+            c_i32(group_k, "group_k")?,
             out.codes.as_mut_ptr().cast(),
             out.scales.as_mut_ptr(),
         )
@@ -88,18 +91,18 @@ pub fn dequantize_activation(
     k: usize,
     group_k: usize,
 ) -> Result<Vec<f32>> {
-    let (codes, scales) = activation_sizes(dtype, m, k, group_k);
+    let (codes, scales) = activation_sizes(dtype, m, k, group_k)?;
     require("codes", q.codes.len(), codes)?;
     require("scales", q.scales.len(), scales)?;
-    let mut out = vec![0f32; m * k];
+    let mut out = vec![0f32; product("out", &[m, k])?];
     check(unsafe {
         sys::hm_dequantize_activation(
             dtype.0,
             q.codes.as_ptr().cast(),
             q.scales.as_ptr(),
-            m as i64,
-            k as i64,
-            group_k as i32,
+            c_i64(m, "m")?,
+            c_i64(k, "k")?,
+            c_i32(group_k, "group_k")?,
             out.as_mut_ptr(),
         )
     })?;
@@ -110,7 +113,8 @@ pub fn dequantize_activation(
 /// `ceil(k / group_k)`.
 pub fn activation_scale_groups(k: usize, group_k: usize) -> Result<usize> {
     let mut out: i64 = 0;
-    check(unsafe { sys::hm_activation_scale_groups(k as i64, group_k as i32, &mut out) })?;
+    let (k, group_k) = (c_i64(k, "k")?, c_i32(group_k, "group_k")?);
+    check(unsafe { sys::hm_activation_scale_groups(k, group_k, &mut out) })?;
     Ok(out as usize)
 }
 
@@ -147,19 +151,19 @@ pub fn quantize_activation_device(
         }
         Ok(())
     };
-    need("a", input.a.byte_len(), input.m * input.k * 2)?;
-    need("codes", codes.byte_len(), input.m * input.k)?;
-    need("scales", scales.byte_len(), input.m * groups * 4)?;
+    need("a", input.a.byte_len(), product("a", &[input.m, input.k, 2])?)?;
+    need("codes", codes.byte_len(), product("codes", &[input.m, input.k])?)?;
+    need("scales", scales.byte_len(), product("scales", &[input.m, groups, 4])?)?;
     let mut args: sys::hm_activation_quant_args_t = unsafe { std::mem::zeroed() };
     unsafe { sys::hm_activation_quant_args_init_sized(&mut args, std::mem::size_of_val(&args)) };
     args.in_dtype = input.in_dtype.0;
     args.out_dtype = out_dtype.0;
-    args.group_k = group_k as i32;
-    args.m = input.m as i64;
-    args.k = input.k as i64;
+    args.group_k = c_i32(group_k, "group_k")?;
+    args.m = c_i64(input.m, "m")?;
+    args.k = c_i64(input.k, "k")?;
     args.a = input.a.device_ptr().0;
     if let Some(p) = input.perm {
-        need("perm", p.byte_len(), input.k * 4)?;
+        need("perm", p.byte_len(), product("perm", &[input.k, 4])?)?;
         args.perm = p.device_ptr().0;
     }
     args.codes = codes.device_ptr().0;

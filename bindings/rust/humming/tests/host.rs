@@ -193,6 +193,14 @@ fn reference_gemm_and_activations() {
     }
     let e = humming::quantize_activation(DType::F16, &x, 5, 64, 0).unwrap_err();
     assert_eq!(e.category(), sys::HM_ERROR_UNSUPPORTED);
+    // A group beyond the ABI's int32_t is refused, not truncated (the scales were sized from
+    // the wide value and the library wrote k / 8 of them per row: a heap overflow).
+    let e = humming::quantize_activation(DType::E4M3, &x, 5, 64, (1usize << 32) + 8).unwrap_err();
+    assert!(e.message().contains("beyond the C ABI's int32_t"), "{e}");
+    assert!(humming::dequantize_activation(DType::INT8, &q, 5, 64, (1usize << 32) + 8).is_err());
+    // Sizes whose product overflows are refused before any check could pass on a wrapped value.
+    let e = humming::quantize_activation(DType::INT8, &x, usize::MAX / 2, 4, 0).unwrap_err();
+    assert!(e.message().contains("overflows"), "{e}");
 }
 
 /// A 4-bit GPTQ layer (v1 zeros) packed the way GPTQ packs it, and the weight it stands for.
