@@ -83,6 +83,9 @@ func product(what string, factors ...int) (int, error) {
 // e2m1) with one scale per token (groupK 0) or per token and group. Codes: 8-bit dtypes
 // [M][K] bytes, 4-bit [M][ceil(K/2)] (even k in the low nibble); scales f32 [M][G].
 func QuantizeActivation(dtype DType, a []float32, m, k, groupK int) (codes []byte, scales []float32, err error) {
+	if m <= 0 || k <= 0 {
+		return nil, nil, invalid("m and k must be positive, got m=%d k=%d", m, k)
+	}
 	na, err := product("a", m, k)
 	if err != nil {
 		return nil, nil, err
@@ -118,10 +121,11 @@ func DequantizeActivation(dtype DType, codes []byte, scales []float32, m, k, gro
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float32, nout)
-	if nout == 0 {
-		return out, nil // nothing to dequantize (the library refuses NULL buffers even then)
+	if m <= 0 || k <= 0 {
+		// As the library says it (before it would name an empty slice's NULL pointer instead).
+		return nil, invalid("m and k must be positive, got m=%d k=%d", m, k)
 	}
+	out := make([]float32, nout)
 	err = call(func() C.hm_status_t {
 		return C.hm_dequantize_activation(C.hm_dtype_t(dtype), bytep(codes), f32p(scales),
 			C.int64_t(m), C.int64_t(k), C.int32_t(groupK), f32p(out))
