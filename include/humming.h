@@ -606,9 +606,12 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * A grouped call runs the plan's tile for (and is bounded by max_m as) M / 8 tokens (contiguous)
  * or T_max * E / 8 tokens (masked): the rows per expert of that many tokens at top-8.
  * Alignment (HM_ERROR_MISALIGNED otherwise): A 16 bytes when K % 8 == 0 (else 2), B, SCALES, ZEROS
- * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C 2 bytes. With C and BIAS on
- * 16 bytes and N % 8 == 0 the kernels store eight outputs at a time; other alignments are exact
- * too but take a slower per-element store.
+ * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C and BIAS 2 bytes, GLOBAL
+ * and ACT_SCALES 4 bytes. With C and BIAS on 16 bytes and N % 8 == 0 the kernels store eight
+ * outputs at a time; other alignments are exact too but take a slower per-element store.
+ * Sizes are not checked: every buffer must hold what the format, M (and top_k) need (A [M][K],
+ * C [M][N] or [rows][N], the packed sizes of hm_format_packed_sizes, the workspace of
+ * hm_plan_workspace_size); the library knows only the addresses.
  * Every pointer must be usable by the plan's device: memory of another device, or a stream of
  * another context, is HM_ERROR_WRONG_DEVICE; host memory the device cannot read is
  * HM_ERROR_INVALID_ARGUMENT (both name the slot; checked with driver attribute queries, no

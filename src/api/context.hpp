@@ -54,6 +54,9 @@ struct hm_kernel {
   std::string cache_key;
   std::unique_ptr<hm::runtime::Module> module;  // null without a device
   hm::runtime::CUfunction function = nullptr;
+  // Reference GEMMs: the bytes of an element of A and B (the input dtype) and of C (the output
+  // dtype), the alignments hm_kernel_launch requires (the kernel loads typed values).
+  int input_bytes = 0, output_bytes = 0;
 };
 
 namespace hm::api {

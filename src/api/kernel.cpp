@@ -3,7 +3,9 @@
 #include <string>
 
 #include "api/context.hpp"
+#include "api/device_check.hpp"
 #include "api/guard.hpp"
+#include "core/address.hpp"
 #include "core/dtype.hpp"
 #include "jit/codegen.hpp"
 #include "runtime/launch.hpp"
@@ -87,10 +89,13 @@ HM_API hm_status_t hm_kernel_create_reference_gemm(hm_context_t* context, hm_dty
   return HM_API_CALL({
     require_not_null(context, "context");
     require_not_null(out, "out");
-    auto generated = jit::reference_gemm_kernel(core::Dtype::from_code(in_dtype),
-                                                core::Dtype::from_code(out_dtype),
-                                                context->state->arch_name);
-    *out = build_kernel(context->state, generated).release();
+    const core::Dtype in = core::Dtype::from_code(in_dtype);
+    const core::Dtype out_type = core::Dtype::from_code(out_dtype);
+    auto generated = jit::reference_gemm_kernel(in, out_type, context->state->arch_name);
+    std::unique_ptr<hm_kernel> kernel = build_kernel(context->state, generated);
+    kernel->input_bytes = (in.bits() + 7) / 8;
+    kernel->output_bytes = (out_type.bits() + 7) / 8;
+    *out = kernel.release();
   });
 }
 
@@ -134,6 +139,13 @@ HM_API hm_status_t hm_kernel_launch(const hm_kernel_t* kernel, const hm_launch_p
       fail(HM_ERROR_INVALID_ARGUMENT, std::string("pointer slot ") +
                                           (!a ? "HM_ARG_A" : !b ? "HM_ARG_B" : "HM_ARG_C") +
                                           " is not set");
+    // The same device, memory and stream checks as hm_plan_gemm, and typed loads and stores
+    // need their element's alignment (a misaligned address faults and ends the CUDA context).
+    core::require_aligned(a, kernel->input_bytes, "HM_ARG_A");
+    core::require_aligned(b, kernel->input_bytes, "HM_ARG_B");
+    core::require_aligned(c, kernel->output_bytes, "HM_ARG_C");
+    const runtime::Device::Scope current(*kernel->context->device);
+    check_launch_device(*kernel->context->device, *params, static_cast<runtime::CUstream>(stream));
     // The reference GEMM: a (ceil(N/16), ceil(M/16)) grid of 16x16 threads.
     constexpr int64_t kTile = 16, kMaxGridY = 65535;
     const int64_t grid_x = (n + kTile - 1) / kTile, grid_y = (m + kTile - 1) / kTile;

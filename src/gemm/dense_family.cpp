@@ -177,6 +177,10 @@ void DenseFamily::marshal(const Layer& layer, const hm_launch_params& params, bo
   core::require_aligned(params.pointers[HM_ARG_A], aligned_k(layer) ? 16 : 2, "HM_ARG_A");
   core::require_aligned(params.pointers[HM_ARG_B], 16, "HM_ARG_B");
   core::require_aligned(params.pointers[HM_ARG_C], 2, "HM_ARG_C");
+  // The epilogue reads the bias as output values and the global scale as an f32: an address off
+  // their size faults on the device (misaligned address), which ends the CUDA context.
+  core::require_aligned(params.pointers[HM_ARG_BIAS], 2, "HM_ARG_BIAS");
+  core::require_aligned(params.pointers[HM_ARG_GLOBAL], 4, "HM_ARG_GLOBAL");
   core::require_aligned(params.pointers[HM_ARG_ACT_SCALES], 4, "HM_ARG_ACT_SCALES");
   // Scales and zero points are staged in 16-byte units by the wgmma kernel; the rule holds for
   // both families so that an alignment that works for one M works for all.

@@ -177,6 +177,11 @@ std::string safetensors_dtype(core::Dtype d) {
   }
 }
 
+std::string stored_scale_dtype(const core::Format& f, int scale_element_bytes) {
+  const std::string dt = safetensors_dtype(f.scale);
+  return io::dtype_size(dt) == scale_element_bytes && dt != "U8" ? dt : "U8";
+}
+
 namespace {
 
 // The bias in the output dtype (f16, bf16 or f32), little-endian.
@@ -217,9 +222,9 @@ PackedLayer pack_layer(const std::string& prefix, const Layer& layer, int thread
   const int64_t weight_bytes = static_cast<int64_t>(weight.size());
   add(".weight", "U8", {weight_bytes}, std::move(weight));
   if (!scales.empty()) {
-    const std::string dt = safetensors_dtype(f.scale);
+    const std::string dt = stored_scale_dtype(f, ps.scale_element_bytes);
     const int64_t bytes = static_cast<int64_t>(scales.size());
-    if (io::dtype_size(dt) == ps.scale_element_bytes && dt != "U8")
+    if (dt != "U8")
       add(".weight_scale", dt, {e, ps.groups, ps.scale_columns}, std::move(scales));
     else
       add(".weight_scale", "U8", {bytes}, std::move(scales));

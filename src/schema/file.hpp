@@ -56,6 +56,11 @@ std::string unclaimed_quantized(const TensorIndex& tensors,
 // "U8" for dtypes safetensors has no name for).
 std::string safetensors_dtype(core::Dtype d);
 
+// The safetensors dtype of a stored layer's scale tensor (".weight_scale"): the scale dtype's
+// own name when its codes fill whole elements of it, else "U8" (the writer's choice; the reader
+// holds files to it).
+std::string stored_scale_dtype(const core::Format& f, int scale_element_bytes);
+
 // The output tensor names of a layer are its prefix plus these.
 extern const char* const kOutputSuffixes[6];
 // The header metadata keys of a layer's format string and note are these plus its prefix.

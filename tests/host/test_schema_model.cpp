@@ -634,7 +634,7 @@ TEST(StoredModel, AFileWithBiasReadsBackAndBrokenFilesAreRefused) {
   };
   const Tensor weight = make_tensor("x.weight", "U8", {int64_t(sizes.weight)},
                                     std::vector<uint8_t>(sizes.weight, 0x11));
-  const Tensor scale = make_tensor("x.weight_scale", "U8", {int64_t(sizes.scales)},
+  const Tensor scale = make_tensor("x.weight_scale", "F16", {int64_t(sizes.scales / 2)},
                                    std::vector<uint8_t>(sizes.scales, 0));
   refused({scale}, "'x.weight' must hold " + std::to_string(sizes.weight) + " bytes");
   refused({make_tensor("x.weight", "U8", {8}, std::vector<uint8_t>(8, 0)), scale},
@@ -665,6 +665,94 @@ TEST(StoredModel, AFileWithBiasReadsBackAndBrokenFilesAreRefused) {
   hm_stored_model_destroy(m);
   // A path the file system cannot even look at is an I/O error.
   EXPECT_EQ(hm_stored_model_open(std::string(5000, 'x').c_str(), &m), HM_ERROR_IO);
+}
+
+// A stored layer must be what pack writes for its own values. The byte counts alone let through
+// padding that is not the converter's (the kernels read K padding: NaN scales there made the
+// GPU output NaN while the host reference, which skips padding, was clean), a format edited
+// within the padding, and values pack refuses (a NaN global scale, a NaN bias).
+TEST(StoredModel, PaddingAndValuesMustBeWhatTheConverterWrites) {
+  Scratch s("stored_padding");
+  auto read = [&](const std::string& fmt, const std::vector<Tensor>& tensors) {
+    hm::io::SafetensorsWriter w;
+    for (const Tensor& x : tensors)
+      w.add_borrowed(x.name, x.dtype, x.shape, x.bytes.data(), x.bytes.size());
+    w.set_metadata("humming.format.x", fmt);
+    const std::string path = (s.root / "layer.safetensors").string();
+    w.write(path);
+    hm_stored_model_t* m = nullptr;
+    EXPECT_EQ(hm_stored_model_open(path.c_str(), &m), HM_SUCCESS) << last_error();
+    hm_stored_layer_t* l = nullptr;
+    const hm_status_t status = hm_stored_model_read(m, "x", &l);
+    hm_stored_layer_destroy(l);
+    hm_stored_model_destroy(m);
+    return status;
+  };
+  // k = 32 with groups of 32: K is padded to 64, so half of every chunk and the second scale
+  // group are padding. Packed by the library, the layer reads back.
+  const std::string fmt = "w=uint4b8 a=f16 c=f16 s=f16:g32 n=64 k=32";
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse(fmt.c_str(), &f), HM_SUCCESS);
+  hm_canonical_sizes_t cs;
+  HM_INIT(hm_canonical_sizes, &cs);
+  ASSERT_EQ(hm_format_canonical_sizes(f, &cs), HM_SUCCESS);
+  hm_packed_sizes_t ps;
+  HM_INIT(hm_packed_sizes, &ps);
+  ASSERT_EQ(hm_format_packed_sizes(f, &ps), HM_SUCCESS);
+  std::vector<uint8_t> codes(cs.codes, 9);
+  std::vector<float> scales(cs.scales, 0.5f);
+  hm_canonical_weight_t in;
+  HM_INIT(hm_canonical_weight, &in);
+  in.codes = codes.data();
+  in.scales = scales.data();
+  std::vector<uint8_t> weight(ps.weight), side(ps.scales);
+  hm_packed_weight_t out;
+  HM_INIT(hm_packed_weight, &out);
+  out.weight = weight.data();
+  out.scales = side.data();
+  ASSERT_EQ(hm_pack(f, &in, &out), HM_SUCCESS) << last_error();
+  hm_format_destroy(f);
+  const auto tensors = [&](const std::vector<uint8_t>& w, const std::vector<uint8_t>& sc) {
+    return std::vector<Tensor>{make_tensor("x.weight", "U8", {int64_t(w.size())}, w),
+                               make_tensor("x.weight_scale", "F16", {int64_t(sc.size() / 2)}, sc)};
+  };
+  EXPECT_EQ(read(fmt, tensors(weight, side)), HM_SUCCESS) << last_error();
+
+  // NaN (f16 0x7e00) in the scale group that is all K padding.
+  std::vector<uint8_t> nan_pad = side;
+  const size_t second_group = size_t(ps.n_padded) * 2;  // [groups][columns] of 2-byte codes
+  nan_pad[second_group] = 0x00;
+  nan_pad[second_group + 1] = 0x7e;
+  EXPECT_EQ(read(fmt, tensors(weight, nan_pad)), HM_ERROR_INVALID_ARGUMENT);
+  // (its low byte, 0x00, is what pack writes: the first byte that differs is the high one)
+  EXPECT_NE(last_error().find("'x.weight_scale' differs at byte " +
+                              std::to_string(second_group + 1)),
+            std::string::npos)
+      << last_error();
+  // Nonzero weight codes in the K padding, as a format edited from k = 64 to k = 32 leaves them.
+  std::vector<uint8_t> full(weight.size(), 0x99);
+  EXPECT_EQ(read(fmt, tensors(full, side)), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("'x.weight' differs at byte"), std::string::npos) << last_error();
+  // A NaN scale inside the layer: pack would refuse it, so the reader does.
+  std::vector<uint8_t> nan_scale = side;
+  nan_scale[0] = 0x00;
+  nan_scale[1] = 0x7e;
+  EXPECT_EQ(read(fmt, tensors(weight, nan_scale)), HM_ERROR_NON_FINITE) << last_error();
+  // Scales labelled with another dtype than the format's (bf16 bytes read as f16) are refused.
+  EXPECT_EQ(read(fmt, {make_tensor("x.weight", "U8", {int64_t(weight.size())}, weight),
+                       make_tensor("x.weight_scale", "BF16", {int64_t(side.size() / 2)}, side)}),
+            HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("is BF16, not F16"), std::string::npos) << last_error();
+
+  // A layer name with a NUL byte would be handed out cut short, as another layer's name.
+  hm::io::SafetensorsWriter w;
+  w.add_borrowed("x.weight", "U8", {int64_t(weight.size())}, weight.data(), weight.size());
+  w.set_metadata(std::string("humming.format.x\0y", 18), fmt);
+  const std::string path = (s.root / "nul.safetensors").string();
+  w.write(path);
+  hm_stored_model_t* m = nullptr;
+  EXPECT_EQ(hm_stored_model_open(path.c_str(), &m), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("NUL byte"), std::string::npos) << last_error();
 }
 
 // ---- AWQ --------------------------------------------------------------------------------------
