@@ -572,6 +572,11 @@ Dtype Dtype::parse(const std::string& name) {
     size_t j = 5;
     while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
     if (j > 5 && all_digits(s.substr(5, j - 5))) {
+      // The width is a plain positive number: "float08_e4m3" would miss the float8_e4m3 alias
+      // (the IEEE variant, with infinities) and parse as the finite e4m3; "float0" would read as
+      // "no width stated".
+      if (s[5] == '0')
+        parse_fail(name, "the width after 'float' must be a positive number without leading zeros");
       size_t start = j;
       if (start < s.size() && s[start] == '_') {
         const std::string rest = s.substr(start + 1);

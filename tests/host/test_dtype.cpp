@@ -413,6 +413,11 @@ TEST(DtypeParse, RejectionsNameTheTextAndSayWhy) {
       {"float8_e5m3fnu", "ue8m0"},
       {"ue5m2", "ue8m0"},
       {"float9e4m3", "width 9"},
+      // A width with a leading zero missed the float8_e4m3 alias (IEEE variant) and parsed as
+      // the finite e4m3; float0 read as no width at all.
+      {"float08_e4m3", "without leading zeros"},
+      {"float0e4m3", "without leading zeros"},
+      {"float00e2m1", "without leading zeros"},
       {"fp12", ""},
       {"banana", ""},
       {"int", ""},
