@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"humming.dev/humming"
 )
@@ -679,5 +680,34 @@ func TestConvertModelFolder(t *testing.T) {
 	}
 	if _, err := os.Stat(cancelled); !os.IsNotExist(err) {
 		t.Fatal("a cancelled conversion left its output")
+	}
+}
+
+// A cache entry laid out by hand, last used 30 days ago: pruned by age, kept by a longer one.
+func TestCachePruneRemovesEntriesUnusedForTheAge(t *testing.T) {
+	dir := t.TempDir()
+	entry := filepath.Join(dir, "v1", "sm_90a", "ab", "ab01")
+	if err := os.MkdirAll(entry, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(entry, "kernel.cubin"), make([]byte, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meta := filepath.Join(entry, "meta.json")
+	if err := os.WriteFile(meta, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	if err := os.Chtimes(meta, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if n, b, err := humming.CachePrune(dir, 40*24*time.Hour, 0); err != nil || n != 0 || b != 0 {
+		t.Fatal(n, b, err)
+	}
+	if n, b, err := humming.CachePrune(dir, 24*time.Hour, 0); err != nil || n != 1 || b != 102 {
+		t.Fatal(n, b, err)
+	}
+	if _, err := os.Stat(entry); !os.IsNotExist(err) {
+		t.Fatal("entry left:", err)
 	}
 }

@@ -428,3 +428,17 @@ def test_moe_plan_grouped_modes(mock_context):
     with mock_context.plan(Format(PLAN_FORMAT)) as dense:
         with pytest.raises(humming.InvalidArgumentError, match="MoE format"):
             dense.moe_gemm_contiguous(a, None, c, expert_offsets=offsets)
+
+
+def test_cache_prune_removes_entries_unused_for_the_age(tmp_path):
+    # A cache entry laid out by hand, last used 30 days ago (pruning reads times and sizes only).
+    entry = tmp_path / "v1" / "sm_90a" / "ab" / "ab01"
+    entry.mkdir(parents=True)
+    (entry / "kernel.cubin").write_bytes(b"x" * 100)
+    (entry / "meta.json").write_text("{}")
+    old = entry.stat().st_mtime - 30 * 86400
+    os.utime(entry / "meta.json", (old, old))
+    assert humming.cache_prune(max_age_seconds=86400, directory=tmp_path / "none") == (0, 0)
+    assert humming.cache_prune(max_age_seconds=40 * 86400, directory=tmp_path) == (0, 0)
+    assert humming.cache_prune(max_age_seconds=86400, directory=tmp_path) == (1, 102)
+    assert not entry.exists()

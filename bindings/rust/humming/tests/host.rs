@@ -468,3 +468,23 @@ fn convert_model_folder() {
     assert!(!other.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A cache entry laid out by hand, last used 30 days ago: pruned by age, kept by a longer one.
+#[test]
+fn cache_prune_removes_entries_unused_for_the_age() {
+    let dir = std::env::temp_dir().join(format!("hm_rust_prune_{}", std::process::id()));
+    let entry = dir.join("v1/sm_90a/ab/ab01");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(entry.join("kernel.cubin"), [b'x'; 100]).unwrap();
+    let meta = entry.join("meta.json");
+    std::fs::write(&meta, b"{}").unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(30 * 86400);
+    std::fs::File::options().write(true).open(&meta).unwrap().set_modified(old).unwrap();
+    let day = std::time::Duration::from_secs(86400);
+    let kept = humming::cache_prune(Some(&dir), Some(day * 40), None).unwrap();
+    assert_eq!(kept, humming::CachePruned { entries: 0, bytes: 0 });
+    let pruned = humming::cache_prune(Some(&dir), Some(day), None).unwrap();
+    assert_eq!(pruned, humming::CachePruned { entries: 1, bytes: 102 });
+    assert!(!entry.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
