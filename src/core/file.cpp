@@ -57,6 +57,16 @@ std::string random_suffix() {
 
 }  // namespace
 
+std::string make_temp_directory(const std::string& parent, const std::string& prefix,
+                                mode_t mode) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const std::string path = parent + "/" + prefix + random_suffix();
+    if (::mkdir(path.c_str(), mode) == 0) return path;
+    if (errno != EEXIST) io_fail("cannot create the temporary directory", path, errno);
+  }
+  io_fail("cannot create a temporary directory", parent + "/" + prefix + "XXXXXXXX", EEXIST);
+}
+
 bool file_id(const std::string& path, FileId* id) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return false;

@@ -28,6 +28,14 @@ bool file_id(const std::string& path, FileId* id);
 // Returns -1 and says why in *error (the path quoted) instead of throwing.
 int open_regular_file(const std::string& path, uint64_t* size, FileId* id, std::string* error);
 
+// Creates a fresh directory `<parent>/<prefix><8 random hex digits>` with `mode` less the umask
+// (mkdir applies it, and any default ACL, as for any new directory; mkdtemp would fix 0700), and
+// returns its path. mkdir never follows or reuses an existing name. 0700 keeps scratch private;
+// directories renamed into place as outputs (kernel-cache entries, converted model folders) use
+// 0777, so that they are shared as the umask allows.
+std::string make_temp_directory(const std::string& parent, const std::string& prefix,
+                                mode_t mode = 0700);
+
 // An output file published atomically: written under a unique temporary name in the
 // destination's directory, created with O_CREAT | O_EXCL (so no existing file, and no symlink
 // planted there, is ever opened) and mode 0666 less the umask; commit() fsyncs it, renames it

@@ -8,14 +8,12 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/file.hpp"
 #include "core/quote.hpp"
 
 namespace hm::io {
@@ -56,13 +54,9 @@ void fsync_path(const std::string& path) {
 StagingDirectory::StagingDirectory(const std::string& destination)
     : destination_(absolute_path(destination)) {
   const fs::path d(destination_);
-  std::string pattern = (d.parent_path() / ("." + d.filename().string() + ".tmp-XXXXXX")).string();
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr)
-    fail(HM_ERROR_IO, "cannot create a temporary directory next to " + q(destination_) + ": " +
-                          errno_text());
-  path_ = buf.data();
+  // 0777 less the umask: the folder is published by renaming it, and gets a new folder's mode.
+  path_ = core::make_temp_directory(d.parent_path().string(), "." + d.filename().string() + ".tmp-",
+                                    0777);
 }
 
 StagingDirectory::~StagingDirectory() {
@@ -71,29 +65,7 @@ StagingDirectory::~StagingDirectory() {
   fs::remove_all(path_, ec);  // best effort: nothing to report from a destructor
 }
 
-namespace {
-
-// The process's umask, read from /proc/self/status (Linux 4.7+): umask(2) can only read it by
-// setting it, which for a moment changes the mode of files other threads create (the kernel
-// cache's among them); that is the fallback where /proc does not say.
-mode_t process_umask() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("Umask:", 0) == 0)
-      return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
-  const mode_t mask = ::umask(0077);
-  ::umask(mask);
-  return mask;
-}
-
-}  // namespace
-
 void StagingDirectory::publish(bool replace) {
-  // mkdtemp made the folder 0700; the published one gets a new folder's mode (0777 less the
-  // umask).
-  if (::chmod(path_.c_str(), 0777 & ~process_umask()) != 0)
-    fail(HM_ERROR_IO, "cannot set the mode of " + q(path_) + ": " + errno_text());
   for (const fs::directory_entry& e : fs::recursive_directory_iterator(path_))
     if (e.is_regular_file() || e.is_directory()) fsync_path(e.path().string());
   fsync_path(path_);

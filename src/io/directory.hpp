@@ -16,7 +16,8 @@ bool path_within(const std::string& inner, const std::string& outer);
 
 class StagingDirectory {
  public:
-  // Creates "<parent of destination>/.<name>.tmp-XXXXXX". Throws HM_ERROR_IO naming the path.
+  // Creates "<parent of destination>/.<name>.tmp-<random>" (core::make_temp_directory, mode 0777
+  // less the umask: the published folder's). Throws HM_ERROR_IO naming the path.
   explicit StagingDirectory(const std::string& destination);
   // Removes the staging directory and everything in it unless published.
   ~StagingDirectory();

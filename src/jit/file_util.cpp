@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <system_error>
 
 #include "core/env.hpp"
@@ -107,24 +106,6 @@ void fsync_directory(const std::string& path) noexcept {
   if (fd < 0) return;
   ::fsync(fd);
   ::close(fd);
-}
-
-std::string make_temp_directory(const std::string& parent, const std::string& prefix,
-                                mode_t mode) {
-  // mkdtemp's naming with mkdir's mode: the kernel applies the umask (and any default ACL) to
-  // `mode`, which mkdtemp fixes at 0700. mkdir never follows or reuses an existing name.
-  static constexpr char kChars[] =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  thread_local std::mt19937_64 random(std::random_device{}() ^
-                                      (static_cast<uint64_t>(::getpid()) << 32));
-  const std::string templ = parent + "/" + prefix + "XXXXXX";
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string path = parent + "/" + prefix;
-    for (int i = 0; i < 6; ++i) path.push_back(kChars[random() % (sizeof(kChars) - 1)]);
-    if (::mkdir(path.c_str(), mode) == 0) return path;
-    if (errno != EEXIST) fail_io("creating temporary directory", templ, errno);
-  }
-  fail_io("creating temporary directory", templ, EEXIST);
 }
 
 std::string temp_root() {

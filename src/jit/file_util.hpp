@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/file.hpp"
+
 namespace hm::jit {
 
 // The variable's value, or "" when it is unset (core::env_text; boolean variables are read with
@@ -32,11 +34,8 @@ void write_file(const std::string& path, const std::string& data);
 // systems refuse fsync on directories, which is not an error for a cache.
 void fsync_directory(const std::string& path) noexcept;
 
-// Creates a fresh directory `<parent>/<prefix>XXXXXX` (random suffix, like mkdtemp) with `mode`
-// less the umask, and returns its path. 0700 keeps scratch private; cache entries, which are
-// renamed into place, use 0777 so that they are shared as the umask allows.
-std::string make_temp_directory(const std::string& parent, const std::string& prefix,
-                                mode_t mode = 0700);
+// A fresh directory with a random name (core/file.hpp).
+using core::make_temp_directory;
 
 // The system temporary directory: $TMPDIR, else /tmp.
 std::string temp_root();
