@@ -258,6 +258,15 @@ var (
 	progressPanics  = map[uintptr]interface{}{} // a callback's panic, raised after the C call
 )
 
+// keepPanic records a callback's panic for `token` (the first one: later calls are skipped).
+func keepPanic(mu *sync.Mutex, panics map[uintptr]interface{}, token uintptr, r interface{}) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, seen := panics[token]; !seen {
+		panics[token] = r
+	}
+}
+
 // takePanic removes and returns the panic a callback of `token` raised, if any.
 func takePanic(mu *sync.Mutex, panics map[uintptr]interface{}, token uintptr) (interface{}, bool) {
 	mu.Lock()

@@ -16,11 +16,7 @@ func hm_go_progress(userData unsafe.Pointer, name *C.char, done, total C.uint64_
 	// ConvertFile panics with it once the C call has returned.
 	defer func() {
 		if r := recover(); r != nil {
-			progressMu.Lock()
-			if _, seen := progressPanics[token]; !seen {
-				progressPanics[token] = r
-			}
-			progressMu.Unlock()
+			keepPanic(&progressMu, progressPanics, token, r)
 		}
 	}()
 	progressMu.Lock()
@@ -42,11 +38,7 @@ func hm_go_model_progress(userData unsafe.Pointer, kind C.int32_t, name, detail 
 	// the C call has returned, never unwinding through the C++ frames.
 	defer func() {
 		if r := recover(); r != nil {
-			modelProgressMu.Lock()
-			if _, seen := modelProgressPanics[token]; !seen {
-				modelProgressPanics[token] = r
-			}
-			modelProgressMu.Unlock()
+			keepPanic(&modelProgressMu, modelProgressPanics, token, r)
 			cancel = 1
 		}
 	}()

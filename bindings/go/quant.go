@@ -34,8 +34,8 @@ func ReferenceGemmF32(a, w, bias []float32, m, n, k int) ([]float32, error) {
 // fit the ABI's int32_t (sized from a wider value, the scales would be too few for the library),
 // and no count may be negative or overflow.
 func activationSizes(dtype DType, m, k, groupK int) (codes, scales int, err error) {
-	if groupK < 0 || groupK > math.MaxInt32 {
-		return 0, 0, invalid("'groupK' is %d: 0 (per token) or a group size up to %d", groupK, math.MaxInt32)
+	if err := checkGroupK(groupK); err != nil {
+		return 0, 0, err
 	}
 	if k < 0 {
 		return 0, 0, invalid("'k' is %d, negative", k)
@@ -55,6 +55,14 @@ func activationSizes(dtype DType, m, k, groupK int) (codes, scales int, err erro
 		return 0, 0, err
 	}
 	return codes, scales, nil
+}
+
+// checkGroupK refuses a group size the ABI's int32_t cannot carry as it is (never truncated).
+func checkGroupK(groupK int) error {
+	if groupK < 0 || groupK > math.MaxInt32 {
+		return invalid("'groupK' is %d: 0 (per token) or a group size up to %d", groupK, math.MaxInt32)
+	}
+	return nil
 }
 
 func btoi(b bool) int {

@@ -7,16 +7,13 @@ static inline void *hm_go_quant_stream(uintptr_t s) { return (void *)s; }
 */
 import "C"
 
-import (
-	"math"
-	"unsafe"
-)
+import "unsafe"
 
 // ActivationScaleGroups is the number of scales per row of activation quantization: 1 for
 // groupK 0 (per token), else ceil(k / groupK).
 func ActivationScaleGroups(k, groupK int) (int, error) {
-	if groupK < 0 || groupK > math.MaxInt32 {
-		return 0, invalid("'groupK' is %d: 0 (per token) or a group size up to %d", groupK, math.MaxInt32)
+	if err := checkGroupK(groupK); err != nil {
+		return 0, err
 	}
 	var out C.int64_t
 	err := call(func() C.hm_status_t {
