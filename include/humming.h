@@ -538,7 +538,8 @@ HM_API hm_status_t hm_kernel_name(const hm_kernel_t *kernel, char *buf, size_t s
                                   size_t *length);
 HM_API hm_status_t hm_kernel_cache_key(const hm_kernel_t *kernel, char *buf, size_t size,
                                        size_t *length);
-/* Launches on `stream` (a CUstream, 0 for the legacy default stream). Uses A, B, C, M, N, K.
+/* Launches on `stream` (a CUstream, 0 for the legacy default stream). Uses A [M][K], B [N][K]
+ * and C [M][N], M, N, K; the device, alignment and size checks of hm_plan_gemm apply.
  * Asynchronous: no host synchronization, no allocation; capturable in a CUDA graph. */
 HM_API hm_status_t hm_kernel_launch(const hm_kernel_t *kernel, const hm_launch_params_t *params,
                                     void *stream);
@@ -609,9 +610,14 @@ HM_API hm_status_t hm_plan_workspace_size(const hm_plan_t *plan, int64_t max_m, 
  * and WORKSPACE 16 bytes (the kernels copy them in 16-byte units), C and BIAS 2 bytes, GLOBAL
  * and ACT_SCALES 4 bytes. With C and BIAS on 16 bytes and N % 8 == 0 the kernels store eight
  * outputs at a time; other alignments are exact too but take a slower per-element store.
- * Sizes are not checked: every buffer must hold what the format, M (and top_k) need (A [M][K],
- * C [M][N] or [rows][N], the packed sizes of hm_format_packed_sizes, the workspace of
- * hm_plan_workspace_size); the library knows only the addresses.
+ * Sizes: every buffer must hold what the format, M (and top_k) need (A [M][K], C [M][N] or
+ * [M * top_k][N], the packed sizes of hm_format_packed_sizes, the bias [E][N], the workspace
+ * this M uses, which hm_plan_workspace_size bounds). A buffer whose allocation ends before that
+ * (the driver's allocation range, asked with the device checks below) is refused with
+ * HM_ERROR_INVALID_ARGUMENT naming the slot; a buffer carved out of a larger allocation is
+ * checked against that allocation only, memory the driver gives no range for (pageable host
+ * memory, some CUDA-compatible runtimes) is not checked, and the MoE routing lists
+ * (SORTED_IDS, EXPERT_IDS) are read as far as NUM_TOKENS_PADDED, device data, says.
  * Every pointer must be usable by the plan's device: memory of another device, or a stream of
  * another context, is HM_ERROR_WRONG_DEVICE; host memory the device cannot read is
  * HM_ERROR_INVALID_ARGUMENT (both name the slot; checked with driver attribute queries, no

@@ -1,8 +1,9 @@
 // Which device memory and which stream a launch may use (see device_check.hpp).
 //
 // Cost: one driver call per distinct set pointer (a value in several slots is checked once):
-// cuPointerGetAttributes asks its memory type and device ordinal together, and device memory of
-// this device, the usual answer, is accepted on that alone. Anything else (another device's
+// cuPointerGetAttributes asks its memory type, device ordinal and allocation range together, and
+// device memory of this device, the usual answer, is accepted on that alone, once the range holds
+// the bytes the call uses from the pointer. Anything else (another device's
 // memory, host memory, managed memory, memory the driver does not know), or a driver without the
 // plural call or failing it, goes through cuPointerGetAttribute one attribute at a time, which
 // decides and words every case. A stream other than the default ones costs one cuStreamGetCtx.
@@ -63,28 +64,73 @@ bool query(const runtime::Device& device, int attribute, uint64_t pointer, uint6
          runtime::CUDA_SUCCESS;
 }
 
-// Device memory of this device, asked in one call: the answer that the attribute-by-attribute
-// path below accepts first (its ordinal is ours and its memory type is not host memory). False
-// for anything else, and when the driver has no cuPointerGetAttributes or it fails: the caller
-// then takes that path, which decides every case. The plural call answers an address it does not
-// know with zeros (memory type 0, ordinal 0, which is a real ordinal) rather than an error, so the
-// memory type must say device. Values are read from 8 zeroed bytes, as in query(); the ordinal
-// is an int, so its low 4 bytes.
-bool device_memory_of(const runtime::Device& device, uint64_t pointer) {
+// The address range of the allocation (or reservation) holding a pointer: {0, 0} when the
+// driver cannot say.
+struct Range {
+  uint64_t start = 0, size = 0;
+};
+
+// A pointer's allocation must hold the `extent` bytes the call touches from it (0: not checked).
+// The driver's range is the whole allocation (cuMemAlloc, a registered host range, managed
+// memory) or the whole address reservation of virtual memory management (cuMemAddressReserve,
+// which pools and PyTorch's expandable segments use), so a valid call is never refused; a buffer
+// carved out of a larger allocation is checked against that allocation only.
+void check_extent(const char* slot, uint64_t pointer, uint64_t extent, const Range& range) {
+  if (extent == 0 || range.size == 0 || pointer < range.start ||
+      pointer - range.start >= range.size)
+    return;  // nothing to check, or an answer that does not describe the pointer
+  const uint64_t holds = range.size - (pointer - range.start);
+  if (extent <= holds) return;
+  fail(HM_ERROR_INVALID_ARGUMENT,
+       named(slot, pointer) + " is " + std::to_string(holds) +
+           " bytes from the end of its allocation (" + core::hex_address(range.start) + ", " +
+           std::to_string(range.size) + " bytes), but the call uses " +
+           (extent == UINT64_MAX ? std::string("more than 2^64") : std::to_string(extent)) +
+           " bytes from it: the buffer is too small for the format and M (sizes: humming.h, "
+           "hm_plan_gemm)");
+}
+
+Range queried_range(const runtime::Device& device, uint64_t pointer) {
+  Range range;
+  if (!query(device, runtime::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, pointer, &range.start) ||
+      !query(device, runtime::CU_POINTER_ATTRIBUTE_RANGE_SIZE, pointer, &range.size))
+    return Range{};
+  return range;
+}
+
+// Device memory of this device, asked in one call together with its range: the answer that the
+// attribute-by-attribute path below accepts first (its ordinal is ours and its memory type is
+// not host memory). False for anything else, and when the driver has no cuPointerGetAttributes
+// or it fails (a driver before CUDA 10.2 does not know the range attributes): the caller then
+// takes that path, which decides every case. The plural call answers an address it does not
+// know with zeros (memory type 0, ordinal 0, which is a real ordinal) rather than an error, so
+// the memory type must say device. Values are read from 8 zeroed bytes, as in query(); the
+// ordinal is an int, so its low 4 bytes.
+bool device_memory_of(const runtime::Device& device, uint64_t pointer, Range* range) {
   using namespace runtime;
   if (!device.driver().has_pointer_get_attributes()) return false;
-  int attributes[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  int attributes[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                       CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
   uint64_t type = 0, ordinal = 0;
-  void* data[2] = {&type, &ordinal};
-  return device.driver().api().cuPointerGetAttributes(2, attributes, data, pointer) ==
+  void* data[4] = {&type, &ordinal, &range->start, &range->size};
+  range->start = range->size = 0;
+  return device.driver().api().cuPointerGetAttributes(4, attributes, data, pointer) ==
              CUDA_SUCCESS &&
          type == CU_MEMORYTYPE_DEVICE &&
          static_cast<int32_t>(static_cast<uint32_t>(ordinal)) == device.ordinal();
 }
 
-void check_pointer(const runtime::Device& device, const char* slot, uint64_t pointer) {
+// `extent`: the bytes the call uses from the pointer (0: none to check).
+void check_pointer(const runtime::Device& device, const char* slot, uint64_t pointer,
+                   uint64_t extent) {
   using namespace runtime;
-  if (device_memory_of(device, pointer)) return;
+  Range range;
+  if (device_memory_of(device, pointer, &range))
+    return check_extent(slot, pointer, extent, range);
+  // Memory the checks below accept other than through the final return, range-checked too.
+  auto accept = [&] {
+    if (extent > 0) check_extent(slot, pointer, extent, queried_range(device, pointer));
+  };
   const Driver& driver = device.driver();
   const int ours = device.ordinal();
   int ordinal = -1;
@@ -94,12 +140,13 @@ void check_pointer(const runtime::Device& device, const char* slot, uint64_t poi
     // Unless the driver has no ordinal for memory it does know (managed or mapped host memory
     // on some drivers): ask what it is before calling it unknown.
     uint64_t managed = 0, type = 0, mapped = 0;
-    if (query(device, CU_POINTER_ATTRIBUTE_IS_MANAGED, pointer, &managed) && managed != 0) return;
+    if (query(device, CU_POINTER_ATTRIBUTE_IS_MANAGED, pointer, &managed) && managed != 0)
+      return accept();
     if (query(device, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pointer, &type) &&
         type == CU_MEMORYTYPE_HOST &&
         query(device, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, pointer, &mapped) && mapped == pointer)
-      return;
-    if (pageable_memory_access(device)) return;
+      return accept();
+    if (pageable_memory_access(device)) return;  // plain host memory: no range to check
     fail(HM_ERROR_INVALID_ARGUMENT,
          named(slot, pointer) + " is not memory device " + std::to_string(ours) +
              " can access: the CUDA driver does not know the address (plain host memory from "
@@ -128,12 +175,12 @@ void check_pointer(const runtime::Device& device, const char* slot, uint64_t poi
       fail(HM_ERROR_INVALID_ARGUMENT,
            named(slot, pointer) + " is the host address of registered host memory; kernels " +
                "reach it at " + core::hex_address(mapped) + " (cuMemHostGetDevicePointer): pass that address");
-    return;
+    return accept();
   }
-  if (ordinal == ours) return;
+  if (ordinal == ours) return accept();
   uint64_t managed = 0;
   if (query(device, CU_POINTER_ATTRIBUTE_IS_MANAGED, pointer, &managed) && managed != 0)
-    return;  // managed memory migrates to whichever device touches it
+    return accept();  // managed memory migrates to whichever device touches it
   fail(HM_ERROR_WRONG_DEVICE,
        named(slot, pointer) + " is memory of device " + std::to_string(ordinal) +
            ", but the call runs on device " + std::to_string(ours) +
@@ -144,30 +191,35 @@ void check_pointer(const runtime::Device& device, const char* slot, uint64_t poi
 }  // namespace
 
 void check_launch_device(const runtime::Device& device, const hm_launch_params& params,
-                         runtime::CUstream stream) {
+                         runtime::CUstream stream, const uint64_t* extents) {
   if (device.driver().has_pointer_get_attribute()) {
     // The plan's context current: DEVICE_POINTER answers for the current context. It pushes
     // nothing when the caller has made it current already (hm_plan_gemm).
     runtime::Device::Scope scope(device);
-    // Each value once: a slot holding a value an earlier slot held passed with it (a refusal
-    // throws), and the first slot holding it is the one a refusal names, as before.
-    uint64_t checked[hm_launch_params::kNamedPointerSlots];
+    // Each value once: a slot holding a value an earlier slot held is checked with it, for the
+    // largest extent of them, and the first slot holding it is the one a refusal names.
+    constexpr int kSlots = hm_launch_params::kNamedPointerSlots;
+    uint64_t checked[kSlots];
     int count = 0;
-    for (int slot = HM_ARG_A; slot < hm_launch_params::kNamedPointerSlots; ++slot) {
+    for (int slot = HM_ARG_A; slot < kSlots; ++slot) {
       const uint64_t pointer = params.pointers[slot];
       if (pointer == 0 || std::find(checked, checked + count, pointer) != checked + count)
         continue;
-      check_pointer(device, kSlotNames[slot], pointer);
+      uint64_t extent = 0;
+      for (int other = slot; extents != nullptr && other < kSlots; ++other)
+        if (params.pointers[other] == pointer) extent = std::max(extent, extents[other]);
+      check_pointer(device, kSlotNames[slot], pointer, extent);
       checked[count++] = pointer;
     }
   }
   check_stream(device, stream);
 }
 
-void check_device_pointer(const runtime::Device& device, const char* name, uint64_t pointer) {
+void check_device_pointer(const runtime::Device& device, const char* name, uint64_t pointer,
+                          uint64_t extent) {
   if (pointer == 0 || !device.driver().has_pointer_get_attribute()) return;
   runtime::Device::Scope scope(device);  // nothing to push when the caller made it current
-  check_pointer(device, name, pointer);
+  check_pointer(device, name, pointer, extent);
 }
 
 void check_stream(const runtime::Device& device, runtime::CUstream stream) {

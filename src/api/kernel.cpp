@@ -6,6 +6,7 @@
 #include "api/device_check.hpp"
 #include "api/guard.hpp"
 #include "core/address.hpp"
+#include "core/checked.hpp"
 #include "core/dtype.hpp"
 #include "jit/codegen.hpp"
 #include "runtime/launch.hpp"
@@ -144,8 +145,22 @@ HM_API hm_status_t hm_kernel_launch(const hm_kernel_t* kernel, const hm_launch_p
     core::require_aligned(a, kernel->input_bytes, "HM_ARG_A");
     core::require_aligned(b, kernel->input_bytes, "HM_ARG_B");
     core::require_aligned(c, kernel->output_bytes, "HM_ARG_C");
+    // The reference GEMM reads A [M][K] and B [N][K] and writes C [M][N]; a product past 2^63
+    // reads as UINT64_MAX, more than any allocation holds.
+    auto bytes = [](int64_t rows, int64_t cols, int element) {
+      uint64_t p = 0;
+      return core::checked_mul(uint64_t(rows), uint64_t(cols), &p) &&
+                     core::checked_mul(p, uint64_t(element), &p)
+                 ? p
+                 : UINT64_MAX;
+    };
+    uint64_t extents[hm_launch_params::kNamedPointerSlots] = {};
+    extents[HM_ARG_A] = bytes(m, k, kernel->input_bytes);
+    extents[HM_ARG_B] = bytes(n, k, kernel->input_bytes);
+    extents[HM_ARG_C] = bytes(m, n, kernel->output_bytes);
     const runtime::Device::Scope current(*kernel->context->device);
-    check_launch_device(*kernel->context->device, *params, static_cast<runtime::CUstream>(stream));
+    check_launch_device(*kernel->context->device, *params, static_cast<runtime::CUstream>(stream),
+                        extents);
     // The reference GEMM: a (ceil(N/16), ceil(M/16)) grid of 16x16 threads.
     constexpr int64_t kTile = 16, kMaxGridY = 65535;
     const int64_t grid_x = (n + kTile - 1) / kTile, grid_y = (m + kTile - 1) / kTile;

@@ -199,9 +199,11 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     // launch (their own Scopes nest for free); each distinct pointer is one query; a TMA tile's
     // maps come from its kernel's cache while their inputs do not change.
     const runtime::Device::Scope current(*ctx.device);
-    check_launch_device(*ctx.device, *params, static_cast<runtime::CUstream>(stream));
     const size_t r = gemm::range_of(plan->ranges, tile_m);
     const gemm::Range& range = plan->ranges[r];
+    uint64_t extents[hm_launch_params::kNamedPointerSlots];
+    range.family->extents(*range.tile, plan->layer, *params, m, extents);
+    check_launch_device(*ctx.device, *params, static_cast<runtime::CUstream>(stream), extents);
     const size_t k = plan->kernel_of_range[r];
     const hm_kernel& kernel = *plan->kernels[k];
     range.family->launch(*range.tile, plan->layer, kernel.function, kernel.entry,

@@ -9,6 +9,7 @@
 
 #include "api/context.hpp"  // hm_launch_params (the C ABI's argument slots)
 #include "core/address.hpp"
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "jit/codegen.hpp"
 #include "runtime/launch.hpp"
@@ -112,6 +113,53 @@ uint64_t DenseFamily::workspace_bytes(const Tile& tile, const Layer& layer, int6
     most = std::max(most, g.workspace_bytes);
   }
   return most;
+}
+
+void DenseFamily::extents(const Tile& tile, const Layer& layer, const hm_launch_params& params,
+                          int64_t m, uint64_t* bytes) const {
+  const core::Format& f = layer.format;
+  const quant::PackedShape& s = layer.shape;
+  // The slot and alignment checks first: a misaligned or stray pointer is named as such, not as
+  // a short buffer (launch repeats them, a few comparisons).
+  DenseParams checked{};
+  marshal(layer, params, f.experts >= 2, checked);
+  std::fill(bytes, bytes + hm_launch_params::kNamedPointerSlots, uint64_t{0});
+  // a * b * c, saturating: no allocation holds 2^64 bytes, so the check refuses such a call.
+  auto product = [](uint64_t a, uint64_t b, uint64_t c = 1) {
+    uint64_t p = 0;
+    return core::checked_mul(a, b, &p) && core::checked_mul(p, c, &p) ? p : UINT64_MAX;
+  };
+  const uint64_t experts = static_cast<uint64_t>(std::max(f.experts, 1));
+  const int64_t mode = f.experts >= 2 ? params.integer(HM_ARG_MOE_MODE) : HM_MOE_MODE_INDEXED;
+  const int64_t top_k = params.integer(HM_ARG_TOP_K);
+  // Rows of A and of C (0: not known here, the launch refuses the call).
+  uint64_t a_rows = static_cast<uint64_t>(m), c_rows = a_rows;
+  if (f.experts >= 2 && mode == HM_MOE_MODE_INDEXED)
+    c_rows = top_k >= 1 && top_k <= HM_MAX_TOP_K ? a_rows * static_cast<uint64_t>(top_k) : 0;
+  else if (f.experts >= 2 && mode == HM_MOE_MODE_MASKED)
+    a_rows = c_rows = product(experts, a_rows);
+  else if (f.experts >= 2 && mode != HM_MOE_MODE_CONTIGUOUS)
+    a_rows = c_rows = 0;
+  const uint64_t k = static_cast<uint64_t>(f.k), n = static_cast<uint64_t>(f.n);
+  const uint64_t out_bytes = static_cast<uint64_t>(f.output.bits() / 8);
+  const uint64_t a_bits = product(a_rows, k, static_cast<uint64_t>(f.activation.bits()));
+  bytes[HM_ARG_A] = a_bits == UINT64_MAX ? a_bits : (a_bits + 7) / 8;
+  bytes[HM_ARG_C] = product(c_rows, n, out_bytes);
+  bytes[HM_ARG_B] = s.weight_bytes;
+  bytes[HM_ARG_SCALES] = s.scale_bytes;
+  bytes[HM_ARG_ZEROS] = s.zero_point_bytes;
+  bytes[HM_ARG_GLOBAL] = s.global_scale_bytes;
+  if (f.has_bias) bytes[HM_ARG_BIAS] = product(experts, n, out_bytes);  // [E][N]
+  if (f.activation.bits() == 8)  // f32 per row of A, or per row and K group
+    bytes[HM_ARG_ACT_SCALES] =
+        product(a_rows, static_cast<uint64_t>(std::max<int64_t>(f.activation_groups(), 1)), 4);
+  bytes[HM_ARG_WORKSPACE] = workspace_bytes(tile, layer, m, m);
+  if (f.experts >= 2) {
+    // SORTED_IDS and EXPERT_IDS are read as far as NUM_TOKENS_PADDED (device data) says.
+    if (mode == HM_MOE_MODE_INDEXED) bytes[HM_ARG_NUM_TOKENS_PADDED] = 4;
+    if (mode == HM_MOE_MODE_CONTIGUOUS) bytes[HM_ARG_EXPERT_OFFSETS] = (experts + 1) * 4;
+    if (mode == HM_MOE_MODE_MASKED) bytes[HM_ARG_MASKED_M] = experts * 4;
+  }
 }
 
 std::string DenseFamily::describe(const Tile& tile, const Layer& layer, int64_t m) const {

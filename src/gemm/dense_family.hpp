@@ -40,6 +40,8 @@ class DenseFamily : public Family {
                     const std::string& entry, int64_t lo, int64_t hi) const override;
   uint64_t workspace_bytes(const Tile& tile, const Layer& layer, int64_t lo,
                            int64_t hi) const override;
+  void extents(const Tile& tile, const Layer& layer, const hm_launch_params& params, int64_t m,
+               uint64_t* bytes) const override;  // dense and MoE layers alike
   std::string describe(const Tile& tile, const Layer& layer, int64_t m) const override;
   void launch(const Tile& tile, const Layer& layer, runtime::CUfunction function,
               const std::string& entry, const Call& call) const override;

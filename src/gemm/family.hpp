@@ -94,6 +94,16 @@ class Family {
   // The largest workspace a call with M in [lo, hi] needs, in bytes.
   virtual uint64_t workspace_bytes(const Tile& tile, const Layer& layer, int64_t lo,
                                    int64_t hi) const = 0;
+  // The bytes a call with M = m reads or writes from each pointer slot's address, into
+  // bytes[0 .. HM_ARG_MASKED_M] (humming.h's sizes: A [M][K], C [M][N], the packed buffers,
+  // the workspace the call uses ...); 0 where the host cannot know (unset slots, and the MoE
+  // routing lists, how far those are read is device data); UINT64_MAX for a size beyond 64
+  // bits. Throws first what `launch` would for the slots themselves (set or not as the format
+  // needs, aligned), so that those errors win over a size; other arguments `launch` refuses (a
+  // bad HM_ARG_TOP_K) give 0 for what they size. hm_plan_gemm checks the pointers' allocations
+  // against these before launch.
+  virtual void extents(const Tile& tile, const Layer& layer, const hm_launch_params& params,
+                       int64_t m, uint64_t* bytes) const = 0;
   // What a call with M = m runs (hm_plan_describe).
   virtual std::string describe(const Tile& tile, const Layer& layer, int64_t m) const = 0;
   // Checks the call's arguments against the format (which slots, alignment, workspace),

@@ -252,6 +252,111 @@ TEST_F(PlanDeviceCheck, ShapeAlignmentAndWorkspaceChecks) {
   EXPECT_EQ(gemm(), HM_SUCCESS) << last_error();
 }
 
+// Each buffer must hold what the call uses from its address (humming.h's sizes): an allocation
+// of exactly that size passes, the same address with 16 bytes fewer before its allocation's end
+// is refused naming the slot, M counts, and a driver without the range attributes skips the check.
+TEST_F(PlanDeviceCheck, BuffersTooSmallForTheCallAreRefused) {
+  const char* format = "w=uint4b8 a=f16 c=f16 s=f16:g128 bias=1 n=256 k=1024";
+  ASSERT_NO_FATAL_FAILURE(use(format, /*max_m=*/64));
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse(format, &f), HM_SUCCESS);
+  hm_packed_sizes_t sizes;
+  hm_packed_sizes_init(&sizes);
+  ASSERT_EQ(hm_format_packed_sizes(f, &sizes), HM_SUCCESS);
+  hm_format_destroy(f);
+  const int64_t m = 5, n = 256, k = 1024;
+  hm_launch_params_set_int(lp_, HM_ARG_M, m);
+  const std::pair<Slot, uint64_t> cases[] = {
+      {{HM_ARG_A, "HM_ARG_A"}, uint64_t(m * k * 2)},
+      {{HM_ARG_B, "HM_ARG_B"}, sizes.weight},
+      {{HM_ARG_C, "HM_ARG_C"}, uint64_t(m * n * 2)},
+      {{HM_ARG_SCALES, "HM_ARG_SCALES"}, sizes.scales},
+      {{HM_ARG_BIAS, "HM_ARG_BIAS"}, uint64_t(n * 2)},
+  };
+  for (const auto& [s, bytes] : cases) {
+    uint64_t exact = 0;
+    ASSERT_EQ(hm_device_alloc(ctx_, bytes, &exact), HM_SUCCESS) << last_error();
+    EXPECT_EQ(gemm_with(s.slot, exact), HM_SUCCESS) << s.name << ": " << last_error();
+    mock_.reset();
+    EXPECT_EQ(gemm_with(s.slot, exact + 16), HM_ERROR_INVALID_ARGUMENT) << s.name;
+    const std::string e = last_error();
+    EXPECT_TRUE(contains(e, std::string(s.name) + " (0x")) << e;
+    EXPECT_TRUE(contains(e, std::to_string(bytes - 16) + " bytes from the end of its allocation"))
+        << e;
+    EXPECT_TRUE(contains(e, "uses " + std::to_string(bytes) + " bytes")) << e;
+    EXPECT_EQ(mock_.launch_count(), 0) << "a refused call must not launch";
+    {
+      // A runtime without the range attributes cannot say: the call goes through unchecked.
+      ScopedEnv no_range("HM_MOCK_NO_POINTER_RANGE", "1");
+      EXPECT_EQ(gemm_with(s.slot, exact + 16), HM_SUCCESS) << s.name << ": " << last_error();
+    }
+    hm_device_free(ctx_, exact);
+  }
+  // The size follows M: C for M = 5 is too small for M = 6.
+  uint64_t c = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, uint64_t(m * n * 2), &c), HM_SUCCESS);
+  hm_launch_params_set_int(lp_, HM_ARG_M, m + 1);
+  EXPECT_EQ(gemm_with(HM_ARG_C, c), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "uses " + std::to_string((m + 1) * n * 2) + " bytes"))
+      << last_error();
+  hm_device_free(ctx_, c);
+  // The workspace: what this M uses, not what HM_ARG_WORKSPACE_BYTES claims.
+  hm_launch_params_set_int(lp_, HM_ARG_M, 1);
+  char desc[512];
+  ASSERT_EQ(hm_plan_describe(plan_, 1, desc, sizeof desc, nullptr), HM_SUCCESS);
+  const std::string d = desc;
+  const size_t at = d.find("workspace ");
+  ASSERT_NE(at, std::string::npos) << d;
+  const uint64_t need = std::stoull(d.substr(at + 10));
+  uint64_t ws = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, need, &ws), HM_SUCCESS);
+  EXPECT_EQ(gemm_with(HM_ARG_WORKSPACE, ws), HM_SUCCESS) << last_error();
+  EXPECT_EQ(gemm_with(HM_ARG_WORKSPACE, ws + 16), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "HM_ARG_WORKSPACE")) << last_error();
+  hm_device_free(ctx_, ws);
+  // One allocation in several slots is checked for the largest of their sizes.
+  uint64_t shared = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, uint64_t(n * 2), &shared), HM_SUCCESS);
+  hm_launch_params_set_pointer(lp_, HM_ARG_BIAS, shared);
+  EXPECT_EQ(gemm(), HM_SUCCESS) << last_error();
+  // A in the bias's 512 bytes: A needs 1 x 1024 x 2 of them, named by A's slot (the first).
+  EXPECT_EQ(gemm_with(HM_ARG_A, shared), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "uses 2048 bytes")) << last_error();
+  EXPECT_TRUE(contains(last_error(), "HM_ARG_A (0x")) << last_error();
+  hm_launch_params_set_pointer(lp_, HM_ARG_BIAS, buf_);
+  hm_device_free(ctx_, shared);
+}
+
+TEST_F(PlanDeviceCheck, ManagedAndRegisteredMemoryIsSizeCheckedToo) {
+  ASSERT_NO_FATAL_FAILURE(use("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024"));
+  using AllocManaged = int (*)(uint64_t*, size_t, unsigned);
+  using Register = int (*)(void*, size_t, unsigned);
+  using Unregister = int (*)(void*);
+  using Free = int (*)(uint64_t);
+  auto alloc_managed = reinterpret_cast<AllocManaged>(mock_.symbol("cuMemAllocManaged"));
+  auto host_register = reinterpret_cast<Register>(mock_.symbol("cuMemHostRegister_v2"));
+  auto host_unregister = reinterpret_cast<Unregister>(mock_.symbol("cuMemHostUnregister"));
+  auto mem_free = reinterpret_cast<Free>(mock_.symbol("cuMemFree_v2"));
+  ASSERT_TRUE(alloc_managed && host_register && host_unregister && mem_free);
+  const size_t a_bytes = 1024 * 2;  // A at M = 1
+  uint64_t managed = 0;
+  ASSERT_EQ(mock_.in_context(0, [&] { return alloc_managed(&managed, a_bytes, 1); }), 0);
+  EXPECT_EQ(gemm_with(HM_ARG_A, managed), HM_SUCCESS) << last_error();
+  EXPECT_EQ(gemm_with(HM_ARG_A, managed + 16), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "HM_ARG_A")) << last_error();
+  EXPECT_EQ(mock_.in_context(0, [&] { return mem_free(managed); }), 0);
+  constexpr unsigned kDeviceMap = 2;
+  void* host = std::aligned_alloc(256, 4096);
+  ASSERT_NE(host, nullptr);
+  ASSERT_EQ(mock_.in_context(0, [&] { return host_register(host, a_bytes, kDeviceMap); }), 0);
+  const uint64_t address = reinterpret_cast<uintptr_t>(host);
+  EXPECT_EQ(gemm_with(HM_ARG_A, address), HM_SUCCESS) << last_error();
+  EXPECT_EQ(gemm_with(HM_ARG_A, address + 16), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "bytes from the end of its allocation")) << last_error();
+  ASSERT_EQ(host_unregister(host), 0);
+  std::free(host);
+}
+
 // The check itself, on drivers with and without the optional entry points it relies on.
 TEST(DeviceCheck, SkipsWhatTheDriverCannotAnswer) {
   using namespace hm::runtime;

@@ -171,13 +171,14 @@ TEST_F(PlanHostCost, APointerInSeveralSlotsIsCheckedOnce) {
 }
 
 // A driver whose plural query fails (a CUDA-compatible runtime may lack it) is asked attribute by
-// attribute, as before: the call still passes, with its one push.
+// attribute, as before: the call still passes, with its one push. Four attributes per pointer:
+// device ordinal, memory type and the allocation's range (start and size, for the size check).
 TEST_F(PlanHostCost, APluralQueryThatFailsFallsBackToSingleAttributes) {
   ASSERT_NO_FATAL_FAILURE(use(kPlainTile));
   ScopedEnv fail("HM_MOCK_FAIL_POINTER_GET_ATTRIBUTES", "1");
-  EXPECT_EQ(calls(), kCallsPerGemm + 10) << summary();
+  EXPECT_EQ(calls(), kCallsPerGemm + 20) << summary();
   EXPECT_EQ(of("cuPointerGetAttributes"), 5) << summary();
-  EXPECT_EQ(of("cuPointerGetAttribute"), 10) << summary();
+  EXPECT_EQ(of("cuPointerGetAttribute"), 20) << summary();
   EXPECT_EQ(of("cuCtxPushCurrent_v2"), 1) << summary();
 }
 

@@ -19,6 +19,8 @@
 //                               (they could read plain host memory, as with HMM or ATS).
 //   HM_MOCK_FAIL_POINTER_GET_ATTRIBUTES=1  cuPointerGetAttributes (plural) fails with
 //                               CUDA_ERROR_NOT_SUPPORTED; cuPointerGetAttribute still answers.
+//   HM_MOCK_NO_POINTER_RANGE=1  the pointer range attributes (RANGE_START_ADDR / RANGE_SIZE) have
+//                               no value (a runtime that does not know them): sizes go unchecked.
 //
 // Every cu* call is counted by entry point (hm_mock_driver_calls, mock_control.h), so tests can
 // hold the library to a number of driver calls per API call.

@@ -195,6 +195,14 @@ HM_MOCK_OPTIONAL CUresult cuPointerGetAttribute(void* data, int attribute, CUdev
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       *static_cast<int*>(data) = a.context->ordinal;
       return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:  // the allocation as allocated or registered
+      if (env_flag("HM_MOCK_NO_POINTER_RANGE")) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<CUdeviceptr*>(data) = it->first;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      if (env_flag("HM_MOCK_NO_POINTER_RANGE")) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<size_t*>(data) = a.bytes;
+      return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
@@ -218,7 +226,10 @@ HM_MOCK_INTERNAL CUresult cuPointerGetAttributes(unsigned int count, int* attrib
       case CU_POINTER_ATTRIBUTE_CONTEXT:
         return sizeof(CUcontext);
       case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         return sizeof(CUdeviceptr);
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        return sizeof(size_t);
       case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
       case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         return sizeof(unsigned int);
