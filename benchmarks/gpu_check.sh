@@ -49,14 +49,21 @@ ncu_profile() {
       "$@" > "$out" 2>&1
 }
 # compute-sanitizer TOOL over the tests of BINARY that FILTER matches, within LIMIT seconds: the
-# report in OUTFILE, its exit code and the kinds of report found (counted) here.
+# report in OUTFILE, its exit code and the kinds of report found (counted) here. A filter that
+# matches no test is exit 87 and said so: "0 errors" over no test is no result (gtest filters know
+# only * and ?, not [1-5]; NOTES v39).
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 sanitize_tests() {
-  local tool=$1 limit=$2 out=$3 binary=$4 filter=$5 rc
+  local tool=$1 limit=$2 out=$3 binary=$4 filter=$5 rc ran
   timeout "$limit" "$CS" --tool "$tool" --error-exitcode 86 --print-limit 40 \
     "$binary" --gtest_filter="$filter" > "$out" 2>&1
   rc=$?
-  echo "-- $tool (filter $filter): exit $rc $( [ $rc = 124 ] && echo '(time limit: partial)')"
+  ran=$(grep -m1 -oE "Running [0-9]+ tests?" "$out" | grep -oE "[0-9]+")
+  if [ "${ran:-0}" = 0 ]; then
+    echo "-- $tool: NO TEST MATCHED the filter $filter: nothing was checked"
+    rc=87
+  fi
+  echo "-- $tool (filter $filter, ${ran:-0} tests): exit $rc $( [ $rc = 124 ] && echo '(time limit: partial)')"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard|Warpgroup|incomplete|Barrier|\[  FAILED|tests ran" \
     "$out" | sort | uniq -c | sort -rn | head -12
 }

@@ -98,9 +98,8 @@ std::optional<ScaleExponentWindow> scale_exponent_window(const Format& f);
 bool folds_weight_groups_in_f32(const Format& f);
 
 // Whether those groups are under a 128-k step (group scales of 32 or 64 k, not block scales):
-// the wgmma kernels fold them per group slot of a step, a partial accumulator set each
-// (GroupFold::kSets, tune::folded_group_token_cap); the mma.sync kernels fold per 128 k and
-// refuse them.
+// the dense kernels fold them per group slot of every step, a partial accumulator set each
+// (GroupFold::kSets; on wgmma tiles stop at tune::folded_group_token_cap tokens).
 bool folds_weight_groups_per_slot(const Format& f);
 
 // Which kernel families run a format (valid for the arch) on an arch: their names, none when

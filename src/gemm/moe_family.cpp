@@ -92,11 +92,8 @@ class MoeFamily final : public DenseFamily {
     if (!wgmma() && !tune::rows_in_16_byte_units(one))
       return "the mma.sync MoE kernel gathers rows of A in 16-byte units: K must be a multiple "
              "of " + std::to_string(128 / f.activation.bits()) + ", not " + std::to_string(f.k);
-    if (core::folds_weight_groups_per_slot(one))
-      return "group scales of " + std::to_string(one.group_k) + " k with " +
-             one.activation.name() + " activations run on the dense wgmma kernel only (its tiles "
-             "hold a partial set per group slot); the MoE kernels fold per 128 k: serve these "
-             "experts with f16 or bf16 activations";
+    // Groups of 32 or 64 k fold per group slot on both kernels (the MoE kernels are the dense
+    // ones with gathered rows; jit::dense_gemm_gap says what they do not run).
     return jit::dense_gemm_gap(one, kernel_, arch);
   }
 
@@ -119,6 +116,15 @@ class MoeFamily final : public DenseFamily {
     const bool folds = f.activation.bits() == 8 &&
                        (f.act_group_k > 0 || core::folds_weight_groups_in_f32(f));
     if (!wgmma()) {
+      // Groups of 32 or 64 k fold per group slot: tiles stop at 32 rows, as on the dense
+      // mma.sync kernel (tune/dense.cpp says why), with one strip per warp (two spilled 12
+      // bytes with the gathered rows' pointers: int4 g32 x int8, sm_80; compile matrix).
+      if (core::folds_weight_groups_per_slot(f))
+        return {
+            {std::max<int64_t>(1, e / 2), tile(moe_mma_tile(8, 4, 1))},
+            {2 * e, tile(moe_mma_tile(16, 4, 1))},
+            {INT64_MAX, tile(moe_mma_tile(32, 4, 1))},
+        };
       // With folds, one strip per warp at 64 rows (two spilled 16 bytes with the gathered rows'
       // pointers on top of both accumulator sets: int4 g128 x int8, sm_80; compile matrix).
       return {
@@ -136,11 +142,17 @@ class MoeFamily final : public DenseFamily {
       tune::fit_wgmma_blocks(t, f);
       return tile(t);
     };
+    // Groups of 32 k hold four partial sets (tune::folded_group_token_cap): the rows past 4E
+    // keep the 32-row tile. Not measured.
+    const int cap = tune::folded_group_token_cap(f);
+    const tune::DenseTile widest = cap > 0 && cap < 64
+                                       ? moe_wgmma_tile(cap, 4, 8, 2, true, false)
+                                       : moe_wgmma_tile(64, 8, 6, folds ? 1 : 2, false, true);
     return {
         {std::max<int64_t>(1, e / 2), fitted(moe_wgmma_tile(8, 4, 8, 4, false, false))},
         {2 * e, fitted(moe_wgmma_tile(16, 4, 8, 3, false, false))},
         {4 * e, fitted(moe_wgmma_tile(32, 4, 8, 2, true, false))},
-        {INT64_MAX, fitted(moe_wgmma_tile(64, 8, 6, folds ? 1 : 2, false, true))},
+        {INT64_MAX, fitted(widest)},
     };
   }
 

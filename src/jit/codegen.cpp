@@ -94,25 +94,18 @@ std::string dense_gemm_gap(const core::Format& f, tune::DenseKernel kernel,
     // The 8-bit path of both kernels (gemm/dequant_a8.cuh): weights converted exactly; channel
     // and tensor scales in the epilogue; ue8m0 group x tensor scales on 4-bit float weights in
     // the weights' exponents (core::scale_exponent_window), other group scales folded in f32
-    // per K group of whole 128-wide steps (GroupFold).
+    // per K group of whole 128-wide steps (GroupFold), or per group slot of every step for
+    // groups of 32 or 64 k (GroupFold::kSets, core::folds_weight_groups_per_slot).
     if (kernel == tune::DenseKernel::kMma && f.accumulator.code() == HM_DTYPE_F16)
       return "f16 accumulation of " + act.name() + " activations runs on the wgmma kernel "
              "(sm_90a) only; the mma.sync kernel accumulates 8-bit products in f32 (acc=f32)";
-    // Groups of 32 or 64 k (GPTQ g32 / g64) fold every step on the wgmma kernel, a partial set
-    // per group slot (GroupFold::kSets); block scales and the mma.sync kernel fold per 128 k.
-    const bool per_slot = core::folds_weight_groups_per_slot(f);
     if (core::folds_weight_groups_in_f32(f) && f.group_k % 128 != 0 &&
-        !(per_slot && kernel == tune::DenseKernel::kWgmma)) {
-      // One reason for every kernel (the plan error lists the families by reason), except
-      // mma.sync with groups the wgmma kernel runs.
-      std::string gap = "group and block scales with " + act.name() + " activations need ";
-      if (per_slot)
-        gap += "group_k a multiple of 128 on the mma.sync kernel (groups of 32 / 64 run on the "
-               "dense wgmma kernel, sm_90a), not ";
-      else
-        gap += "group_k a multiple of 128 (the kernel's K step; group scales of 32 or 64 k also "
-               "run on the dense wgmma kernel), not ";
-      gap += std::to_string(f.group_k);
+        !core::folds_weight_groups_per_slot(f)) {
+      std::string gap = "group and block scales with " + act.name() +
+                        " activations need group_k 32, 64 or a multiple of 128 (the kernels' K "
+                        "step), and block scales a multiple of 128; not " +
+                        std::string(f.scale_kind == core::ScaleKind::kBlock ? "block " : "") +
+                        std::to_string(f.group_k);
       if (f.scale.code() == HM_DTYPE_UE8M0 && f.weight.is_float() && f.weight.bits() == 4)
         gap += "; ue8m0 groups of 32 (MXFP4) run as group x tensor scales, which go into the "
                "weights' exponents (s=ue8m0:g" + std::to_string(f.group_k) +

@@ -206,8 +206,12 @@ std::vector<DenseRange> default_dense_ranges(const core::Format& f, const core::
   // registers. One table for every mma.sync arch until measurements say otherwise.
   // Activation scales per K group (8-bit activations) fold each group's sums with column scales
   // into a second accumulator set: the 64-token tile keeps one strip per warp (two took all 255
-  // registers and spilled; compile matrix). Not measured.
+  // registers and spilled; compile matrix). Not measured. Weight groups of 32 or 64 k fold
+  // per group slot of every step, and ptxas issues all of a step's MMAs before its folds, so
+  // the sets of every token group are live at once: tiles stop at 32 tokens (64 spilled 4-48
+  // bytes on sm_89 with one strip per warp, up to 260 with two; compile matrix).
   const bool act_groups = f.activation.bits() == 8 && f.act_group_k > 0;
+  if (core::folds_weight_groups_per_slot(f)) return {{16, mma(16, 4, 1)}, {INT64_MAX, mma(32, 4, 2)}};
   return {
       {16, mma(16, 4, 1)},
       {32, mma(32, 4, 2)},

@@ -144,39 +144,47 @@ TEST(KernelSupportApi, NamesFamiliesAndSaysWhatIsMissing) {
   ASSERT_EQ(hm_format_parse("w=e4m3 a=bf16 c=bf16 s=bf16:b128x128 n=4096 k=4096", &f), HM_SUCCESS);
   EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_mma");
   hm_format_destroy(f);
-  // Groups of 32 or 64 k fold every step on the wgmma kernel only (a partial set per group
-  // slot); mma.sync folds per 128 k; groups that neither divide nor are multiples of 128 run
-  // nowhere.
+  // Groups of 32 or 64 k fold every step on both kernels (a partial set per group slot);
+  // groups that neither divide nor are multiples of 128 run nowhere, and block scales need
+  // multiples of 128.
   ASSERT_EQ(hm_format_parse("w=uint4b8 a=e4m3 c=bf16 s=bf16:g64 n=4096 k=4096", &f), HM_SUCCESS);
-  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
-  EXPECT_EQ(kernels_of(f, "sm_89", &status), "");
-  EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("need group_k a multiple of 128 on the mma.sync kernel (groups of "
-                              "32 / 64 run on the dense wgmma kernel"),
-            std::string::npos)
-      << last_error();
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma dense_mma");
+  EXPECT_EQ(kernels_of(f, "sm_89", &status), "dense_mma");
+  hm_format_destroy(f);
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=int8 c=bf16 s=bf16:g32 n=4096 k=4096", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_80", &status), "dense_mma");
+  hm_format_destroy(f);
+  // The MoE GEMMs are the dense kernels with gathered rows: they fold them too.
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=e4m3 c=bf16 s=bf16:g64 n=4096 k=4096 e=8", &f), HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "moe_wgmma moe_mma");
+  EXPECT_EQ(kernels_of(f, "sm_89", &status), "moe_mma");
   hm_format_destroy(f);
   ASSERT_EQ(hm_format_parse("w=uint4b8 a=e4m3 c=bf16 s=bf16:g96 n=4096 k=4096", &f), HM_SUCCESS);
   EXPECT_EQ(kernels_of(f, "sm_90a", &status), "");
   EXPECT_EQ(status, HM_ERROR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("need group_k a multiple of 128 (the kernel's K step; group scales "
-                              "of 32 or 64 k also run on the dense wgmma kernel), not 96"),
+  EXPECT_NE(last_error().find("need group_k 32, 64 or a multiple of 128 (the kernels' K step), "
+                              "and block scales a multiple of 128; not 96"),
             std::string::npos)
       << last_error();
   hm_format_destroy(f);
+  ASSERT_EQ(hm_format_parse("w=uint4b8 a=e4m3 c=bf16 s=bf16:b64x128 n=4096 k=4096", &f),
+            HM_SUCCESS);
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "");
+  EXPECT_NE(last_error().find("; not block 64"), std::string::npos) << last_error();
+  hm_format_destroy(f);
   // MXFP4 on FP8 activations: ue8m0 groups of 32 run as group x tensor scales (the weights'
-  // exponents) on both kernels, and as plain group scales folded in f32 on wgmma.
+  // exponents) on both kernels, and as plain group scales folded in f32 on both too.
   ASSERT_EQ(hm_format_parse("w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor n=4096 k=4096", &f),
             HM_SUCCESS);
   EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma dense_mma");
   hm_format_destroy(f);
   ASSERT_EQ(hm_format_parse("w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32 n=4096 k=4096", &f), HM_SUCCESS);
-  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma dense_mma");
   hm_format_destroy(f);
   // e4m3 group scales of 32 (they cannot go into 8-bit weights exactly) fold in f32.
   ASSERT_EQ(hm_format_parse("w=e2m1 a=e4m3 c=bf16 s=e4m3:g32+tensor n=4096 k=4096", &f),
             HM_SUCCESS);
-  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma");
+  EXPECT_EQ(kernels_of(f, "sm_90a", &status), "dense_wgmma dense_mma");
   hm_format_destroy(f);
 
   EXPECT_EQ(hm_format_kernels(nullptr, "sm_90a", nullptr, 0, nullptr), HM_ERROR_INVALID_ARGUMENT);

@@ -179,8 +179,8 @@ const FormatCase kCases[] = {
     {"w=uint4 zp=uint4 a=int8 c=bf16 s=bf16:g128 n=200 k=576", 1e-2},
     {"w=uint7 zp=uint7 a=int8 c=f16 s=f16:channel n=136 k=320", 2e-3},
     {"w=uint3 zp=uint3 a=e5m2 c=f16 s=f16:channel n=72 k=384", 2e-3},
-    // Group scales of 32 and 64 k (GPTQ g32 / g64 W4A8), folded every step on the wgmma kernel
-    // (a partial set per group slot): e4m3 and int8, a half step past K, zero points per group,
+    // Group scales of 32 and 64 k (GPTQ g32 / g64 W4A8), folded every step (a partial set per
+    // group slot): e4m3 and int8, a half step past K, zero points per group,
     // e4m3 group x tensor scales, activation groups on top.
     {"w=uint4b8 a=e4m3 c=bf16 s=bf16:g64 n=200 k=640", 1e-2},
     {"w=uint4b8 a=int8 c=bf16 s=bf16:g32 n=136 k=320", 1e-2},
@@ -189,11 +189,11 @@ const FormatCase kCases[] = {
     {"w=uint4b8 a=e4m3:g128 c=bf16 s=bf16:g32 n=136 k=640", 1e-2},
 };
 
-// Group scales under a 128-k step fold on the wgmma kernel only, in tiles of at most 32 tokens
-// (g32) or 64 (g64) (tune::folded_group_token_cap; the mma.sync kernel folds per 128 k and
-// refuses them, and plan creation refuses wider tiles): such formats take kFoldSetTiles in place
-// of the shared forced tunings: a block barrier with two warpgroups, a copying warp with two
-// stages and cluster split-K, dequantization ahead, TMA.
+// Group scales under a 128-k step fold per group slot, on wgmma in tiles of at most 32 tokens
+// (g32) or 64 (g64) (tune::folded_group_token_cap; plan creation refuses wider tiles): such
+// formats take kFoldSetTiles in place of the shared wgmma tunings (a block barrier with two
+// warpgroups, a copying warp with two stages and cluster split-K, dequantization ahead, TMA),
+// then the mma.sync kernel (which keeps one token group's sets at a time, so takes any tile).
 bool folds_under_a_step(const std::string& text) {
   return (text.find(":g32") != std::string::npos || text.find(":g64") != std::string::npos) &&
          text.find("ue8m0") == std::string::npos;
@@ -208,7 +208,7 @@ const char* const kFoldSetTiles =
                    "pipeline": "mbarrier", "copy": "tma", "dequant_ahead": true}]})";
 // The forced tunings a format runs through (kForceMma last: the mma.sync kernel).
 std::vector<const char*> forced_tunings(const std::string& text) {
-  if (folds_under_a_step(text)) return {kFoldSetTiles};
+  if (folds_under_a_step(text)) return {kFoldSetTiles, kForceMma};
   return {kWgmmaWide, kWgmmaAhead, kWgmmaTma, kWgmmaCluster, kWgmmaProducer, kForceMma};
 }
 

@@ -165,19 +165,22 @@ TEST(MoeGemmCompileMatrix, EveryDefaultTileCompilesWithoutSpills) {
 
 // The mma.sync MoE family (moe_mma: gemm/dense_mma.cuh with sched.cuh's MoE schedules, rows of
 // A gathered): every default tile compiles without spills on Turing (f16), Ampere (bf16 with
-// zero points and a bias; int4 x int8) and Ada (gpt-oss MXFP4 x e4m3, DeepSeek FP8 blocks with
-// activation groups: the second accumulator set).
+// zero points and a bias; int4 x int8; GPTQ g32 experts x int8, a partial set per group slot)
+// and Ada (gpt-oss MXFP4 x e4m3, DeepSeek FP8 blocks with activation groups: the second
+// accumulator set; GPTQ g64 experts x e4m3).
 TEST(MoeGemmCompileMatrix, MmaSyncTilesCompileWithoutSpills) {
   int compiled = 0;
   compiled += expect_default_tiles_compile(
       "w=uint4b8 a=f16 c=f16 s=f16:g128 n=1536 k=2048 e=128", "moe_mma", "sm_75");
   for (const char* text : {"w=uint4 a=bf16 c=bf16 s=bf16:g128 zp=uint4 bias=1 n=2048 k=768 e=128",
-                           "w=uint4b8 a=int8 c=f16 s=f16:g128 n=1536 k=2048 e=128"})
+                           "w=uint4b8 a=int8 c=f16 s=f16:g128 n=1536 k=2048 e=128",
+                           "w=uint4b8 a=int8 c=f16 s=f16:g32 bias=1 n=2048 k=768 e=128"})
     compiled += expect_default_tiles_compile(text, "moe_mma", "sm_80");
   for (const char* text : {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor bias=1 n=5760 k=2880 e=128",
-                           "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=4096 k=7168 e=256"})
+                           "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=4096 k=7168 e=256",
+                           "w=uint4b8 a=e4m3 c=bf16 s=bf16:g64 n=1536 k=2048 e=128"})
     compiled += expect_default_tiles_compile(text, "moe_mma", "sm_89");
-  EXPECT_EQ(compiled, 5 * 4);
+  EXPECT_EQ(compiled, 5 * 4 + 2 * 3);
 }
 
 // 8-bit activations on the MoE family: every default tile of the formats MoE serving runs with
@@ -188,9 +191,13 @@ TEST(MoeGemmCompileMatrix, EightBitActivationTilesCompileWithoutSpills) {
   int compiled = 0;
   for (const char* text : {"w=e2m1 a=e4m3 c=bf16 s=ue8m0:g32+tensor bias=1 n=5760 k=2880 e=128",
                            "w=e4m3 a=e4m3:g128 c=bf16 s=f32:b128x128 n=4096 k=7168 e=256",
-                           "w=uint4b8 a=int8 c=f16 s=f16:g128 n=1536 k=2048 e=128"})
+                           "w=uint4b8 a=int8 c=f16 s=f16:g128 n=1536 k=2048 e=128",
+                           // GPTQ g64 / g32 experts: a partial set per group slot (g32: the
+                           // widest tile stays at 32 rows, tune::folded_group_token_cap)
+                           "w=uint4b8 a=e4m3 c=bf16 s=bf16:g64 n=1536 k=2048 e=128",
+                           "w=uint4b8 a=int8 c=f16 s=f16:g32 zp=none bias=1 n=2048 k=768 e=128"})
     compiled += expect_default_tiles_compile(text, "moe_wgmma");
-  EXPECT_EQ(compiled, 12);
+  EXPECT_EQ(compiled, 20);
 }
 
 // 8-bit activations on the wgmma kernel (gemm/dequant_a8.cuh): every default tile compiles for
@@ -270,10 +277,11 @@ TEST(DenseA8CompileMatrix, FloatWeightsOnInt8CompileWithoutSpills) {
   EXPECT_GE(compiled, 5 * 7 + 4 * 3 + 4);
 }
 
-// Group scales of 32 and 64 k on 8-bit activations (GPTQ g32 / g64 W4A8): the wgmma kernel
-// folds every step, one partial set per group slot (GroupFold::kSets), its tiles capped at 32 /
-// 64 tokens. Every default tile compiles without spills: e4m3 and int8, group x tensor, integer
-// zero points per group, activation groups on top.
+// Group scales of 32 and 64 k on 8-bit activations (GPTQ g32 / g64 W4A8): both kernels fold
+// every step, one partial set per group slot (GroupFold::kSets; wgmma tiles capped at 32 / 64
+// tokens, mma.sync one token group's sets at a time). Every default tile compiles without
+// spills: e4m3 and int8, group x tensor, integer zero points per group, activation groups on
+// top; on mma.sync for the first arch each runs on (fp8: sm_89, int8: sm_80).
 TEST(DenseA8CompileMatrix, SmallGroupFoldTilesCompileWithoutSpills) {
   int compiled = 0;
   for (const char* text : {"w=uint4b8 a=e4m3 c=bf16 s=bf16:g64 n=8192 k=8192",
@@ -284,6 +292,16 @@ TEST(DenseA8CompileMatrix, SmallGroupFoldTilesCompileWithoutSpills) {
                            "w=uint4b8 a=e4m3:g128 c=bf16 s=bf16:g32 n=4096 k=4096"})
     compiled += expect_default_tiles_compile(text, "dense_wgmma");
   EXPECT_GE(compiled, 6 * 4);
+  int mma = 0;
+  for (const char* text : {"w=uint4b8 a=e4m3 c=bf16 s=bf16:g64 n=8192 k=8192",
+                           "w=uint4b8 a=e4m3 c=bf16 s=bf16:g32 n=8192 k=8192",
+                           "w=e2m1 a=e4m3 c=bf16 s=bf16:g32+tensor n=4096 k=4096",
+                           "w=uint4 zp=uint4 a=e4m3 c=f16 s=f16:g64 n=4096 k=4096",
+                           "w=uint4b8 a=e4m3:g128 c=bf16 s=bf16:g32 n=4096 k=4096"})
+    mma += expect_default_tiles_compile(text, "dense_mma", "sm_89");
+  mma += expect_default_tiles_compile("w=uint4b8 a=int8 c=bf16 s=bf16:g32 n=8192 k=8192",
+                                      "dense_mma", "sm_80");
+  EXPECT_GE(mma, 6 * 2);
 }
 
 // 8-bit activations on the mma.sync kernel (m16n8k32, gemm/dense_mma.cuh): every default tile

@@ -13,8 +13,8 @@
 // weight chunks straight into registers one group of steps ahead (they are used by this warp
 // only), extracts the MMA registers by the layout's recipe and dequantizes them into the
 // activation type: 16-bit with the group scale and zero point applied (gemm/dequant.cuh), 8-bit
-// exactly, group scales folded in f32 per K group (GroupFold, gemm/dequant_a8.cuh), and runs
-// the MMAs. Split-K over gridDim.z: each split writes f32 partials, the last split to finish a
+// exactly, group scales folded in f32 per K group (GroupFold, gemm/dequant_a8.cuh; groups of 32
+// or 64 k per group slot of every step), and runs the MMAs. Split-K over gridDim.z: each split writes f32 partials, the last split to finish a
 // tile sums them in split order (deterministic) and runs the epilogue (activation scale, channel
 // scale, global scale, bias, conversion, store).
 //
@@ -57,8 +57,10 @@ struct DenseMma {
   // f32 accumulators (`part` holds the group's sums); int8 sums are s32, converted to f32 at each
   // fold or, without folds, once before the epilogue.
   using Fold = GroupFold<C>;
-  static_assert(Fold::kSets == 1,
-                "group scales under a 128-k step fold on the wgmma kernel only (the gap check)");
+  // Weight groups under a step (32 or 64 k, GPTQ g32 / g64) fold at every step, each token
+  // group's sums in one partial set per group slot (compute_step_per_slot).
+  static constexpr int kFoldSets = Fold::kSets;
+  static_assert(kFoldSets == 1 || kFoldSets == D::kGroupSlots, "a partial set per group slot");
   static constexpr bool kActInt8 = kA8 && act_is_int8<C>();
   static constexpr bool kAccS32 = kActInt8 && !Fold::kAny;
 
@@ -72,9 +74,12 @@ struct DenseMma {
                 "f16 accumulation needs f16 activations on mma.sync (rule R5; 8-bit ones on wgmma)");
   using Acc = Select<kAccS32, S32Fragments<C::kWarpStrips, kTokenGroups>,
                      AccFragments<C::kAccF16, C::kWarpStrips, kTokenGroups>>;
-  // A K group's sums (only with folds): s32 for int8 activations, else f32.
+  // A K group's sums (only with folds): s32 for int8 activations, else f32. Per-slot folds
+  // write one token group's sets (SlotSums) at a time.
   using Part = Select<kActInt8, S32Fragments<C::kWarpStrips, kTokenGroups>,
                       AccFragments<false, C::kWarpStrips, kTokenGroups>>;
+  using SlotSums = Select<kActInt8, S32Fragments<C::kWarpStrips, 1>,
+                          AccFragments<false, C::kWarpStrips, 1>>;
   // Scale / zero-point codes are loaded with the weight chunks, one group ahead (D explains why).
   using ChunkCodes = RowCodes[C::kWarpStrips][kGroupSlots][2];  // [strip][slot][row, row+8]
   // A lane's words of one step: [strip][chunk of the step][word].
@@ -252,7 +257,10 @@ struct DenseMma {
       for (int d = 0; d < kDepth; ++d) {
         const int64_t kc = kc0 + d;
         if (kc < kc_end) {
-          if constexpr (Fold::kAny) {
+          if constexpr (kFoldSets > 1) {
+            compute_step_per_slot(p, s.a[stage][d], words[d], codes[d], acc, m0, kc, lane,
+                                  act_rows, poison);
+          } else if constexpr (Fold::kAny) {
             compute_step(s.a[stage][d], words[d], codes[d], part, lane, poison);
             // The group's (or the split's) last step: its sums join acc, scaled.
             if ((kc + 1) % Fold::kSteps == 0 || kc + 1 == kc_end) {
@@ -382,63 +390,139 @@ struct DenseMma {
             const uint32 af[4] = {a_frag[i][4 * x], a_frag[i][4 * x + 1], a_frag[i][4 * x + 2],
                                   a_frag[i][4 * x + 3]};
             const uint32 bf[2] = {b[2 * h], b[2 * h + 1]};
-            if constexpr (kActInt8) {
-              ptx::mma_s8_16832(sums.v[i][j], af, bf);
-            } else if constexpr (kA8) {
-              ptx::mma_fp8_16832<C::kActExpBits == 4>(sums.v[i][j], af, bf);
-            } else if constexpr (C::kAccF16) {
-              ptx::mma_f16_16816_acc16(sums.v[i][j], af, bf);
-            } else if constexpr (kIsF16) {
-              ptx::mma_f16_16816(sums.v[i][j], af, bf);
-            } else {
-              ptx::mma_bf16_16816(sums.v[i][j], af, bf);
-            }
+            mma_atom(sums.v[i][j], af, bf);
           }
         }
       }
     }
   }
 
-  // Fold::kAny, after the last step of a fold period (step kc): acc += part * each row's group
-  // scale (element q of a token group is row g, or g + 8 for q >= 2; times the global scale for
-  // group x tensor), times (Fold::kAct) each column's activation scale of the group (element q
-  // of token group j is token j * 8 + 2 * (lane % 4) + q % 2). codes: the step's, slot 0 (a
-  // fold period is whole steps, so one group per step).
-  static __device__ __forceinline__ void fold(const DenseParams& p, const ChunkCodes& codes,
-                                              const Part& part, Acc& acc, int64_t m0, int64_t kc,
-                                              int lane, const ActRows& act_rows) {
+  // One MMA atom (k16 of 16-bit or k32 of 8-bit activations) into one token group's sums.
+  template <class Frag>
+  static __device__ __forceinline__ void mma_atom(Frag& d, const uint32 (&af)[4],
+                                                  const uint32 (&bf)[2]) {
+    if constexpr (kActInt8) {
+      ptx::mma_s8_16832(d, af, bf);
+    } else if constexpr (kA8) {
+      ptx::mma_fp8_16832<C::kActExpBits == 4>(d, af, bf);
+    } else if constexpr (C::kAccF16) {
+      ptx::mma_f16_16816_acc16(d, af, bf);
+    } else if constexpr (kIsF16) {
+      ptx::mma_f16_16816(d, af, bf);
+    } else {
+      ptx::mma_bf16_16816(d, af, bf);
+    }
+  }
+
+  // kFoldSets > 1 (8-bit activations, weight groups of 32 or 64 k): step kc's MMAs and folds.
+  // Each token group's sums go into one set per group slot (atom x into set x / (4 / kFoldSets),
+  // every set starting at zero), and join acc right after, scaled by their slot's row scales
+  // (and the step's column scales). ptxas still issues all of the step's MMAs before the folds
+  // (every token group's sets live at once), so the tiles stop at 32 tokens (tune/dense.cpp).
+  static __device__ __forceinline__ void compute_step_per_slot(
+      const DenseParams& p, const Act (&tile)[C::kBlockM][kStepK], const StepWords& words,
+      const ChunkCodes& codes, Acc& acc, int64_t m0, int64_t kc, int lane,
+      const ActRows& act_rows, uint32& poison) {
+    constexpr int kAtomsPerSet = 4 / kFoldSets;
+    uint32 a_frag[C::kWarpStrips][16];
+    step_fragments(a_frag, words, codes, poison);
+    float lo[C::kWarpStrips][kFoldSets], hi[C::kWarpStrips][kFoldSets];
+    row_scales(p, codes, lo, hi);
     float col[kTokenGroups][2];
+    column_scales(p, m0, kc, lane, act_rows, col);
+#pragma unroll
+    for (int j = 0; j < kTokenGroups; ++j) {
+      SlotSums sets[kFoldSets] = {};
+#pragma unroll
+      for (int pair = 0; pair < 2; ++pair) {
+        const int mi = lane / 8, r = j * 8 + lane % 8;
+        const int unit = 4 * pair + mi;
+        uint32 b[4];
+        ptx::ldmatrix_x4(b, ptx::smem_address(&tile[r][(unit ^ (r & 7)) * kUnit]));
+#pragma unroll
+        for (int i = 0; i < C::kWarpStrips; ++i) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int x = 2 * pair + h;
+            const uint32 af[4] = {a_frag[i][4 * x], a_frag[i][4 * x + 1], a_frag[i][4 * x + 2],
+                                  a_frag[i][4 * x + 3]};
+            const uint32 bf[2] = {b[2 * h], b[2 * h + 1]};
+            mma_atom(sets[x / kAtomsPerSet].v[i][0], af, bf);
+          }
+        }
+      }
+#pragma unroll
+      for (int set = 0; set < kFoldSets; ++set)
+#pragma unroll
+        for (int i = 0; i < C::kWarpStrips; ++i)
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            acc.v[i][j][q] += accumulator_value(sets[set].v[i][0][q]) *
+                              ((q < 2 ? lo[i][set] : hi[i][set]) * col[j][q & 1]);
+    }
+  }
+
+  // Each strip's rows g and g + 8: the group scale of each of the first kSets slots (times the
+  // global scale for group x tensor: it joins the group's here, not in the epilogue, as on
+  // wgmma), or 1 without weight folds.
+  template <int kSets>
+  static __device__ __forceinline__ void row_scales(const DenseParams& p, const ChunkCodes& codes,
+                                                    float (&lo)[C::kWarpStrips][kSets],
+                                                    float (&hi)[C::kWarpStrips][kSets]) {
+#pragma unroll
+    for (int i = 0; i < C::kWarpStrips; ++i)
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+        lo[i][set] = hi[i][set] = 1.0f;
+        if constexpr (Fold::kWeight) {
+          lo[i][set] = D::scale_from_code(codes[i][set][0].scale);
+          hi[i][set] = D::scale_from_code(codes[i][set][1].scale);
+          if constexpr (C::kScaleKind == kScaleGroupTensor) {
+            lo[i][set] *= p.global[0];
+            hi[i][set] *= p.global[0];
+          }
+        }
+      }
+  }
+
+  // The activation scale of step kc's K group for each column of a thread's token groups
+  // (Fold::kAct; element q of token group j is token j * 8 + 2 * (lane % 4) + q % 2), else 1.
+  // Rows past M (or padding) read row 0's scale, for outputs that are never stored.
+  static __device__ __forceinline__ void column_scales(const DenseParams& p, int64_t m0,
+                                                       int64_t kc, int lane,
+                                                       const ActRows& act_rows,
+                                                       float (&col)[kTokenGroups][2]) {
 #pragma unroll
     for (int j = 0; j < kTokenGroups; ++j) col[j][0] = col[j][1] = 1.0f;
     if constexpr (Fold::kAct) {
-      // Rows past M (or padding) read row 0's scale, for outputs that are never stored.
       const float* scales = p.act_scales + kc * kStepK / C::kActGroupK;
       const int64_t col0 = m0 + 2 * (lane & 3);
 #pragma unroll
       for (int j = 0; j < kTokenGroups; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          col[j][h] = scales[act_rows(p, col0, j, h) * p.act_groups];
-        }
+        for (int h = 0; h < 2; ++h) col[j][h] = scales[act_rows(p, col0, j, h) * p.act_groups];
     }
+  }
+
+  // Fold::kAny with one set, after the last step of a fold period (step kc): acc += part * each
+  // row's group scale (element q of a token group is row g, or g + 8 for q >= 2) times each
+  // column's activation scale of the group. codes: the step's, slot 0 (a fold period is whole
+  // steps, so one group per step).
+  static __device__ __forceinline__ void fold(const DenseParams& p, const ChunkCodes& codes,
+                                              const Part& part, Acc& acc, int64_t m0, int64_t kc,
+                                              int lane, const ActRows& act_rows) {
+    float lo[C::kWarpStrips][1], hi[C::kWarpStrips][1];
+    row_scales(p, codes, lo, hi);
+    float col[kTokenGroups][2];
+    column_scales(p, m0, kc, lane, act_rows, col);
 #pragma unroll
-    for (int i = 0; i < C::kWarpStrips; ++i) {
-      float lo = 1.0f, hi = 1.0f;
-      if constexpr (Fold::kWeight) {
-        lo = D::scale_from_code(codes[i][0][0].scale);
-        hi = D::scale_from_code(codes[i][0][1].scale);
-        if constexpr (C::kScaleKind == kScaleGroupTensor) {
-          // The global scale joins the group's here, not in the epilogue (as on wgmma).
-          lo *= p.global[0];
-          hi *= p.global[0];
-        }
-      }
+    for (int i = 0; i < C::kWarpStrips; ++i)
 #pragma unroll
       for (int j = 0; j < kTokenGroups; ++j)
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-          acc.v[i][j][q] += accumulator_value(part.v[i][j][q]) * ((q < 2 ? lo : hi) * col[j][q & 1]);
-    }
+          acc.v[i][j][q] +=
+              accumulator_value(part.v[i][j][q]) * ((q < 2 ? lo[i][0] : hi[i][0]) * col[j][q & 1]);
   }
 
   // ---- epilogue ------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ struct GroupFold {
   static constexpr bool kAny = kWeight || kAct;
   static constexpr int kStepK = dense_step_k(C::kActBits);
   // Weight groups smaller than a step (32 or 64 k: GPTQ g32 / g64) fold every step, one partial
-  // set per group slot of the step (the wgmma kernel: atom x into set x / (4 / kSets)); larger
+  // set per group slot of the step (atom x into set x / (4 / kSets)); larger
   // ones fold at their last step into one set.
   static constexpr int kSets =
       kWeight && C::kGroupK > 0 && C::kGroupK < kStepK ? kStepK / C::kGroupK : 1;
