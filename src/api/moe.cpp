@@ -60,12 +60,16 @@ void require_address(uint64_t pointer, const char* name) {
 
 // The routing's device pointers: topk_ids required, the map optional, both int32-aligned and
 // on the context's device.
+// Their allocations must hold [num_tokens][top_k] and [num_experts] int32 (shapes checked by
+// routing_sizes).
 void check_routing_pointers(const runtime::Device& device, const hm_moe_routing_t& r) {
   require_address(r.topk_ids, "routing->topk_ids");
   core::require_aligned(r.topk_ids, 4, "routing->topk_ids");
   core::require_aligned(r.expert_map, 4, "routing->expert_map");
-  check_device_pointer(device, "routing->topk_ids", r.topk_ids);
-  check_device_pointer(device, "routing->expert_map", r.expert_map);
+  check_device_pointer(device, "routing->topk_ids", r.topk_ids,
+                       static_cast<uint64_t>(r.num_tokens) * static_cast<uint64_t>(r.top_k) * 4);
+  check_device_pointer(device, "routing->expert_map", r.expert_map,
+                       static_cast<uint64_t>(r.num_experts) * 4);
 }
 
 uint32_t grid_for(int64_t items, int64_t per_block) {
@@ -135,7 +139,9 @@ HM_API hm_status_t hm_moe_align(hm_context_t* context, const hm_moe_routing_t* r
     const std::shared_ptr<ContextState>& state = context->state;
     const runtime::Device& device = device_of(*state, "hm_moe_align");
     check_routing_pointers(device, *routing);
-    for (int i = 0; i < 5; ++i) check_device_pointer(device, names[i], outputs[i]);
+    // int32 elements each, as hm_moe_align_sizes counts them (num_tokens_padded: one).
+    const int64_t elements[] = {s.sorted_ids, s.expert_ids, 1, s.expert_offsets, s.expert_counts};
+    for (int i = 0; i < 5; ++i) check_device_pointer(device, names[i], outputs[i], uint64_t(elements[i]) * 4);
     const auto cu_stream = static_cast<runtime::CUstream>(stream);
     check_stream(device, cu_stream);
 
@@ -197,9 +203,10 @@ HM_API hm_status_t hm_moe_reduce(hm_context_t* context, const hm_moe_routing_t* 
     const std::shared_ptr<ContextState>& state = context->state;
     const runtime::Device& device = device_of(*state, "hm_moe_reduce");
     check_routing_pointers(device, *routing);
-    check_device_pointer(device, "args->input", args->input);
-    check_device_pointer(device, "args->topk_weights", args->topk_weights);
-    check_device_pointer(device, "args->out", args->out);
+    check_device_pointer(device, "args->input", args->input, static_cast<uint64_t>(in_bytes));
+    check_device_pointer(device, "args->topk_weights", args->topk_weights,
+                         static_cast<uint64_t>(rows) * 4);
+    check_device_pointer(device, "args->out", args->out, static_cast<uint64_t>(out_bytes));
     const auto cu_stream = static_cast<runtime::CUstream>(stream);
     check_stream(device, cu_stream);
 

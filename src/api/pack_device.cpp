@@ -129,11 +129,21 @@ HM_API hm_status_t hm_pack_device(hm_context_t* context, const hm_format_t* form
       fail(HM_ERROR_NO_DEVICE, "the context has no device (HM_NO_DEVICE, for ahead-of-time "
                                "compilation): packing on the device needs one");
     const runtime::Device& device = *state->device;
-    check_device_pointer(device, "in->codes", in->codes);
-    check_device_pointer(device, "out->weight", out->weight);
+    // Each allocation must hold its buffer: codes [E][N][K] bytes, the packed weight, and each
+    // side tensor's [E][R][G] elements in and [E][groups][columns] out (sizes within the format's
+    // limits, packed_shape above).
+    const uint64_t experts = static_cast<uint64_t>(s.experts);
+    check_device_pointer(device, "in->codes", in->codes,
+                         experts * static_cast<uint64_t>(s.n) * static_cast<uint64_t>(s.k));
+    check_device_pointer(device, "out->weight", out->weight, s.weight_bytes);
     for (int i = 0; i < job_count; ++i) {
-      check_device_pointer(device, (std::string("in->") + jobs[i].what).c_str(), jobs[i].in);
-      check_device_pointer(device, (std::string("out->") + jobs[i].what).c_str(), jobs[i].out);
+      const SideJob& j = jobs[i];
+      const uint64_t element = static_cast<uint64_t>(j.element_bytes);
+      check_device_pointer(device, (std::string("in->") + j.what).c_str(), j.in,
+                           experts * static_cast<uint64_t>(j.params.rows) *
+                               static_cast<uint64_t>(j.params.groups_in) * element);
+      check_device_pointer(device, (std::string("out->") + j.what).c_str(), j.out,
+                           static_cast<uint64_t>(j.params.total) * element);
     }
     const auto cu_stream = static_cast<runtime::CUstream>(stream);
     const std::optional<bool> owns = device.owns_stream(cu_stream);

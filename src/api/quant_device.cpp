@@ -213,10 +213,14 @@ HM_API hm_status_t hm_quantize_activation_device(hm_context_t* context,
                                "compilation): quantizing on the device needs one");
     const runtime::Device& device = *state->device;
     const auto cu_stream = static_cast<runtime::CUstream>(stream);
-    check_device_pointer(device, "args->a", x.a);
-    check_device_pointer(device, "args->perm", x.perm);
-    check_device_pointer(device, "args->codes", x.codes);
-    check_device_pointer(device, "args->scales", x.scales);
+    // Each buffer's allocation must hold what the call touches: a [m][k] 16-bit values, perm
+    // [k] int32, codes [m][k] bytes, scales [m][groups] f32 (within a's size, checked above).
+    const uint64_t mk = static_cast<uint64_t>(x.m) * static_cast<uint64_t>(x.k);
+    check_device_pointer(device, "args->a", x.a, mk * 2);
+    check_device_pointer(device, "args->perm", x.perm, static_cast<uint64_t>(x.k) * 4);
+    check_device_pointer(device, "args->codes", x.codes, mk);
+    check_device_pointer(device, "args->scales", x.scales,
+                         static_cast<uint64_t>(x.m) * static_cast<uint64_t>(groups) * 4);
     check_stream(device, cu_stream);
     // Built (or fetched) before anything is launched, so a compile error leaves outputs untouched.
     const hm_kernel& kernel = utility_kernel(state, generated);

@@ -158,6 +158,17 @@ TEST_F(MoeRoutingApi, AlignChecksEveryArgument) {
   refused(HM_ERROR_INVALID_ARGUMENT, "top_k", [](R& x, O&) { x.top_k = HM_MAX_TOP_K + 1; });
   refused(HM_ERROR_INVALID_ARGUMENT, "num_local_experts",
           [](R& x, O&) { x.num_local_experts = HM_MOE_MAX_LOCAL_EXPERTS + 1; });
+  // Buffers whose allocation ends before their size (hm_moe_align_sizes' counts of int32; the
+  // routing's [num_tokens][top_k] ids and [num_experts] map): refused before any launch.
+  const uint64_t end = buf + (1 << 16);
+  refused(HM_ERROR_INVALID_ARGUMENT, "out->sorted_ids (0x",
+          [&](R&, O& x) { x.sorted_ids = end - 64; });
+  refused(HM_ERROR_INVALID_ARGUMENT, "out->expert_offsets (0x",
+          [&](R&, O& x) { x.expert_offsets = end - 4 * 8; });  // 8 experts: 9 offsets
+  refused(HM_ERROR_INVALID_ARGUMENT, "routing->topk_ids (0x",
+          [&](R& x, O&) { x.topk_ids = end - 64 * 4 + 4; });
+  refused(HM_ERROR_INVALID_ARGUMENT, "bytes from the end of its allocation",
+          [&](R& x, O&) { x.expert_map = end - 4 * 7; });
 
   hm_context_t* other = hm::test::create_context(cache_->path(), 1);
   ASSERT_NE(other, nullptr);
@@ -289,6 +300,11 @@ TEST_F(MoeRoutingApi, ReduceChecksArgumentsAndMatchesTheReference) {
       refused(HM_ERROR_MISALIGNED, "topk_weights", [](A& b) { b.topk_weights += 2; });
       refused(HM_ERROR_INVALID_ARGUMENT, "overlap", [](A& b) { b.out = b.input + 2; });
       refused(HM_ERROR_INVALID_STRUCT_SIZE, "args", [](A& b) { b.struct_size = 4; });
+      // Allocations shorter than [tokens * top_k][n] in, [tokens][n] out, [tokens][top_k] weights.
+      refused(HM_ERROR_INVALID_ARGUMENT, "args->input (0x", [](A& b) { b.input += 16; });
+      refused(HM_ERROR_INVALID_ARGUMENT, "args->out (0x", [](A& b) { b.out += 16; });
+      refused(HM_ERROR_INVALID_ARGUMENT, "args->topk_weights (0x",
+              [](A& b) { b.topk_weights += 16; });
     }
   }
   EXPECT_FAILS(hm_moe_reduce(ctx_, &r, nullptr, nullptr), HM_ERROR_INVALID_ARGUMENT, "args");

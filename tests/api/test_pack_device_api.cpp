@@ -166,9 +166,10 @@ TEST_F(PackDeviceApi, ContextWithoutDeviceIsRefusedAfterTheArgumentChecks) {
   hm_context_destroy(aot);
 }
 
-TEST_F(PackDeviceApi, OutOfBoundsBuffersFailLikeTheDevice) {
-  // A weight buffer smaller than the packed size: the mock reports the illegal address the GPU
-  // would, and the launch fails with a status rather than corrupting memory.
+TEST_F(PackDeviceApi, OutOfBoundsBuffersAreRefusedOrFailLikeTheDevice) {
+  // A weight buffer smaller than the packed size is refused before any launch, naming it; where
+  // the driver gives no allocation range, the mock reports the illegal address the GPU would,
+  // and the launch fails with a status rather than corrupting memory.
   hm_format_t* f = format("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=256");
   uint64_t codes = 0, small = 0;
   ASSERT_EQ(hm_device_alloc(ctx_, 256 * 256, &codes), HM_SUCCESS);
@@ -179,6 +180,19 @@ TEST_F(PackDeviceApi, OutOfBoundsBuffersFailLikeTheDevice) {
   hm_device_packed_t out;
   hm_device_packed_init(&out);
   out.weight = small;
+  hm::test::MockControl mock;
+  mock.reset();
+  EXPECT_EQ(hm_pack_device(ctx_, f, &in, &out, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("out->weight (0x"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("uses 32768 bytes"), std::string::npos) << last_error();
+  EXPECT_FALSE(mock.last_launch().has_value()) << "a refused call must not launch";
+  in.codes = small;  // [256][256] codes, one byte each
+  out.weight = codes;
+  EXPECT_EQ(hm_pack_device(ctx_, f, &in, &out, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("in->codes (0x"), std::string::npos) << last_error();
+  in.codes = codes;
+  out.weight = small;
+  hm::test::ScopedEnv no_range("HM_MOCK_NO_POINTER_RANGE", "1");
   EXPECT_NE(hm_pack_device(ctx_, f, &in, &out, nullptr), HM_SUCCESS);
   hm_device_free(ctx_, small);
   hm_device_free(ctx_, codes);

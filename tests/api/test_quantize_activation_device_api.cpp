@@ -278,7 +278,10 @@ TEST_F(QuantizeActivationDeviceApi, ContextWithoutDeviceIsRefusedAfterTheArgumen
   hm_context_destroy(aot);
 }
 
-TEST_F(QuantizeActivationDeviceApi, OutOfBoundsBuffersFailLikeTheDevice) {
+// A buffer whose allocation is shorter than the call's [m][k] / [m][groups] is refused before
+// the launch, naming it; where the driver gives no allocation range, the launch reaches the
+// (mock) device, which reports the illegal address a GPU would.
+TEST_F(QuantizeActivationDeviceApi, OutOfBoundsBuffersAreRefusedOrFailLikeTheDevice) {
   uint64_t a = 0, small = 0, scales = 0;
   ASSERT_EQ(hm_device_alloc(ctx_, 4 * 512 * 2, &a), HM_SUCCESS);
   ASSERT_EQ(hm_device_alloc(ctx_, 100, &small), HM_SUCCESS);
@@ -290,6 +293,19 @@ TEST_F(QuantizeActivationDeviceApi, OutOfBoundsBuffersFailLikeTheDevice) {
   args.a = a;
   args.codes = small;
   args.scales = scales;
+  hm::test::MockControl mock;
+  mock.reset();
+  EXPECT_EQ(hm_quantize_activation_device(ctx_, &args, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("args->codes (0x"), std::string::npos) << last_error();
+  EXPECT_NE(last_error().find("uses 2048 bytes"), std::string::npos) << last_error();
+  EXPECT_FALSE(mock.last_launch().has_value()) << "a refused call must not launch";
+  args.codes = a;  // 4096 bytes: enough for the codes; now the scales, 4 x 64 groups x 4 bytes
+  args.group_k = 8;
+  EXPECT_EQ(hm_quantize_activation_device(ctx_, &args, nullptr), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("args->scales (0x"), std::string::npos) << last_error();
+  args.codes = small;
+  args.group_k = 0;
+  hm::test::ScopedEnv no_range("HM_MOCK_NO_POINTER_RANGE", "1");
   EXPECT_NE(hm_quantize_activation_device(ctx_, &args, nullptr), HM_SUCCESS);
   hm_device_free(ctx_, scales);
   hm_device_free(ctx_, small);
