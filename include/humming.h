@@ -501,8 +501,8 @@ typedef struct hm_launch_params hm_launch_params_t;
 #define HM_ARG_MASKED_M 13       /* masked: int32 [E], the valid rows of each expert's [M] slab
                                   * (clamped to [0, M]) */
 #define HM_ARG_M 16        /* integers from here */
-#define HM_ARG_N 17
-#define HM_ARG_K 18
+#define HM_ARG_N 17        /* hm_kernel_launch; hm_plan_gemm takes N and K from the plan and */
+#define HM_ARG_K 18        /* refuses values other than 0 or the plan's */
 #define HM_ARG_WORKSPACE_BYTES 19
 #define HM_ARG_TOP_K 20    /* MoE: experts per token, 1..HM_MAX_TOP_K (indexed mode) */
 #define HM_ARG_MOE_MODE 21 /* MoE: HM_MOE_MODE_* (0, the default: indexed) */

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <future>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "api/context.hpp"
@@ -182,6 +183,18 @@ HM_API hm_status_t hm_plan_gemm(const hm_plan_t* plan, const hm_launch_params_t*
     if (m <= 0 || m > HM_MAX_M)
       fail(HM_ERROR_INVALID_ARGUMENT, "HM_ARG_M must be in [1, HM_MAX_M = " +
                                           std::to_string(HM_MAX_M) + "], got " + std::to_string(m));
+    // N and K come from the plan; a caller who sets them must mean the plan's (a launch-params
+    // object reused from another layer would otherwise run with this layer's shape unnoticed).
+    for (const auto& [slot, name, want] :
+         {std::tuple<int32_t, const char*, int64_t>{HM_ARG_N, "HM_ARG_N", plan->layer.format.n},
+          {HM_ARG_K, "HM_ARG_K", plan->layer.format.k}}) {
+      const int64_t got = params->integer(slot);
+      if (got != 0 && got != want)
+        fail(HM_ERROR_INVALID_ARGUMENT,
+             std::string(name) + " is " + std::to_string(got) + " but the plan's format has " +
+                 (slot == HM_ARG_N ? "n = " : "k = ") + std::to_string(want) +
+                 ": hm_plan_gemm takes N and K from the plan; leave them 0 or set the plan's");
+    }
     // A grouped MoE call runs the tile of the tokens that give its rows per expert.
     const int64_t tile_m =
         plan->layer.format.experts >= 2

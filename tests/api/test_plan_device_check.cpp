@@ -231,6 +231,21 @@ TEST_F(PlanDeviceCheck, ShapeAlignmentAndWorkspaceChecks) {
   EXPECT_EQ(gemm(), HM_SUCCESS) << last_error();
   hm_launch_params_set_int(lp_, HM_ARG_M, 1);
 
+  // N and K come from the plan: the plan's values (or 0) pass, others are refused, named.
+  hm_launch_params_set_int(lp_, HM_ARG_N, 256);
+  hm_launch_params_set_int(lp_, HM_ARG_K, 1024);
+  EXPECT_EQ(gemm(), HM_SUCCESS) << last_error();
+  hm_launch_params_set_int(lp_, HM_ARG_N, 512);
+  EXPECT_EQ(gemm(), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "HM_ARG_N is 512 but the plan's format has n = 256"))
+      << last_error();
+  hm_launch_params_set_int(lp_, HM_ARG_N, 0);
+  hm_launch_params_set_int(lp_, HM_ARG_K, 1000);
+  EXPECT_EQ(gemm(), HM_ERROR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(last_error(), "HM_ARG_K is 1000 but the plan's format has k = 1024"))
+      << last_error();
+  hm_launch_params_set_int(lp_, HM_ARG_K, 0);
+
   EXPECT_EQ(gemm_with(HM_ARG_B, buf_ + 8), HM_ERROR_MISALIGNED);
   EXPECT_TRUE(contains(last_error(), "HM_ARG_B must be 16-byte aligned")) << last_error();
   EXPECT_EQ(gemm_with(HM_ARG_WORKSPACE, ws_ + 4), HM_ERROR_MISALIGNED);
