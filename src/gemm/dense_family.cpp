@@ -84,7 +84,9 @@ void DenseFamily::check_loaded(const Tile& generic, const Layer& layer,
                                runtime::CUfunction function, const std::string& entry,
                                int64_t lo, int64_t hi) const {
   const tune::DenseTile& tile = dense_tile(generic);
-  if (!tile.cluster_split || layer.device == nullptr) return;
+  if (layer.device == nullptr) return;
+  check_shared_memory(tile, layer, function, entry);
+  if (!tile.cluster_split) return;
   int checked = 0;  // the cluster sizes already checked, as a bit set
   // Splits only shrink as token blocks are added: walk them until there is no split left.
   for (int64_t y = (lo + tile.block_m - 1) / tile.block_m; y * tile.block_m - tile.block_m < hi;
@@ -98,6 +100,24 @@ void DenseFamily::check_loaded(const Tile& generic, const Layer& layer,
     check_cluster_fits(tile, layer, function, entry, launch, "M = " + std::to_string(m),
                        "use \"split\": \"global\" for this range");
   }
+}
+
+void DenseFamily::check_shared_memory(const tune::DenseTile& tile, const Layer& layer,
+                                      runtime::CUfunction function, const std::string& entry) {
+  // The tile and format decide the bytes; M does not (plan_dense_launch).
+  const uint32_t bytes = tune::plan_dense_launch(tile, layer.format, 1, layer.shape.n_padded,
+                                                 layer.shape.k_padded, layer.multiprocessors)
+                             .smem_bytes;
+  const runtime::Device& device = *layer.device;
+  const int64_t allowed = device.properties().smem_per_block_optin;
+  if (allowed > 0 && bytes > allowed)
+    fail(HM_ERROR_UNSUPPORTED,
+         "the tile " + tile.name() + " (" + entry + ") needs " + std::to_string(bytes) +
+             " bytes of shared memory per block; device " + std::to_string(device.ordinal()) +
+             " (" + device.properties().name + ") allows " + std::to_string(allowed) +
+             ": use a tuning entry with fewer stages or a smaller tile for this range");
+  if (bytes > runtime::kDefaultDynamicSharedBytes)
+    device.ensure_dynamic_shared_memory(function, bytes);
 }
 
 DenseGeometry DenseFamily::geometry(const Tile& tile, const Layer& layer, int64_t m) const {

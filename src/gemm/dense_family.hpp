@@ -58,6 +58,12 @@ class DenseFamily : public Family {
                                  runtime::CUfunction function, const std::string& entry,
                                  const tune::DenseLaunch& launch, const std::string& when,
                                  const std::string& way_out);
+  // Throws HM_ERROR_UNSUPPORTED when the tile's shared memory exceeds what the layer's device
+  // allows a block (a tuning JSON written for a larger GPU), and opts `function` in to it: both
+  // at prepare, so that neither a first call (perhaps under stream capture) nor a refusal waits
+  // for it.
+  static void check_shared_memory(const tune::DenseTile& tile, const Layer& layer,
+                                  runtime::CUfunction function, const std::string& entry);
   DenseGeometry geometry(const Tile& tile, const Layer& layer, int64_t m) const;
   tune::DenseKernel kernel_;
 };

@@ -184,7 +184,9 @@ class MoeFamily final : public DenseFamily {
   void check_loaded(const Tile& generic, const Layer& layer, runtime::CUfunction function,
                     const std::string& entry, int64_t, int64_t) const override {
     const tune::DenseTile& tile = dense_tile(generic);
-    if (!tile.cluster_split || layer.device == nullptr) return;
+    if (layer.device == nullptr) return;
+    check_shared_memory(tile, layer, function, entry);
+    if (!tile.cluster_split) return;
     // The largest cluster any call can ask for (launch() picks splits by the expected rows).
     tune::DenseLaunch widest = launch_shape(tile, layer, 1, 1);
     const int64_t k_steps = tune::dense_k_steps(layer.format, layer.shape.k_padded);

@@ -372,6 +372,36 @@ TEST_F(PlanDeviceCheck, ManagedAndRegisteredMemoryIsSizeCheckedToo) {
   std::free(host);
 }
 
+// A tile whose shared memory the device cannot give a block (a smaller GPU, a tuning JSON
+// written for a larger one) is refused by hm_plan_prepare, naming the tile and both sizes, not
+// at the first call; on a device that fits, prepare opts the kernels in, so calls do not.
+TEST_F(PlanDeviceCheck, SharedMemoryBeyondTheDeviceIsRefusedAtPrepare) {
+  const char* format = "w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024";
+  hm_format_t* f = nullptr;
+  ASSERT_EQ(hm_format_parse(format, &f), HM_SUCCESS);
+  {
+    ScopedEnv small("HM_MOCK_SMEM_OPTIN", "49152");
+    hm_context_t* ctx = create_context(cache_, 0);
+    ASSERT_NE(ctx, nullptr);
+    hm_plan_t* plan = nullptr;
+    ASSERT_EQ(hm_plan_create(ctx, f, nullptr, &plan), HM_SUCCESS) << last_error();
+    EXPECT_EQ(hm_plan_prepare(plan), HM_ERROR_UNSUPPORTED);
+    const std::string e = last_error();
+    EXPECT_TRUE(contains(e, "bytes of shared memory per block")) << e;
+    EXPECT_TRUE(contains(e, "allows 49152")) << e;
+    EXPECT_TRUE(contains(e, "the tile ")) << e;
+    hm_plan_destroy(plan);
+    hm_context_destroy(ctx);
+  }
+  hm_plan_t* plan = nullptr;
+  ASSERT_EQ(hm_plan_create(ctx_, f, nullptr, &plan), HM_SUCCESS) << last_error();
+  mock_.reset();
+  ASSERT_EQ(hm_plan_prepare(plan), HM_SUCCESS) << last_error();
+  EXPECT_GT(mock_.driver_calls("cuFuncSetAttribute"), 0) << "prepare opts the kernels in";
+  hm_plan_destroy(plan);
+  hm_format_destroy(f);
+}
+
 // The check itself, on drivers with and without the optional entry points it relies on.
 TEST(DeviceCheck, SkipsWhatTheDriverCannotAnswer) {
   using namespace hm::runtime;

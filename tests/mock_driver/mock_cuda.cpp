@@ -19,6 +19,7 @@
 //                               (they could read plain host memory, as with HMM or ATS).
 //   HM_MOCK_FAIL_POINTER_GET_ATTRIBUTES=1  cuPointerGetAttributes (plural) fails with
 //                               CUDA_ERROR_NOT_SUPPORTED; cuPointerGetAttribute still answers.
+//   HM_MOCK_SMEM_OPTIN=BYTES    every device allows blocks BYTES of shared memory (opt-in).
 //   HM_MOCK_NO_POINTER_RANGE=1  the pointer range attributes (RANGE_START_ADDR / RANGE_SIZE) have
 //                               no value (a runtime that does not know them): sizes go unchecked.
 //
@@ -188,7 +189,7 @@ HM_MOCK_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice
       *value = cc % 10;
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
-      *value = spec.smem_optin;
+      *value = smem_optin_of(cc);
       break;
     case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
       *value = env_flag("HM_MOCK_PAGEABLE_MEMORY_ACCESS") ? 1 : 0;

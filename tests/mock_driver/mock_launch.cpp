@@ -119,7 +119,7 @@ HM_MOCK_EXPORT CUresult cuFuncSetAttribute(CUfunction function, int attribute, i
   if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return CUDA_SUCCESS;
   int cc = 0;
   device_cc(f->module->context->ordinal, &cc);
-  if (value < 0 || value > spec_for(cc).smem_optin) return CUDA_ERROR_INVALID_VALUE;
+  if (value < 0 || value > smem_optin_of(cc)) return CUDA_ERROR_INVALID_VALUE;
   f->max_dynamic_shared = value;
   return CUDA_SUCCESS;
 }

@@ -148,6 +148,13 @@ inline bool env_flag(const char* name) {
   return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
 }
 
+// The opt-in shared memory per block of a device of compute capability cc: its spec's, or
+// HM_MOCK_SMEM_OPTIN bytes (a smaller part, or a MIG-like limit, for the prepare-time check).
+inline int smem_optin_of(int cc) {
+  const char* v = std::getenv("HM_MOCK_SMEM_OPTIN");
+  return v != nullptr && v[0] != '\0' ? std::atoi(v) : spec_for(cc).smem_optin;
+}
+
 // The devices from HM_MOCK_DEVICES; false when the variable is malformed.
 inline bool devices(std::vector<int>* ccs) {
   const char* v = std::getenv("HM_MOCK_DEVICES");
