@@ -118,8 +118,15 @@ bool is_weight_type(Dtype w) {
 }
 
 bool weight_dtype(const Format& f, const Arch*, std::string& d) {
-  if (is_weight_type(f.weight)) return false;
-  d = "w=" + f.weight.name();
+  if (!is_weight_type(f.weight)) {
+    d = "w=" + f.weight.name();
+    return true;
+  }
+  // int1 holds -1 and 0: no scale maps a positive weight onto it (the quantizer's own check).
+  if (!f.weight.is_integer() || f.weight.max_value() > 0.0 || f.scale_kind == ScaleKind::kNone)
+    return false;
+  d = "w=" + f.weight.name() + " (values " + str(static_cast<int64_t>(f.weight.min_value())) +
+      ".." + str(static_cast<int64_t>(f.weight.max_value())) + ") with s=" + scale_to_string(f);
   return true;
 }
 
@@ -209,7 +216,9 @@ bool zero_point_float(const Format& f, const Arch*, std::string& d) {
 }
 
 bool zero_point_scales(const Format& f, const Arch*, std::string& d) {
-  if (!f.has_zero_point() || f.scale_kind == ScaleKind::kChannel || f.scale_kind == ScaleKind::kGroup)
+  if (!f.has_zero_point() ||
+      ((f.scale_kind == ScaleKind::kChannel || f.scale_kind == ScaleKind::kGroup) &&
+       !is(f.scale, HM_DTYPE_UE8M0)))
     return false;
   d = "zp=" + f.zero_point.name() + " with s=" + scale_to_string(f);
   return true;
@@ -303,7 +312,7 @@ const Entry kEntries[] = {
   {{"R3", "activation-dtype", "The activation dtype is one the tensor cores multiply, a row of the support matrix (other inputs are quantized to one of them first).", kFmt}, activation_dtype},
   {{"R4", "output-dtype", "The output dtype is f16 or bf16: the epilogue converts the f32 results to a 16-bit float.", kFmt}, output_dtype},
   {{"R5", "accumulator-dtype", "The accumulator is f32, or f16 with f16, e4m3 or e5m2 activations: only those MMA forms accumulate in f16 (bf16 and fp4 accumulate in f32, integers in s32).", kFmt}, accumulator_dtype},
-  {{"R6", "weight-dtype", "The weight is an integer of 1..8 bits, a signed float of at most 8 bits, or f16/bf16 for an unquantized layer; ue8m0 and f32 are not weight types.", kFmt}, weight_dtype},
+  {{"R6", "weight-dtype", "The weight is an integer of 1..8 bits, a signed float of at most 8 bits, or f16/bf16 for an unquantized layer; ue8m0 and f32 are not weight types. int1 (-1 and 0) takes no scales: it has no positive value for a scale to map weights onto.", kFmt}, weight_dtype},
   {{"R7", "weight-width", "The weight is not wider than the activation: weights are converted into the activation's type before the MMA, and a wider type cannot fit.", kFmt}, weight_width},
   {{"R8", "int-weight-in-float", "Integer weights on float activations are exact: every weight value after the zero point, times one power of two, is a value of the activation type, i.e. its magnitude is at most 2^(m+1) for m mantissa bits (signed and biased N-bit weights need N <= m+2, unsigned ones and those with a zero point N <= m+1).", kFmt}, int_weight_in_float},
   {{"R9", "float-weight-in-float", "Float weights on float activations have no more exponent and no more mantissa bits than the activation: the conversion moves the exponent field into the activation's and keeps every mantissa bit (the bias difference goes into the scale); with equal exponent widths the weight's top codes must not be Inf/NaN codes of the activation.", kFmt}, float_weight_in_float},
@@ -312,7 +321,7 @@ const Entry kEntries[] = {
   {{"R12", "zero-point-weight", "Zero points go with plain unsigned integer weights (uintN): signed and biased integers are already centred, floats are symmetric.", kFmt}, zero_point_weight},
   {{"R13", "zero-point-integer", "An integer zero point is unsigned with the weight's width (uint4 for uint4 weights): it is packed and subtracted like a weight code.", kFmt}, zero_point_integer},
   {{"R14", "zero-point-float", "A float zero point is f16 or bf16 and equal to the activation dtype: it is subtracted in the activation type before the MMA, which only 16-bit activations do.", kFmt}, zero_point_float},
-  {{"R15", "zero-point-scales", "Zero points need channel or group scales: they have the scales' shape [E][N][G] and are applied with them.", kFmt}, zero_point_scales},
+  {{"R15", "zero-point-scales", "Zero points need channel or group scales other than ue8m0: they have the scales' shape [E][N][G] and are applied with them, and MX power-of-two scales are symmetric (no checkpoint pairs them with zero points).", kFmt}, zero_point_scales},
   {{"R16", "scale-dtype", "Channel, group and block scales are f16, bf16, f32, e4m3, e5m2 or ue8m0 (s=none and s=tensor have no scale dtype; global scales are f32).", kFmt}, scale_dtype},
   {{"R17", "group-size", "Group sizes (group_k, and group_n of block scales) are positive multiples of 16: checkpoints use 16..256 and the kernels step K and N by 16; the last group may be partial.", kFmt}, group_size},
   {{"R18", "group-mma-step", "On 8- and 4-bit activations group scales are applied in f32 between MMA steps, so group_k is a multiple of the activation's MMA K (32 for 8-bit, 64 for 4-bit; e2m1 follows R20).", kFmt}, group_mma_step},
