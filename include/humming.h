@@ -952,6 +952,8 @@ HM_API void hm_checkpoint_tensor_init_sized(hm_checkpoint_tensor_t *tensor, size
  * total count bytes of the input file's tensors. */
 typedef void (*hm_convert_progress_fn)(void *user_data, const char *tensor_name, uint64_t done,
                                        uint64_t total);
+/* hm_convert_options_t.cancel: nonzero stops the conversion. */
+typedef int32_t (*hm_convert_cancel_fn)(void *user_data);
 
 typedef struct hm_convert_options {
   uint32_t struct_size;
@@ -971,6 +973,13 @@ typedef struct hm_convert_options {
   int32_t shard_count;
   hm_convert_progress_fn progress; /* hm_convert_file only; may be NULL */
   void *progress_user_data;
+  /* hm_convert_file only; may be NULL. Asked after each tensor copied and each layer converted
+   * (after progress): nonzero cancels, and the call returns HM_ERROR_INVALID_STATE having written
+   * nothing to out_path (its temporary file is removed), as a cancelling hm_convert_model does.
+   * Called on the calling thread; a flag set from a signal handler or another thread suits it.
+   * A caller whose struct_size ends before this field has no cancel. */
+  hm_convert_cancel_fn cancel;
+  void *cancel_user_data;
 } hm_convert_options_t;
 HM_API void hm_convert_options_init(hm_convert_options_t *options);
 HM_API void hm_convert_options_init_sized(hm_convert_options_t *options, size_t size);
@@ -1074,7 +1083,7 @@ typedef struct hm_convert_model_options {
    * (hm_scheme_parse) that every layer is converted with. */
   const char *scheme;
   /* Overrides of what the config says, field by field; a field at its hm_convert_options_init
-   * value leaves the config's choice; NULL: none. Its progress fields are not used. Borrowed
+   * value leaves the config's choice; NULL: none. Its progress and cancel fields are not used. Borrowed
    * for the call. */
   const hm_convert_options_t *layer_options;
   uint32_t flags;  /* HM_CONVERT_MODEL_* */

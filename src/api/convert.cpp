@@ -31,7 +31,8 @@ using hm::api::require_struct_size;
 
 // The first released layouts (today's): struct_size must cover them.
 constexpr size_t kTensorSize = sizeof(hm_checkpoint_tensor_t);
-constexpr size_t kOptionsSize = sizeof(hm_convert_options_t);
+// Callers built before the cancel fields pass a struct that ends before them.
+constexpr size_t kOptionsSize = offsetof(hm_convert_options_t, cancel);
 constexpr size_t kInfoSize = offsetof(hm_converted_layer_info_t, note);  // before `note`
 constexpr size_t kModelOptionsSize = sizeof(hm_convert_model_options_t);
 constexpr size_t kModelSummarySize = sizeof(hm_convert_model_summary_t);
@@ -273,8 +274,14 @@ HM_API hm_status_t hm_convert_file(const char* scheme, const char* in_path, cons
     require_not_null(out_path, "out_path");
     const hm::schema::Scheme s = hm::schema::parse_scheme(scheme);
     const hm::schema::Options o = options_of(options);
+    const bool has_cancel =
+        options != nullptr && options->struct_size >= offsetof(hm_convert_options_t, cancel) +
+                                                           sizeof options->cancel +
+                                                           sizeof options->cancel_user_data;
     hm::schema::convert_file(s, in_path, out_path, o, options ? options->progress : nullptr,
-                             options ? options->progress_user_data : nullptr);
+                             options ? options->progress_user_data : nullptr,
+                             has_cancel ? options->cancel : nullptr,
+                             has_cancel ? options->cancel_user_data : nullptr);
   });
 }
 

@@ -115,12 +115,17 @@ struct SchemeRoles {
 const SchemeRoles& scheme_roles(Scheme scheme);
 
 // Converts a whole safetensors file (hm_convert_file): see docs/convert.md for the output.
+// `progress` (may be null) is told after each tensor copied and each layer converted; `cancel`
+// (may be null) is asked right after: nonzero throws HM_ERROR_INVALID_STATE, and the unfinished
+// output is removed (SafetensorsStreamWriter), so out_path is never half-written.
 using FileProgress = void (*)(void* user, const char* tensor, uint64_t done, uint64_t total);
+using FileCancel = int32_t (*)(void* user);
 struct FileResult {
   int layers = 0;  // layers converted
   int copied = 0;  // tensors copied unchanged
 };
 FileResult convert_file(Scheme scheme, const std::string& in_path, const std::string& out_path,
-                        const Options& options, FileProgress progress, void* user);
+                        const Options& options, FileProgress progress, void* user,
+                        FileCancel cancel = nullptr, void* cancel_user = nullptr);
 
 }  // namespace hm::schema

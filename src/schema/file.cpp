@@ -282,7 +282,8 @@ const char* const kFormatKey = "humming.format.";
 const char* const kNoteKey = "humming.note.";
 
 FileResult convert_file(Scheme scheme, const std::string& in_path, const std::string& out_path,
-                        const Options& options, FileProgress progress, void* user) {
+                        const Options& options, FileProgress progress, void* user,
+                        FileCancel cancel, void* cancel_user) {
   const io::SafetensorsFile file(in_path);
   // The same file under another name (./m.safetensors, a hard link, a symlink) is found by its
   // device and inode, not by comparing strings: renaming the output over it would replace the
@@ -339,6 +340,14 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
   for (const auto& [k, v] : metadata) writer.set_metadata(k, v);
   uint64_t total = 0, done = 0;
   for (const io::TensorView& t : file.tensors()) total += t.bytes;
+  // After each item: progress, then the caller's cancel (throwing leaves `writer` unfinished,
+  // which removes its temporary file).
+  auto reached = [&](const std::string& name) {
+    if (progress) progress(user, name.c_str(), done, total);
+    if (cancel && cancel(cancel_user) != 0)
+      fail(HM_ERROR_INVALID_STATE, "cancelled by the cancel callback; nothing was written to " +
+                                       core::quoted(out_path, core::kQuotedPathBytes));
+  };
   std::vector<bool> written(layers.size(), false);
   FileResult result;
   for (const io::TensorView& t : file.tensors()) {
@@ -347,7 +356,7 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
       writer.append(t.name, t.dtype, t.shape, t.data, t.bytes);
       ++result.copied;
       done += t.bytes;
-      if (progress) progress(user, t.name.c_str(), done, total);
+      reached(t.name);
       continue;
     }
     if (written[it->second]) continue;
@@ -362,7 +371,7 @@ FileResult convert_file(Scheme scheme, const std::string& in_path, const std::st
     write_packed(writer, pack_layer(fl.prefix, layer));
     ++result.layers;
     for (const io::TensorView* m : fl.members) done += m->bytes;
-    if (progress) progress(user, fl.prefix.c_str(), done, total);
+    reached(fl.prefix);
   }
   writer.finish();
   return result;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -193,6 +194,62 @@ TEST(ConvertFile, MultiLayerRoundTrip) {
       }
     }
   }
+  std::remove(in.c_str());
+  std::remove(out.c_str());
+}
+
+// The cancel callback: asked after each item; nonzero stops the call with
+// HM_ERROR_INVALID_STATE, and nothing is left at the output path (no file, no temporary). A
+// caller whose struct ends before the cancel fields (built against an older humming.h) has none.
+TEST(ConvertFile, CancelStopsAndLeavesNothing) {
+  const std::string in = temp_path("in"), out = temp_path("out");
+  write_file(in, sample_model());
+  struct Countdown {
+    int left;
+    int asked = 0;
+  };
+  auto cancel = [](void* user) -> int32_t {
+    auto* c = static_cast<Countdown*>(user);
+    ++c->asked;
+    return --c->left < 0 ? 1 : 0;
+  };
+  auto leftovers = [&] {
+    int n = 0;
+    const std::filesystem::path o(out);
+    for (const auto& e : std::filesystem::directory_iterator(o.parent_path()))
+      n += e.path().filename().string().rfind(o.filename().string(), 0) == 0;
+    return n;
+  };
+  for (int after : {0, 2}) {  // cancelled at the first item, and at the third
+    hm_convert_options_t options;
+    hm_convert_options_init(&options);
+    Countdown countdown{after};
+    options.cancel = cancel;
+    options.cancel_user_data = &countdown;
+    EXPECT_EQ(hm_convert_file("gptq", in.c_str(), out.c_str(), &options), HM_ERROR_INVALID_STATE);
+    EXPECT_NE(last_error().find("cancelled by the cancel callback"), std::string::npos)
+        << last_error();
+    EXPECT_EQ(countdown.asked, after + 1);
+    EXPECT_EQ(leftovers(), 0) << "neither the output nor its temporary file";
+  }
+  // Never cancelling: four items asked, the file written.
+  hm_convert_options_t options;
+  hm_convert_options_init(&options);
+  Countdown never{1000};
+  options.cancel = cancel;
+  options.cancel_user_data = &never;
+  ASSERT_EQ(hm_convert_file("gptq", in.c_str(), out.c_str(), &options), HM_SUCCESS) << last_error();
+  EXPECT_EQ(never.asked, 4);
+  std::remove(out.c_str());
+  // An older caller's struct: the cancel fields are past its end and are not read.
+  Countdown unread{0};
+  options.cancel_user_data = &unread;
+  options.struct_size = offsetof(hm_convert_options_t, cancel);
+  ASSERT_EQ(hm_convert_file("gptq", in.c_str(), out.c_str(), &options), HM_SUCCESS) << last_error();
+  EXPECT_EQ(unread.asked, 0);
+  options.struct_size = offsetof(hm_convert_options_t, cancel) - 1;
+  EXPECT_EQ(hm_convert_file("gptq", in.c_str(), out.c_str(), &options),
+            HM_ERROR_INVALID_STRUCT_SIZE);
   std::remove(in.c_str());
   std::remove(out.c_str());
 }

@@ -2,13 +2,10 @@
 // (hm_convert_file) into the standard layout. Options map one to one onto
 // hm_convert_options_t / hm_convert_model_options_t; docs/convert.md has the rest.
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -18,57 +15,14 @@ namespace cli {
 
 namespace {
 
-// Set by SIGINT / SIGTERM; the model progress callback then cancels, and hm_convert_model
-// removes its temporary folder (the output folder is never half-written); the file progress
-// callback removes the temporary file (abandon_file_conversion).
+// Set by SIGINT / SIGTERM; the progress callback of a model conversion and the cancel
+// callback of a file conversion then stop it, and the library removes what it had written (the
+// output is never half-written).
 volatile std::sig_atomic_t g_interrupted = 0;
 void on_signal(int) { g_interrupted = 1; }
-
-// hm_convert_file's progress callback cannot cancel (and nothing may throw through the C ABI),
-// so after a signal the callback removes the library's temporary output `OUT.<hex>.tmp` itself
-// and exits: the one this process holds open (/proc/self/fd), else one that was not there before
-// the conversion began. The callback runs between layers, with no worker thread busy.
-struct TempOutput {
-  std::string dir, prefix;       // OUT's folder (resolved) and "<name>."
-  std::set<std::string> before;  // matching names that existed before the call
-  bool matches(const std::string& name) const {
-    return name.size() > prefix.size() + 4 && name.compare(0, prefix.size(), prefix) == 0 &&
-           name.compare(name.size() - 4, 4, ".tmp") == 0;
-  }
-  std::set<std::string> present() const {
-    std::set<std::string> names;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-      if (matches(e.path().filename().string())) names.insert(e.path().filename().string());
-    return names;
-  }
-};
-TempOutput g_temp_output;
-
-[[noreturn]] void abandon_file_conversion(const char* out) {
-  namespace fs = std::filesystem;
-  bool removed = false;
-  std::error_code ec;
-  if (fs::is_directory("/proc/self/fd", ec)) {
-    for (const auto& e : fs::directory_iterator("/proc/self/fd", ec)) {
-      const fs::path target = fs::read_symlink(e.path(), ec);
-      if (ec || target.parent_path() != fs::path(g_temp_output.dir) ||
-          !g_temp_output.matches(target.filename().string()))
-        continue;
-      removed |= ::unlink(target.c_str()) == 0;
-    }
-  }
-  if (!removed)
-    for (const std::string& name : g_temp_output.present())
-      if (!g_temp_output.before.count(name))
-        ::unlink((fs::path(g_temp_output.dir) / name).c_str());
-  std::fprintf(stderr, "humming convert: interrupted; %s was not written\n", out);
-  std::fflush(stderr);
-  ::_exit(130);
-}
+int32_t interrupted(void*) { return g_interrupted ? 1 : 0; }
 
 struct Progress {
-  const char* out = nullptr;
   bool quiet = false;
   bool enabled = false;
   int last_percent = -1;
@@ -78,7 +32,6 @@ struct Progress {
 // Big files report every 5%; small ones convert before anyone could read a progress line.
 void on_progress(void* user, const char* tensor, uint64_t done, uint64_t total) {
   auto* p = static_cast<Progress*>(user);
-  if (g_interrupted) abandon_file_conversion(p->out);
   if (p->quiet || total == 0) return;
   if (!p->enabled && total >= (uint64_t{256} << 20)) p->enabled = true;
   if (!p->enabled) return;
@@ -262,20 +215,11 @@ int cmd_convert(Args& args) {
   struct stat existing;
   if (!force && ::lstat(out.c_str(), &existing) == 0)
     throw Failure{quoted(out) + " exists; choose a new file or pass --force"};
-  {
-    namespace fs = std::filesystem;
-    const fs::path o = fs::absolute(out);
-    std::error_code ec;
-    const fs::path dir = fs::weakly_canonical(o.parent_path(), ec);
-    g_temp_output.dir = (ec ? o.parent_path() : dir).string();
-    g_temp_output.prefix = o.filename().string() + ".";
-    g_temp_output.before = g_temp_output.present();
-  }
   Progress progress;
-  progress.out = out.c_str();
   progress.quiet = quiet;
-  options.progress = on_progress;  // also where an interrupt cancels
+  options.progress = on_progress;
   options.progress_user_data = &progress;
+  options.cancel = interrupted;  // after each tensor and layer: the library removes its temp file
 
   const auto t0 = std::chrono::steady_clock::now();
   std::signal(SIGINT, on_signal);

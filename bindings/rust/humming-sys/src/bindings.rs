@@ -881,6 +881,8 @@ pub type hm_convert_progress_fn = ::std::option::Option<
         total: u64,
     ),
 >;
+pub type hm_convert_cancel_fn =
+    ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void) -> i32>;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct hm_convert_options {
@@ -895,6 +897,8 @@ pub struct hm_convert_options {
     pub shard_count: i32,
     pub progress: hm_convert_progress_fn,
     pub progress_user_data: *mut ::std::os::raw::c_void,
+    pub cancel: hm_convert_cancel_fn,
+    pub cancel_user_data: *mut ::std::os::raw::c_void,
 }
 pub type hm_convert_options_t = hm_convert_options;
 extern "C" {
