@@ -372,26 +372,34 @@ struct DenseMma {
                                                       int lane, uint32& poison) {
     uint32 a_frag[C::kWarpStrips][16];
     step_fragments(a_frag, words, codes, poison);
-    // B fragments by ldmatrix (two atoms per x4: each atom is 32 bytes of a row, k16 of 16-bit
-    // or k32 of 8-bit activations, its two registers the units 2x and 2x + 1), then the MMAs.
 #pragma unroll
-    for (int j = 0; j < kTokenGroups; ++j) {
+    for (int j = 0; j < kTokenGroups; ++j)
+      token_group_mmas(tile, a_frag, j, lane,
+                       [&](int i, int) -> auto& { return sums.v[i][j]; });
+  }
+
+  // Token group j's MMAs over one step: its B fragments by ldmatrix (two atoms per x4: each
+  // atom is 32 bytes of a row, k16 of 16-bit or k32 of 8-bit activations, its two registers the
+  // units 2x and 2x + 1), atom x of strip i into sums_of(i, x).
+  template <class SumsOf>
+  static __device__ __forceinline__ void token_group_mmas(
+      const Act (&tile)[C::kBlockM][kStepK], const uint32 (&a_frag)[C::kWarpStrips][16], int j,
+      int lane, SumsOf&& sums_of) {
 #pragma unroll
-      for (int pair = 0; pair < 2; ++pair) {
-        const int mi = lane / 8, r = j * 8 + lane % 8;
-        const int unit = 4 * pair + mi;
-        uint32 b[4];
-        ptx::ldmatrix_x4(b, ptx::smem_address(&tile[r][(unit ^ (r & 7)) * kUnit]));
+    for (int pair = 0; pair < 2; ++pair) {
+      const int mi = lane / 8, r = j * 8 + lane % 8;
+      const int unit = 4 * pair + mi;
+      uint32 b[4];
+      ptx::ldmatrix_x4(b, ptx::smem_address(&tile[r][(unit ^ (r & 7)) * kUnit]));
 #pragma unroll
-        for (int i = 0; i < C::kWarpStrips; ++i) {
+      for (int i = 0; i < C::kWarpStrips; ++i) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int x = 2 * pair + h;
-            const uint32 af[4] = {a_frag[i][4 * x], a_frag[i][4 * x + 1], a_frag[i][4 * x + 2],
-                                  a_frag[i][4 * x + 3]};
-            const uint32 bf[2] = {b[2 * h], b[2 * h + 1]};
-            mma_atom(sums.v[i][j], af, bf);
-          }
+        for (int h = 0; h < 2; ++h) {
+          const int x = 2 * pair + h;
+          const uint32 af[4] = {a_frag[i][4 * x], a_frag[i][4 * x + 1], a_frag[i][4 * x + 2],
+                                a_frag[i][4 * x + 3]};
+          const uint32 bf[2] = {b[2 * h], b[2 * h + 1]};
+          mma_atom(sums_of(i, x), af, bf);
         }
       }
     }
@@ -433,24 +441,8 @@ struct DenseMma {
 #pragma unroll
     for (int j = 0; j < kTokenGroups; ++j) {
       SlotSums sets[kFoldSets] = {};
-#pragma unroll
-      for (int pair = 0; pair < 2; ++pair) {
-        const int mi = lane / 8, r = j * 8 + lane % 8;
-        const int unit = 4 * pair + mi;
-        uint32 b[4];
-        ptx::ldmatrix_x4(b, ptx::smem_address(&tile[r][(unit ^ (r & 7)) * kUnit]));
-#pragma unroll
-        for (int i = 0; i < C::kWarpStrips; ++i) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int x = 2 * pair + h;
-            const uint32 af[4] = {a_frag[i][4 * x], a_frag[i][4 * x + 1], a_frag[i][4 * x + 2],
-                                  a_frag[i][4 * x + 3]};
-            const uint32 bf[2] = {b[2 * h], b[2 * h + 1]};
-            mma_atom(sets[x / kAtomsPerSet].v[i][0], af, bf);
-          }
-        }
-      }
+      token_group_mmas(tile, a_frag, j, lane,
+                       [&](int i, int x) -> auto& { return sets[x / kAtomsPerSet].v[i][0]; });
 #pragma unroll
       for (int set = 0; set < kFoldSets; ++set)
 #pragma unroll
