@@ -72,9 +72,11 @@ struct Range {
 
 // A pointer's allocation must hold the `extent` bytes the call touches from it (0: not checked).
 // The driver's range is the whole allocation (cuMemAlloc, a registered host range, managed
-// memory) or the whole address reservation of virtual memory management (cuMemAddressReserve,
-// which pools and PyTorch's expandable segments use), so a valid call is never refused; a buffer
-// carved out of a larger allocation is checked against that allocation only.
+// memory) or, for virtual memory management, the whole address reservation (cuMemAddressReserve,
+// which pools and PyTorch's expandable segments use): the driver API documents RANGE_START_ADDR
+// / RANGE_SIZE as "the mappable address range", not the mapped chunk that cuMemGetAddressRange
+// reports. So a buffer spread over several mapped chunks is not refused (measured on no GPU yet:
+// NOTES v39), and a buffer carved out of a larger allocation is checked against that allocation.
 void check_extent(const char* slot, uint64_t pointer, uint64_t extent, const Range& range) {
   if (extent == 0 || range.size == 0 || pointer < range.start ||
       pointer - range.start >= range.size)

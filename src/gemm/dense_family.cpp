@@ -174,6 +174,8 @@ void DenseFamily::extents(const Tile& tile, const Layer& layer, const hm_launch_
     bytes[HM_ARG_ACT_SCALES] =
         product(a_rows, static_cast<uint64_t>(std::max<int64_t>(f.activation_groups(), 1)), 4);
   bytes[HM_ARG_WORKSPACE] = workspace_bytes(tile, layer, m, m);
+  if (bytes[HM_ARG_WORKSPACE] > 0)  // launch's own check, first here too (see marshal above)
+    core::require_aligned(params.pointers[HM_ARG_WORKSPACE], 16, "HM_ARG_WORKSPACE");
   if (f.experts >= 2) {
     // SORTED_IDS and EXPERT_IDS are read as far as NUM_TOKENS_PADDED (device data) says.
     if (mode == HM_MOE_MODE_INDEXED) bytes[HM_ARG_NUM_TOKENS_PADDED] = 4;

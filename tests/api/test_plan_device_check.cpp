@@ -178,22 +178,15 @@ TEST_F(PlanDeviceCheck, ManagedAndMappedHostMemoryAreAccepted) {
   ASSERT_NO_FATAL_FAILURE(use("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024"));
   hm_context_t* other = create_context(cache_, 1);
   ASSERT_NE(other, nullptr);
-  using AllocManaged = int (*)(uint64_t*, size_t, unsigned);
-  using Register = int (*)(void*, size_t, unsigned);
-  using Unregister = int (*)(void*);
-  using Free = int (*)(uint64_t);
-  auto alloc_managed = reinterpret_cast<AllocManaged>(mock_.symbol("cuMemAllocManaged"));
-  auto host_register = reinterpret_cast<Register>(mock_.symbol("cuMemHostRegister_v2"));
-  auto host_unregister = reinterpret_cast<Unregister>(mock_.symbol("cuMemHostUnregister"));
-  auto mem_free = reinterpret_cast<Free>(mock_.symbol("cuMemFree_v2"));
-  ASSERT_TRUE(alloc_managed && host_register && host_unregister && mem_free);
+  const auto calls = mock_.memory_calls();
+  ASSERT_TRUE(calls.complete());
 
   // Managed memory, allocated with either device's context current: usable from device 0.
   for (int device : {0, 1}) {
     uint64_t managed = 0;
-    ASSERT_EQ(mock_.in_context(device, [&] { return alloc_managed(&managed, 1 << 16, 1); }), 0);
+    ASSERT_EQ(mock_.in_context(device, [&] { return calls.alloc_managed(&managed, 1 << 16, 1); }), 0);
     EXPECT_EQ(gemm_with(HM_ARG_A, managed), HM_SUCCESS) << "device " << device << last_error();
-    EXPECT_EQ(mock_.in_context(device, [&] { return mem_free(managed); }), 0);
+    EXPECT_EQ(mock_.in_context(device, [&] { return calls.mem_free(managed); }), 0);
   }
 
   constexpr unsigned kPortable = 1, kDeviceMap = 2;
@@ -201,19 +194,19 @@ TEST_F(PlanDeviceCheck, ManagedAndMappedHostMemoryAreAccepted) {
   ASSERT_NE(host, nullptr);
   const uint64_t address = reinterpret_cast<uintptr_t>(host);
   // Registered with device 0: mapped for it.
-  ASSERT_EQ(mock_.in_context(0, [&] { return host_register(host, 1 << 16, kDeviceMap); }), 0);
+  ASSERT_EQ(mock_.in_context(0, [&] { return calls.host_register(host, 1 << 16, kDeviceMap); }), 0);
   EXPECT_EQ(gemm_with(HM_ARG_A, address), HM_SUCCESS) << last_error();
-  ASSERT_EQ(host_unregister(host), 0);
+  ASSERT_EQ(calls.host_unregister(host), 0);
   // Registered with device 1 only: not mapped for device 0, and it belongs to device 1.
-  ASSERT_EQ(mock_.in_context(1, [&] { return host_register(host, 1 << 16, kDeviceMap); }), 0);
+  ASSERT_EQ(mock_.in_context(1, [&] { return calls.host_register(host, 1 << 16, kDeviceMap); }), 0);
   EXPECT_EQ(gemm_with(HM_ARG_A, address), HM_ERROR_WRONG_DEVICE);
   EXPECT_TRUE(contains(last_error(), "HM_ARG_A")) << last_error();
   EXPECT_TRUE(contains(last_error(), "CU_MEMHOSTREGISTER_PORTABLE")) << last_error();
-  ASSERT_EQ(host_unregister(host), 0);
+  ASSERT_EQ(calls.host_unregister(host), 0);
   // Registered with device 1 as portable: mapped for every context.
-  ASSERT_EQ(mock_.in_context(1, [&] { return host_register(host, 1 << 16, kPortable); }), 0);
+  ASSERT_EQ(mock_.in_context(1, [&] { return calls.host_register(host, 1 << 16, kPortable); }), 0);
   EXPECT_EQ(gemm_with(HM_ARG_A, address), HM_SUCCESS) << last_error();
-  ASSERT_EQ(host_unregister(host), 0);
+  ASSERT_EQ(calls.host_unregister(host), 0);
   std::free(host);
   hm_context_destroy(other);
 }
@@ -328,6 +321,12 @@ TEST_F(PlanDeviceCheck, BuffersTooSmallForTheCallAreRefused) {
   EXPECT_EQ(gemm_with(HM_ARG_WORKSPACE, ws), HM_SUCCESS) << last_error();
   EXPECT_EQ(gemm_with(HM_ARG_WORKSPACE, ws + 16), HM_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(last_error(), "HM_ARG_WORKSPACE")) << last_error();
+  // Misaligned and short at once: named misaligned (the more precise of the two), as for B.
+  EXPECT_EQ(gemm_with(HM_ARG_WORKSPACE, ws + 8), HM_ERROR_MISALIGNED) << last_error();
+  uint64_t b = 0;
+  ASSERT_EQ(hm_device_alloc(ctx_, sizes.weight, &b), HM_SUCCESS);
+  EXPECT_EQ(gemm_with(HM_ARG_B, b + 8), HM_ERROR_MISALIGNED) << last_error();
+  hm_device_free(ctx_, b);
   hm_device_free(ctx_, ws);
   // One allocation in several slots is checked for the largest of their sizes.
   uint64_t shared = 0;
@@ -344,31 +343,24 @@ TEST_F(PlanDeviceCheck, BuffersTooSmallForTheCallAreRefused) {
 
 TEST_F(PlanDeviceCheck, ManagedAndRegisteredMemoryIsSizeCheckedToo) {
   ASSERT_NO_FATAL_FAILURE(use("w=uint4b8 a=f16 c=f16 s=f16:g128 n=256 k=1024"));
-  using AllocManaged = int (*)(uint64_t*, size_t, unsigned);
-  using Register = int (*)(void*, size_t, unsigned);
-  using Unregister = int (*)(void*);
-  using Free = int (*)(uint64_t);
-  auto alloc_managed = reinterpret_cast<AllocManaged>(mock_.symbol("cuMemAllocManaged"));
-  auto host_register = reinterpret_cast<Register>(mock_.symbol("cuMemHostRegister_v2"));
-  auto host_unregister = reinterpret_cast<Unregister>(mock_.symbol("cuMemHostUnregister"));
-  auto mem_free = reinterpret_cast<Free>(mock_.symbol("cuMemFree_v2"));
-  ASSERT_TRUE(alloc_managed && host_register && host_unregister && mem_free);
+  const auto calls = mock_.memory_calls();
+  ASSERT_TRUE(calls.complete());
   const size_t a_bytes = 1024 * 2;  // A at M = 1
   uint64_t managed = 0;
-  ASSERT_EQ(mock_.in_context(0, [&] { return alloc_managed(&managed, a_bytes, 1); }), 0);
+  ASSERT_EQ(mock_.in_context(0, [&] { return calls.alloc_managed(&managed, a_bytes, 1); }), 0);
   EXPECT_EQ(gemm_with(HM_ARG_A, managed), HM_SUCCESS) << last_error();
   EXPECT_EQ(gemm_with(HM_ARG_A, managed + 16), HM_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(last_error(), "HM_ARG_A")) << last_error();
-  EXPECT_EQ(mock_.in_context(0, [&] { return mem_free(managed); }), 0);
+  EXPECT_EQ(mock_.in_context(0, [&] { return calls.mem_free(managed); }), 0);
   constexpr unsigned kDeviceMap = 2;
   void* host = std::aligned_alloc(256, 4096);
   ASSERT_NE(host, nullptr);
-  ASSERT_EQ(mock_.in_context(0, [&] { return host_register(host, a_bytes, kDeviceMap); }), 0);
+  ASSERT_EQ(mock_.in_context(0, [&] { return calls.host_register(host, a_bytes, kDeviceMap); }), 0);
   const uint64_t address = reinterpret_cast<uintptr_t>(host);
   EXPECT_EQ(gemm_with(HM_ARG_A, address), HM_SUCCESS) << last_error();
   EXPECT_EQ(gemm_with(HM_ARG_A, address + 16), HM_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(last_error(), "bytes from the end of its allocation")) << last_error();
-  ASSERT_EQ(host_unregister(host), 0);
+  ASSERT_EQ(calls.host_unregister(host), 0);
   std::free(host);
 }
 

@@ -419,15 +419,8 @@ TEST(RuntimeScope, NestedScopesOfOneContextPushOnce) {
 // everything else takes the attribute-by-attribute path.
 TEST(DeviceCheckQueries, SameAnswersWithAndWithoutThePluralQuery) {
   MockControl mock;
-  using Register = int (*)(void*, size_t, unsigned);
-  using Unregister = int (*)(void*);
-  using AllocManaged = int (*)(uint64_t*, size_t, unsigned);
-  using Free = int (*)(uint64_t);
-  auto host_register = reinterpret_cast<Register>(mock.symbol("cuMemHostRegister_v2"));
-  auto host_unregister = reinterpret_cast<Unregister>(mock.symbol("cuMemHostUnregister"));
-  auto alloc_managed = reinterpret_cast<AllocManaged>(mock.symbol("cuMemAllocManaged"));
-  auto mem_free = reinterpret_cast<Free>(mock.symbol("cuMemFree_v2"));
-  ASSERT_TRUE(host_register && host_unregister && alloc_managed && mem_free);
+  const auto calls = mock.memory_calls();
+  ASSERT_TRUE(calls.complete());
 
   std::shared_ptr<const Driver> without;
   {
@@ -447,7 +440,7 @@ TEST(DeviceCheckQueries, SameAnswersWithAndWithoutThePluralQuery) {
   ASSERT_NE(host, nullptr);
   const uint64_t host_address = reinterpret_cast<uintptr_t>(host);
   uint64_t managed = 0;
-  ASSERT_EQ(mock.in_context(1, [&] { return alloc_managed(&managed, 1 << 16, 1); }), 0);
+  ASSERT_EQ(mock.in_context(1, [&] { return calls.alloc_managed(&managed, 1 << 16, 1); }), 0);
 
   // The answer for one pointer in HM_ARG_A: status and message.
   auto answer = [&](const Device& device, uint64_t pointer) -> std::pair<hm_status_t, std::string> {
@@ -476,15 +469,15 @@ TEST(DeviceCheckQueries, SameAnswersWithAndWithoutThePluralQuery) {
   compare("plain host memory", unknown, HM_ERROR_INVALID_ARGUMENT);
   compare("managed memory of device 1", managed, HM_SUCCESS);
   constexpr unsigned kPortable = 1, kDeviceMap = 2;
-  ASSERT_EQ(mock.in_context(0, [&] { return host_register(host, 1 << 16, kDeviceMap); }), 0);
+  ASSERT_EQ(mock.in_context(0, [&] { return calls.host_register(host, 1 << 16, kDeviceMap); }), 0);
   compare("host memory registered with device 0", host_address, HM_SUCCESS);
-  ASSERT_EQ(host_unregister(host), 0);
-  ASSERT_EQ(mock.in_context(1, [&] { return host_register(host, 1 << 16, kDeviceMap); }), 0);
+  ASSERT_EQ(calls.host_unregister(host), 0);
+  ASSERT_EQ(mock.in_context(1, [&] { return calls.host_register(host, 1 << 16, kDeviceMap); }), 0);
   compare("host memory registered with device 1", host_address, HM_ERROR_WRONG_DEVICE);
-  ASSERT_EQ(host_unregister(host), 0);
-  ASSERT_EQ(mock.in_context(1, [&] { return host_register(host, 1 << 16, kPortable); }), 0);
+  ASSERT_EQ(calls.host_unregister(host), 0);
+  ASSERT_EQ(mock.in_context(1, [&] { return calls.host_register(host, 1 << 16, kPortable); }), 0);
   compare("portable host memory of device 1", host_address, HM_SUCCESS);
-  ASSERT_EQ(host_unregister(host), 0);
+  ASSERT_EQ(calls.host_unregister(host), 0);
   {
     ScopedEnv pageable("HM_MOCK_PAGEABLE_MEMORY_ACCESS", "1");
     compare("plain host memory with pageable memory access", unknown, HM_SUCCESS);
@@ -500,7 +493,7 @@ TEST(DeviceCheckQueries, SameAnswersWithAndWithoutThePluralQuery) {
   EXPECT_EQ(mock.driver_calls("cuPointerGetAttributes"), 0);
   EXPECT_EQ(mock.driver_calls("cuPointerGetAttribute"), 2);
 
-  EXPECT_EQ(mock.in_context(1, [&] { return mem_free(managed); }), 0);
+  EXPECT_EQ(mock.in_context(1, [&] { return calls.mem_free(managed); }), 0);
   std::free(host);
   d0.free(mine);
   d1.free(foreign);

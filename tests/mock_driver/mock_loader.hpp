@@ -110,6 +110,23 @@ class MockControl {
   }
   // Any exported symbol of the mock, e.g. a cu* entry point to call directly.
   void* symbol(const char* name) const { return dlsym(handle_, name); }
+  // The mock's entry points for memory the library never allocates itself (managed memory,
+  // registered host memory), for tests that make such memory; null where the mock lacks one.
+  struct MemoryCalls {
+    int (*alloc_managed)(uint64_t*, size_t, unsigned) = nullptr;  // cuMemAllocManaged
+    int (*host_register)(void*, size_t, unsigned) = nullptr;      // cuMemHostRegister_v2
+    int (*host_unregister)(void*) = nullptr;                      // cuMemHostUnregister
+    int (*mem_free)(uint64_t) = nullptr;                          // cuMemFree_v2
+    bool complete() const { return alloc_managed && host_register && host_unregister && mem_free; }
+  };
+  MemoryCalls memory_calls() const {
+    MemoryCalls m;
+    m.alloc_managed = reinterpret_cast<decltype(m.alloc_managed)>(symbol("cuMemAllocManaged"));
+    m.host_register = reinterpret_cast<decltype(m.host_register)>(symbol("cuMemHostRegister_v2"));
+    m.host_unregister = reinterpret_cast<decltype(m.host_unregister)>(symbol("cuMemHostUnregister"));
+    m.mem_free = reinterpret_cast<decltype(m.mem_free)>(symbol("cuMemFree_v2"));
+    return m;
+  }
 
  private:
   template <typename Fn>
