@@ -110,15 +110,24 @@ Range queried_range(const runtime::Device& device, uint64_t pointer) {
 // ordinal is an int, so its low 4 bytes.
 bool device_memory_of(const runtime::Device& device, uint64_t pointer, Range* range) {
   using namespace runtime;
-  if (!device.driver().has_pointer_get_attributes()) return false;
+  const Driver& driver = device.driver();
+  if (!driver.has_pointer_get_attributes()) return false;
   int attributes[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
   uint64_t type = 0, ordinal = 0;
   void* data[4] = {&type, &ordinal, &range->start, &range->size};
   range->start = range->size = 0;
-  return device.driver().api().cuPointerGetAttributes(4, attributes, data, pointer) ==
-             CUDA_SUCCESS &&
-         type == CU_MEMORYTYPE_DEVICE &&
+  const bool ranges = driver.answers_pointer_ranges();
+  CUresult result = driver.api().cuPointerGetAttributes(ranges ? 4 : 2, attributes, data, pointer);
+  if (result == CUDA_ERROR_INVALID_VALUE && ranges) {
+    // An attribute it does not know (the plural call answers an unknown pointer with zeros, not
+    // an error): perhaps a runtime without the range attributes. Ask without them, and if that
+    // answers, never ask for them again (sizes then go unchecked with this driver).
+    range->start = range->size = 0;
+    result = driver.api().cuPointerGetAttributes(2, attributes, data, pointer);
+    if (result == CUDA_SUCCESS) driver.note_no_pointer_ranges();
+  }
+  return result == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE &&
          static_cast<int32_t>(static_cast<uint32_t>(ordinal)) == device.ordinal();
 }
 

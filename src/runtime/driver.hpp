@@ -4,6 +4,7 @@
 // Driver::check().
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,14 @@ class Driver {
   bool has_pointer_get_attribute() const { return api_.cuPointerGetAttribute != nullptr; }
   bool has_pointer_get_attributes() const { return api_.cuPointerGetAttributes != nullptr; }
   bool has_stream_get_ctx() const { return api_.cuStreamGetCtx != nullptr; }
+  // Whether cuPointerGetAttributes answers the allocation range attributes (RANGE_START_ADDR /
+  // RANGE_SIZE): taken as yes until a query with them fails where one without them succeeds (a
+  // CUDA-compatible runtime that knows only the older attributes), then no for good, so that
+  // such a runtime pays one failed query, not one per pointer per call.
+  bool answers_pointer_ranges() const {
+    return pointer_ranges_.load(std::memory_order_relaxed);
+  }
+  void note_no_pointer_ranges() const { pointer_ranges_.store(false, std::memory_order_relaxed); }
 
   const DriverApi& api() const { return api_; }
 
@@ -123,6 +132,7 @@ class Driver {
   int device_count_ = 0;
   PFN_cuGetProcAddress_v12000 get_proc_address_ = nullptr;
   DriverApi api_;
+  mutable std::atomic<bool> pointer_ranges_{true};
 };
 
 // The hm status for a CUDA error: out of memory -> HM_ERROR_DEVICE_OUT_OF_MEMORY, launch and

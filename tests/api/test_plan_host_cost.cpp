@@ -182,6 +182,18 @@ TEST_F(PlanHostCost, APluralQueryThatFailsFallsBackToSingleAttributes) {
   EXPECT_EQ(of("cuCtxPushCurrent_v2"), 1) << summary();
 }
 
+// A runtime whose plural query fails when asked for the range attributes: the first query is
+// asked again without them, and from then on every call is back to one query per pointer
+// (sizes unchecked). The driver remembers it for the process (CTest runs each test alone).
+TEST_F(PlanHostCost, ARuntimeWithoutRangeAttributesPaysOneRetryOnce) {
+  ScopedEnv no_ranges("HM_MOCK_PLURAL_WITHOUT_RANGES", "1");
+  ASSERT_NO_FATAL_FAILURE(use(kPlainTile));
+  EXPECT_NE(first_summary_.find("cuPointerGetAttributes"), std::string::npos) << first_summary_;
+  EXPECT_EQ(calls(), kCallsPerGemm) << summary();
+  EXPECT_EQ(of("cuPointerGetAttributes"), 5) << summary();
+  EXPECT_EQ(of("cuPointerGetAttribute"), 0) << summary();
+}
+
 // The TMA maps of a call are kept while their inputs stay: a new A address or a new M re-encodes
 // A's map (and only it); going back finds the earlier one.
 TEST_F(PlanHostCost, ANewActivationAddressOrMReencodesOnlyTheActivationMap) {

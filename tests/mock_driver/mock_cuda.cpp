@@ -19,6 +19,8 @@
 //                               (they could read plain host memory, as with HMM or ATS).
 //   HM_MOCK_FAIL_POINTER_GET_ATTRIBUTES=1  cuPointerGetAttributes (plural) fails with
 //                               CUDA_ERROR_NOT_SUPPORTED; cuPointerGetAttribute still answers.
+//   HM_MOCK_PLURAL_WITHOUT_RANGES=1  cuPointerGetAttributes fails a query that asks for the
+//                               range attributes (a runtime that knows only the older ones).
 //   HM_MOCK_SMEM_OPTIN=BYTES    every device allows blocks BYTES of shared memory (opt-in).
 //   HM_MOCK_NO_POINTER_RANGE=1  the pointer range attributes (RANGE_START_ADDR / RANGE_SIZE) have
 //                               no value (a runtime that does not know them): sizes go unchecked.

@@ -241,6 +241,11 @@ HM_MOCK_INTERNAL CUresult cuPointerGetAttributes(unsigned int count, int* attrib
   };
   for (unsigned int i = 0; i < count; ++i)
     if (data[i] == nullptr || size_of(attributes[i]) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (env_flag("HM_MOCK_PLURAL_WITHOUT_RANGES"))  // a runtime that knows only older attributes
+    for (unsigned int i = 0; i < count; ++i)
+      if (attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+          attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        return CUDA_ERROR_INVALID_VALUE;
   CUcontext owner = nullptr;
   const bool known =
       cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, pointer) == CUDA_SUCCESS;
