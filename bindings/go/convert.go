@@ -10,9 +10,14 @@ extern void hm_go_progress(void *user_data, char *tensor_name, uint64_t done, ui
 static void hm_go_progress_trampoline(void *user_data, const char *name, uint64_t done, uint64_t total) {
   hm_go_progress(user_data, (char *)name, done, total);
 }
+// The cancel callback: hm_go_cancel (progress.go) says whether the progress callback panicked.
+extern int32_t hm_go_cancel(void *user_data);
+static int32_t hm_go_cancel_trampoline(void *user_data) { return hm_go_cancel(user_data); }
 static void hm_go_set_progress(hm_convert_options_t *o, uintptr_t handle) {
   o->progress = hm_go_progress_trampoline;
   o->progress_user_data = (void *)handle;
+  o->cancel = hm_go_cancel_trampoline;
+  o->cancel_user_data = (void *)handle;
 }
 */
 import "C"
@@ -277,7 +282,9 @@ func takePanic(mu *sync.Mutex, panics map[uintptr]interface{}, token uintptr) (i
 }
 
 // ConvertFile converts every quantized layer of a safetensors file into the standard layout
-// (docs/convert.md); options.Progress, if set, is called after each tensor written.
+// (docs/convert.md); options.Progress, if set, is called after each tensor written. A panic in
+// it stops the conversion after the current layer (nothing is written to outPath) and is raised
+// again once the C call has returned.
 func ConvertFile(scheme, inPath, outPath string, options *ConvertOptions) error {
 	s, in, out := cString(scheme), cString(inPath), cString(outPath)
 	defer free(unsafe.Pointer(s))

@@ -28,6 +28,20 @@ func hm_go_progress(userData unsafe.Pointer, name *C.char, done, total C.uint64_
 	}
 }
 
+// hm_go_cancel answers hm_convert_file's cancel calls: 1 once the conversion's progress
+// callback has panicked (ConvertFile raises that panic after the call).
+//
+//export hm_go_cancel
+func hm_go_cancel(userData unsafe.Pointer) C.int32_t {
+	progressMu.Lock()
+	_, failed := progressPanics[uintptr(userData)]
+	progressMu.Unlock()
+	if failed {
+		return 1
+	}
+	return 0
+}
+
 // hm_go_model_progress receives hm_convert_model's progress calls (see convert_model.go);
 // a nonzero return cancels the conversion.
 //

@@ -110,6 +110,7 @@ HM_ADDRESS_TYPEMAPS(const uint32_t *)
 HM_ADDRESS_TYPEMAPS(const uint64_t *)
 HM_ADDRESS_TYPEMAPS(hm_convert_progress_fn)
 HM_ADDRESS_TYPEMAPS(hm_convert_model_progress_fn)
+HM_ADDRESS_TYPEMAPS(hm_convert_cancel_fn)
 
 /* ---- fixed-size integer arrays in structs (hm_checkpoint_tensor_t.shape) as tuples -------- */
 %typemap(in) int64_t [ANY] (int64_t temp[$1_dim0]) {

@@ -21,6 +21,7 @@ _CONVENTIONS = {"default": raw.HM_GLOBAL_SCALE_DEFAULT, "multiply": raw.HM_GLOBA
 
 _PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
                              ctypes.c_uint64)
+_CANCEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 _MODEL_PROGRESS = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32,
                                    ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
                                    ctypes.c_uint64)
@@ -187,10 +188,23 @@ def stack_layers(layers, axis="experts"):
 
 def convert_file(scheme, in_path, out_path, progress=None, **options):
     """Converts a safetensors file into the standard layout (docs/convert.md). progress, if
-    given, is called as progress(tensor_name, done_bytes, total_bytes); an exception it raises
-    is re-raised when the conversion returns."""
+    given, is called as progress(tensor_name, done_bytes, total_bytes). An exception it raises,
+    or a KeyboardInterrupt that arrives during the conversion, stops it after the current layer
+    (nothing is written to out_path) and is re-raised."""
     opts, keep = _options(**options)
     raised = []
+
+    # Asked by the library after each tensor and layer: the Python code that runs here is where a
+    # pending Ctrl-C is delivered, so it too cancels.
+    def cancel(_user):
+        try:
+            return 1 if raised else 0
+        except BaseException as e:  # noqa: B902 — carried back to the caller
+            raised.append(e)
+            return 1
+    cancel_callback = _CANCEL(cancel)
+    keep.append(cancel_callback)
+    opts.cancel = ctypes.cast(cancel_callback, ctypes.c_void_p).value
     if progress is not None:
         def trampoline(_user, name, done, total):
             if raised:
@@ -203,10 +217,10 @@ def convert_file(scheme, in_path, out_path, progress=None, **options):
         keep.append(callback)
         opts.progress = ctypes.cast(callback, ctypes.c_void_p).value
     status = raw.hm_convert_file(str(scheme), str(in_path), str(out_path), opts)
+    if raised:  # the cancellation's cause, not the library's "cancelled" status
+        raise raised[0]
     if status != raw.HM_SUCCESS:
         check(status)
-    if raised:
-        raise raised[0]
 
 
 def convert_model(in_dir, out_dir, scheme=None, force=False, dry_run=False, threads=0,

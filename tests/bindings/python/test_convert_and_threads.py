@@ -125,11 +125,16 @@ def test_convert_file_with_progress(tmp_path):
     fmt = humming.Format(header["__metadata__"]["humming.format." + prefix])
     assert fmt.shape == (64, 256, 1)
     assert header[prefix + ".weight"]["shape"] == [fmt.packed_sizes().weight]
-    # An exception in the callback comes back to the caller after the conversion.
-    def fail(*_):
+    # An exception in the callback stops the conversion (nothing written) and comes back to the
+    # caller; the callback is not called again.
+    seen = []
+    def fail(name, *_):
+        seen.append(name)
         raise KeyError("stop")
     with pytest.raises(KeyError):
         humming.convert_file("gptq", src, tmp_path / "again.safetensors", progress=fail)
+    assert len(seen) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.safetensors", "out.safetensors"]
 
 
 def test_convert_file_reports_a_missing_input(tmp_path):

@@ -204,6 +204,13 @@ impl ConvertedLayer {
 
 struct ProgressState<'a> {
     callback: &'a mut dyn FnMut(&str, u64, u64),
+    // A panic of the callback: it cancels the conversion and is resumed once the call returns.
+    panic: Option<Box<dyn std::any::Any + Send>>,
+}
+
+unsafe extern "C" fn cancel_trampoline(user: *mut c_void) -> i32 {
+    let progress = &*(user as *const ProgressState);
+    i32::from(progress.panic.is_some())
 }
 
 unsafe extern "C" fn progress_trampoline(
@@ -218,17 +225,25 @@ unsafe extern "C" fn progress_trampoline(
     } else {
         CStr::from_ptr(name).to_string_lossy()
     };
-    // A panic must not unwind into C: it is caught here and the conversion goes on.
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    // A panic must not unwind into C: it is kept, cancels the conversion (cancel_trampoline) and
+    // is resumed by convert_file; later calls are skipped.
+    if progress.panic.is_some() {
+        return;
+    }
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         (progress.callback)(&name, done, total)
-    }));
+    })) {
+        progress.panic = Some(payload);
+    }
 }
 
 /// A progress callback: (tensor name, bytes done, bytes in all).
 pub type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
 /// Converts every quantized layer of a safetensors file into the standard layout
-/// (docs/convert.md). `progress` is called after each tensor written with (name, done, total).
+/// (docs/convert.md). `progress` is called after each tensor written with (name, done, total);
+/// a panic in it stops the conversion after the current layer (nothing is written to `output`)
+/// and is resumed once the call has returned.
 pub fn convert_file(
     scheme: &str,
     input: &Path,
@@ -242,13 +257,20 @@ pub fn convert_file(
     let (scheme, input, output) =
         (c_string(scheme, "scheme")?, path(input, "input")?, path(output, "output")?);
     let mut o = options.raw();
-    let mut state;
-    if let Some(callback) = progress {
-        state = ProgressState { callback };
+    let mut state = progress.map(|callback| ProgressState { callback, panic: None });
+    if let Some(state) = state.as_mut() {
+        let user: *mut c_void = (state as *mut ProgressState).cast();
         o.progress = Some(progress_trampoline);
-        o.progress_user_data = (&mut state as *mut ProgressState).cast();
+        o.progress_user_data = user;
+        o.cancel = Some(cancel_trampoline);
+        o.cancel_user_data = user;
     }
-    check(unsafe { sys::hm_convert_file(scheme.as_ptr(), input.as_ptr(), output.as_ptr(), &o) })
+    let status =
+        check(unsafe { sys::hm_convert_file(scheme.as_ptr(), input.as_ptr(), output.as_ptr(), &o) });
+    if let Some(payload) = state.and_then(|s| s.panic) {
+        std::panic::resume_unwind(payload);
+    }
+    status
 }
 
 impl std::fmt::Debug for ConvertedLayer {

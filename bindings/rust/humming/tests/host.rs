@@ -379,6 +379,23 @@ fn convert_file_with_progress() {
     let start = header.find(&key).expect(&header) + key.len();
     let text = &header[start..start + header[start..].find('"').unwrap()];
     assert_eq!(Format::parse(text).unwrap().shape().unwrap(), (n as i64, k as i64, 1));
+    // A panic in the callback stops the conversion (nothing written) and is resumed after it;
+    // the callback is not called again.
+    let again = dir.join("again.safetensors");
+    let mut seen = 0;
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut fail = |_: &str, _: u64, _: u64| {
+            seen += 1;
+            panic!("stop");
+        };
+        let _ = humming::convert_file("gptq", &input, &again, &ConvertOptions::default(), Some(&mut fail));
+    }));
+    assert!(caught.is_err(), "the panic comes back");
+    assert_eq!(seen, 1);
+    let mut names: Vec<_> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["in.safetensors", "out.safetensors"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
