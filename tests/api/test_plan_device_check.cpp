@@ -66,6 +66,16 @@ class PlanDeviceCheck : public MockDriverTest {
     ASSERT_EQ(gemm(), HM_SUCCESS) << "the baseline call must pass: " << last_error();
   }
   hm_status_t gemm(void* stream = nullptr) { return hm_plan_gemm(plan_, lp_, stream); }
+  // The workspace bytes a call with M = m uses, as hm_plan_describe says ("... workspace N
+  // bytes"); -1 when it does not say.
+  int64_t described_workspace(int64_t m) {
+    char desc[512] = "";
+    EXPECT_EQ(hm_plan_describe(plan_, m, desc, sizeof desc, nullptr), HM_SUCCESS);
+    const std::string d = desc;
+    const size_t at = d.find("workspace ");
+    EXPECT_NE(at, std::string::npos) << d;
+    return at == std::string::npos ? -1 : std::stoll(d.substr(at + 10));
+  }
   // Sets `slot` to `pointer`, runs, restores the slot; returns the status.
   hm_status_t gemm_with(int32_t slot, uint64_t pointer) {
     const uint64_t keep = slot == HM_ARG_WORKSPACE ? ws_ : buf_;
@@ -245,13 +255,8 @@ TEST_F(PlanDeviceCheck, ShapeAlignmentAndWorkspaceChecks) {
   EXPECT_TRUE(contains(last_error(), "HM_ARG_WORKSPACE must be 16-byte aligned")) << last_error();
 
   // One byte short of what M = 1 needs.
-  char desc[512];
-  ASSERT_EQ(hm_plan_describe(plan_, 1, desc, sizeof desc, nullptr), HM_SUCCESS);
-  const std::string d = desc;
-  const size_t at = d.find("workspace ");
-  ASSERT_NE(at, std::string::npos) << d;
-  const int64_t need = std::stoll(d.substr(at + 10));
-  ASSERT_GT(need, 0) << d;
+  const int64_t need = described_workspace(1);
+  ASSERT_GT(need, 0);
   hm_launch_params_set_int(lp_, HM_ARG_WORKSPACE_BYTES, need - 1);
   EXPECT_EQ(gemm(), HM_ERROR_INVALID_ARGUMENT);
   EXPECT_TRUE(contains(last_error(), "workspace of " + std::to_string(need) + " bytes"))
@@ -310,12 +315,8 @@ TEST_F(PlanDeviceCheck, BuffersTooSmallForTheCallAreRefused) {
   hm_device_free(ctx_, c);
   // The workspace: what this M uses, not what HM_ARG_WORKSPACE_BYTES claims.
   hm_launch_params_set_int(lp_, HM_ARG_M, 1);
-  char desc[512];
-  ASSERT_EQ(hm_plan_describe(plan_, 1, desc, sizeof desc, nullptr), HM_SUCCESS);
-  const std::string d = desc;
-  const size_t at = d.find("workspace ");
-  ASSERT_NE(at, std::string::npos) << d;
-  const uint64_t need = std::stoull(d.substr(at + 10));
+  const uint64_t need = static_cast<uint64_t>(described_workspace(1));
+  ASSERT_GT(need, 0u);
   uint64_t ws = 0;
   ASSERT_EQ(hm_device_alloc(ctx_, need, &ws), HM_SUCCESS);
   EXPECT_EQ(gemm_with(HM_ARG_WORKSPACE, ws), HM_SUCCESS) << last_error();
