@@ -256,8 +256,15 @@ bool activation_groups(const Format& f, const Arch*, std::string& d) {
     d = "a=" + f.activation.name() + ":g" + str(f.act_group_k) + " (16-bit activations are not quantized)";
     return true;
   }
-  // e2m1 activations take their scales in the block-scaled MMA (per 16 or 32, as R20 says).
-  if (is(f.activation, HM_DTYPE_E2M1) || f.act_group_k % a->mma_k == 0) return false;
+  // e2m1 activations take their scales in the block-scaled MMA, per 16 (NVFP4) or 32 (MX)
+  // elements, as R20 says for the weights: whole 16-element blocks.
+  if (is(f.activation, HM_DTYPE_E2M1)) {
+    if (f.act_group_k % 16 == 0) return false;
+    d = "a=" + f.activation.name() + ":g" + str(f.act_group_k) +
+        ", not whole 16-element blocks of the block-scaled MMA";
+    return true;
+  }
+  if (f.act_group_k % a->mma_k == 0) return false;
   d = "a=" + f.activation.name() + ":g" + str(f.act_group_k) + ", whose MMA K is " + str(a->mma_k);
   return true;
 }
@@ -328,7 +335,7 @@ const Entry kEntries[] = {
   {{"R19", "scale-in-activation", "On 16-bit activations group and block scales multiply the dequantized weight in the activation type before the MMA, so every scale value is exactly a value of the activation dtype.", kFmt}, scale_in_activation},
   {{"R20", "e2m1-scales", "On e2m1 activations group scales are applied by the block-scaled MMA, which takes e4m3 scales per 16 elements (NVFP4) or ue8m0 scales per 32 (MXFP4): the scale dtype is one of those and group_k a multiple of its block.", kFmt}, e2m1_scales},
   {{"R21", "ue8m0-group", "ue8m0 group scales have group_k a multiple of 32, the OCP MX block: scales are read per 32-element block.", kFmt}, ue8m0_group},
-  {{"R22", "activation-groups", "Per-token x K-group activation scales (a=<dtype>:g<K>) belong to quantized activations (8 bits or fewer) and group_k is a multiple of the activation's MMA K (32 for 8-bit, 64 for 4-bit integers): each group's sums are scaled in f32 between MMA steps (e2m1 activations take theirs in the block-scaled MMA).", kFmt}, activation_groups},
+  {{"R22", "activation-groups", "Per-token x K-group activation scales (a=<dtype>:g<K>) belong to quantized activations (8 bits or fewer) and group_k is a multiple of the activation's MMA K (32 for 8-bit, 64 for 4-bit integers): each group's sums are scaled in f32 between MMA steps (e2m1 activations take theirs in the block-scaled MMA, per whole 16-element blocks).", kFmt}, activation_groups},
   {{"R23", "arch-minimum", "The target is sm_75 or newer: every kernel uses mma.sync and ldmatrix as Turing introduced them.", kArch}, arch_minimum},
   {{"R24", "activation-arch", "The activation's MMA exists on the target (the arch column of the support matrix).", kArch}, activation_arch},
   {{"R25", "bf16-output-arch", "bf16 output needs sm_80 or newer: the f32 -> bf16 conversion (cvt.rn.bf16x2.f32) starts there.", kArch}, bf16_output_arch},

@@ -59,7 +59,7 @@ const RuleCase kCases[] = {
   {"R19", "", "a=bf16 c=bf16 w=e2m1 s=ue8m0:g32", {"a=f16 w=e2m1 s=ue8m0:g32", "s=bf16:g128", "a=bf16 c=bf16 s=f16:g128", "a=bf16 c=bf16 s=f32:g128", "s=f32:b128x128"}},
   {"R20", "", "w=e2m1 a=e2m1 c=bf16 s=e4m3:g16+tensor", {"w=e2m1 a=e2m1 s=f16:g16", "w=e2m1 a=e2m1 s=ue8m0:g16", "w=e2m1 a=e2m1 s=f32:g64", "w=e2m1 a=e2m1 s=e5m2:g32"}},
   {"R21", "", "w=e2m1 a=bf16 c=bf16 s=ue8m0:g64", {"w=e2m1 a=bf16 c=bf16 s=ue8m0:g48", "w=e2m1 a=bf16 c=bf16 s=ue8m0:g16+tensor"}},
-  {"R22", "", "a=e4m3:g128 w=e4m3 s=f32:b128x128", {"a=f16:g128", "a=e4m3:g16 w=e4m3 s=f32:channel", "a=int8:g48 w=int8 s=f32:channel"}},
+  {"R22", "", "a=e4m3:g128 w=e4m3 s=f32:b128x128", {"a=f16:g128", "a=e4m3:g16 w=e4m3 s=f32:channel", "a=int8:g48 w=int8 s=f32:channel", "a=e2m1:g8 w=e2m1 c=bf16 s=e4m3:g16+tensor", "a=e2m1:g40 w=e2m1 c=bf16 s=e4m3:g16+tensor"}},
   {"R23", "sm_75", "", {}},
   {"R24", "sm_86", "a=int4 w=int4 s=f32:channel", {}},
   {"R25", "sm_80", "c=bf16", {}},
