@@ -260,7 +260,7 @@ HM_API hm_status_t hm_converted_layer_info(const hm_converted_layer_t* layer,
     info->weight = w;
     info->bias = l.bias.empty() ? nullptr : l.bias.data();
     info->k_permutation = l.k_permutation.empty() ? nullptr : l.k_permutation.data();
-    if (info->struct_size >= offsetof(hm_converted_layer_info_t, note) + sizeof info->note)
+    if (HM_STRUCT_HAS(info, hm_converted_layer_info_t, note))
       info->note = layer->note.empty() ? nullptr : layer->note.c_str();
     hm::api::report_filled(info);
   });
@@ -275,9 +275,7 @@ HM_API hm_status_t hm_convert_file(const char* scheme, const char* in_path, cons
     const hm::schema::Scheme s = hm::schema::parse_scheme(scheme);
     const hm::schema::Options o = options_of(options);
     const bool has_cancel =
-        options != nullptr && options->struct_size >= offsetof(hm_convert_options_t, cancel) +
-                                                           sizeof options->cancel +
-                                                           sizeof options->cancel_user_data;
+        options != nullptr && HM_STRUCT_HAS(options, hm_convert_options_t, cancel_user_data);
     hm::schema::convert_file(s, in_path, out_path, o, options ? options->progress : nullptr,
                              options ? options->progress_user_data : nullptr,
                              has_cancel ? options->cancel : nullptr,

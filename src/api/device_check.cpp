@@ -88,8 +88,8 @@ void check_extent(const char* slot, uint64_t pointer, uint64_t extent, const Ran
            " bytes from the end of its allocation (" + core::hex_address(range.start) + ", " +
            std::to_string(range.size) + " bytes), but the call uses " +
            (extent == UINT64_MAX ? std::string("more than 2^64") : std::to_string(extent)) +
-           " bytes from it: the buffer is too small for the format and M (sizes: humming.h, "
-           "hm_plan_gemm)");
+           " bytes from it: the buffer is too small for this call (humming.h gives each call's "
+           "buffer sizes)");
 }
 
 Range queried_range(const runtime::Device& device, uint64_t pointer) {

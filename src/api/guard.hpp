@@ -54,6 +54,12 @@ inline void require_struct_size(uint32_t struct_size, size_t min_size, const cha
              " (initialize it with the matching _init() function)");
 }
 
+// Whether the caller's struct `ptr` (of `type`) reaches past `field`: fields appended after a
+// struct's first release are read (or written) only then, since older callers pass shorter
+// structs.
+#define HM_STRUCT_HAS(ptr, type, field) \
+  ((ptr)->struct_size >= offsetof(type, field) + sizeof((ptr)->field))
+
 // Info structs the library fills: afterwards struct_size says how many bytes it filled (the
 // smaller of the caller's size and its own), so a caller built against a newer header can tell
 // which of its fields this library knew (humming.h, conventions).

@@ -145,19 +145,13 @@ HM_API hm_status_t hm_kernel_launch(const hm_kernel_t* kernel, const hm_launch_p
     core::require_aligned(a, kernel->input_bytes, "HM_ARG_A");
     core::require_aligned(b, kernel->input_bytes, "HM_ARG_B");
     core::require_aligned(c, kernel->output_bytes, "HM_ARG_C");
-    // The reference GEMM reads A [M][K] and B [N][K] and writes C [M][N]; a product past 2^63
-    // reads as UINT64_MAX, more than any allocation holds.
-    auto bytes = [](int64_t rows, int64_t cols, int element) {
-      uint64_t p = 0;
-      return core::checked_mul(uint64_t(rows), uint64_t(cols), &p) &&
-                     core::checked_mul(p, uint64_t(element), &p)
-                 ? p
-                 : UINT64_MAX;
-    };
+    // The reference GEMM reads A [M][K] and B [N][K] and writes C [M][N] (sizes within the
+    // limits checked above; a product past 64 bits would read as more than any allocation).
+    const uint64_t in = uint64_t(kernel->input_bytes), out = uint64_t(kernel->output_bytes);
     uint64_t extents[hm_launch_params::kNamedPointerSlots] = {};
-    extents[HM_ARG_A] = bytes(m, k, kernel->input_bytes);
-    extents[HM_ARG_B] = bytes(n, k, kernel->input_bytes);
-    extents[HM_ARG_C] = bytes(m, n, kernel->output_bytes);
+    extents[HM_ARG_A] = core::saturating_product({uint64_t(m), uint64_t(k), in});
+    extents[HM_ARG_B] = core::saturating_product({uint64_t(n), uint64_t(k), in});
+    extents[HM_ARG_C] = core::saturating_product({uint64_t(m), uint64_t(n), out});
     const runtime::Device::Scope current(*kernel->context->device);
     check_launch_device(*kernel->context->device, *params, static_cast<runtime::CUstream>(stream),
                         extents);

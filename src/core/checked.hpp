@@ -18,6 +18,15 @@ inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_mul_overflow(a, b, out);
 }
 
+// The product of the factors, or UINT64_MAX when it does not fit 64 bits: for byte counts that
+// are compared with an allocation's size, which no such product can fit.
+inline uint64_t saturating_product(std::initializer_list<uint64_t> factors) {
+  uint64_t p = 1;
+  for (uint64_t f : factors)
+    if (!checked_mul(p, f, &p)) return std::numeric_limits<uint64_t>::max();
+  return p;
+}
+
 // a + b into *out, or false when the sum does not fit 64 bits.
 inline bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_add_overflow(a, b, out);

@@ -144,11 +144,8 @@ void DenseFamily::extents(const Tile& tile, const Layer& layer, const hm_launch_
   DenseParams checked{};
   marshal(layer, params, f.experts >= 2, checked);
   std::fill(bytes, bytes + hm_launch_params::kNamedPointerSlots, uint64_t{0});
-  // a * b * c, saturating: no allocation holds 2^64 bytes, so the check refuses such a call.
-  auto product = [](uint64_t a, uint64_t b, uint64_t c = 1) {
-    uint64_t p = 0;
-    return core::checked_mul(a, b, &p) && core::checked_mul(p, c, &p) ? p : UINT64_MAX;
-  };
+  // Saturating products: no allocation holds 2^64 bytes, so the check refuses such a call.
+  using core::saturating_product;
   const uint64_t experts = static_cast<uint64_t>(std::max(f.experts, 1));
   const int64_t mode = f.experts >= 2 ? params.integer(HM_ARG_MOE_MODE) : HM_MOE_MODE_INDEXED;
   const int64_t top_k = params.integer(HM_ARG_TOP_K);
@@ -157,22 +154,23 @@ void DenseFamily::extents(const Tile& tile, const Layer& layer, const hm_launch_
   if (f.experts >= 2 && mode == HM_MOE_MODE_INDEXED)
     c_rows = top_k >= 1 && top_k <= HM_MAX_TOP_K ? a_rows * static_cast<uint64_t>(top_k) : 0;
   else if (f.experts >= 2 && mode == HM_MOE_MODE_MASKED)
-    a_rows = c_rows = product(experts, a_rows);
+    a_rows = c_rows = saturating_product({experts, a_rows});
   else if (f.experts >= 2 && mode != HM_MOE_MODE_CONTIGUOUS)
     a_rows = c_rows = 0;
   const uint64_t k = static_cast<uint64_t>(f.k), n = static_cast<uint64_t>(f.n);
   const uint64_t out_bytes = static_cast<uint64_t>(f.output.bits() / 8);
-  const uint64_t a_bits = product(a_rows, k, static_cast<uint64_t>(f.activation.bits()));
+  const uint64_t a_bits =
+      saturating_product({a_rows, k, static_cast<uint64_t>(f.activation.bits())});
   bytes[HM_ARG_A] = a_bits == UINT64_MAX ? a_bits : (a_bits + 7) / 8;
-  bytes[HM_ARG_C] = product(c_rows, n, out_bytes);
+  bytes[HM_ARG_C] = saturating_product({c_rows, n, out_bytes});
   bytes[HM_ARG_B] = s.weight_bytes;
   bytes[HM_ARG_SCALES] = s.scale_bytes;
   bytes[HM_ARG_ZEROS] = s.zero_point_bytes;
   bytes[HM_ARG_GLOBAL] = s.global_scale_bytes;
-  if (f.has_bias) bytes[HM_ARG_BIAS] = product(experts, n, out_bytes);  // [E][N]
+  if (f.has_bias) bytes[HM_ARG_BIAS] = saturating_product({experts, n, out_bytes});  // [E][N]
   if (f.activation.bits() == 8)  // f32 per row of A, or per row and K group
-    bytes[HM_ARG_ACT_SCALES] =
-        product(a_rows, static_cast<uint64_t>(std::max<int64_t>(f.activation_groups(), 1)), 4);
+    bytes[HM_ARG_ACT_SCALES] = saturating_product(
+        {a_rows, static_cast<uint64_t>(std::max<int64_t>(f.activation_groups(), 1)), 4});
   bytes[HM_ARG_WORKSPACE] = workspace_bytes(tile, layer, m, m);
   if (bytes[HM_ARG_WORKSPACE] > 0)  // launch's own check, first here too (see marshal above)
     core::require_aligned(params.pointers[HM_ARG_WORKSPACE], 16, "HM_ARG_WORKSPACE");
